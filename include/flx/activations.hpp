@@ -1,0 +1,92 @@
+// Activation functions as function objects: callable on tensors, usable as
+// values (Dense(10, 5, sigmoid)) and as layers (softmax in a Chain). Their
+// names print as Flux prints them (σ for sigmoid). Qualify flx::tanh where
+// <cmath> is visible too.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <type_traits>
+
+#include "flx/functor.hpp"
+#include "flx/ops.hpp"
+
+namespace flx {
+
+namespace detail {
+Tensor activate(int op, const Tensor& x, double alpha = 0);
+Tensor softmax(const Tensor& x, int dim, bool log);
+}  // namespace detail
+
+#define FLX_ACTIVATION(TYPE, OBJ, NAME, CODE)                                        \
+  struct TYPE {                                                                      \
+    Tensor operator()(const Tensor& x) const { return detail::activate(CODE, x); }   \
+    static const char* name() { return NAME; }                                      \
+  };                                                                                 \
+  inline constexpr TYPE OBJ{};
+
+FLX_ACTIVATION(Sigmoid, sigmoid, "σ", FLX_OP_SIGMOID)
+FLX_ACTIVATION(Relu, relu, "relu", FLX_OP_RELU)
+FLX_ACTIVATION(Tanh, tanh, "tanh", FLX_OP_TANH)
+FLX_ACTIVATION(Gelu, gelu, "gelu", FLX_OP_GELU)
+FLX_ACTIVATION(Swish, swish, "swish", FLX_OP_SWISH)
+FLX_ACTIVATION(Softplus, softplus, "softplus", FLX_OP_SOFTPLUS)
+#undef FLX_ACTIVATION
+
+struct LeakyRelu {  // leakyrelu(x, a = 0.01)
+  Tensor operator()(const Tensor& x, double a = 0.01) const { return detail::activate(FLX_OP_LEAKYRELU, x, a); }
+  static const char* name() { return "leakyrelu"; }
+};
+inline constexpr LeakyRelu leakyrelu{};
+struct Elu {  // elu(x, α = 1)
+  Tensor operator()(const Tensor& x, double alpha = 1.0) const { return detail::activate(FLX_OP_ELU, x, alpha); }
+  static const char* name() { return "elu"; }
+};
+inline constexpr Elu elu{};
+struct Identity {
+  Tensor operator()(const Tensor& x) const { return x; }
+  static const char* name() { return "identity"; }
+};
+inline constexpr Identity identity{};
+// softmax / logsoftmax over dim (default 0, Flux's dims=1), also layers.
+struct Softmax {
+  Tensor operator()(const Tensor& x, int dim = 0) const { return detail::softmax(x, dim, false); }
+  static const char* name() { return "softmax"; }
+};
+struct LogSoftmax {
+  Tensor operator()(const Tensor& x, int dim = 0) const { return detail::softmax(x, dim, true); }
+  static const char* name() { return "logsoftmax"; }
+};
+inline constexpr Softmax softmax{};
+inline constexpr LogSoftmax logsoftmax{};
+
+// Activation: any of the above, or any callable Tensor -> Tensor, held by
+// value in layers such as Dense.
+class Activation {
+ public:
+  Activation() : name_("identity"), identity_(true) {}
+  template <class F>
+    requires(!std::is_same_v<std::decay_t<F>, Activation> && std::is_invocable_r_v<Tensor, const F&, const Tensor&>)
+  Activation(F f) : fn_(std::move(f)) {  // NOLINT: implicit on purpose (Dense(2, 3, relu))
+    if constexpr (requires { F::name(); }) name_ = F::name();
+    else name_ = "#callable";
+    identity_ = std::is_same_v<std::decay_t<F>, Identity>;
+  }
+  Tensor operator()(const Tensor& x) const { return identity_ ? x : fn_(x); }
+  const std::string& name() const { return name_; }
+  bool is_identity() const { return identity_; }
+
+ private:
+  std::function<Tensor(const Tensor&)> fn_;
+  std::string name_;
+  bool identity_ = false;
+};
+
+std::ostream& operator<<(std::ostream& os, const Activation& a);
+
+FLX_LEAF(Activation)
+FLX_LEAF(Softmax)
+FLX_LEAF(LogSoftmax)
+
+}  // namespace flx

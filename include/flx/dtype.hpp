@@ -1,0 +1,93 @@
+// Element types, their sizes, names, promotion, and the host half types.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <string_view>
+
+#include "flx/backend.h"
+
+namespace flx {
+
+enum class DType : int32_t {
+  Float32 = FLX_F32,
+  Float64 = FLX_F64,
+  Float16 = FLX_F16,
+  BFloat16 = FLX_BF16,
+  Int32 = FLX_I32,
+  Int64 = FLX_I64,
+  UInt8 = FLX_U8,
+  Bool = FLX_BOOL,
+};
+
+inline constexpr DType Float32 = DType::Float32;
+inline constexpr DType Float64 = DType::Float64;
+inline constexpr DType Float16 = DType::Float16;
+inline constexpr DType BFloat16 = DType::BFloat16;
+inline constexpr DType Int32 = DType::Int32;
+inline constexpr DType Int64 = DType::Int64;
+inline constexpr DType UInt8 = DType::UInt8;
+inline constexpr DType Bool = DType::Bool;
+
+size_t dtype_size(DType t);
+std::string_view dtype_name(DType t);  // "Float32", ...
+bool is_floating(DType t);
+bool is_integral(DType t);  // Int32, Int64, UInt8 (not Bool)
+std::ostream& operator<<(std::ostream& os, DType t);
+
+// Promotion (written down in docs/dtypes.md):
+//  - same type: itself;
+//  - Bool < UInt8 < Int32 < Int64 < floating; within floating
+//    Float16/BFloat16 < Float32 < Float64, and Float16 with BFloat16 → Float32.
+DType promote_types(DType a, DType b);
+
+// IEEE half and bfloat16 as storage types on the host.
+struct Half {
+  uint16_t bits = 0;
+  Half() = default;
+  explicit Half(float f);
+  explicit operator float() const;
+};
+struct BHalf {
+  uint16_t bits = 0;
+  BHalf() = default;
+  explicit BHalf(float f);
+  explicit operator float() const;
+};
+
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+inline float bf16_to_float(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return uint16_t(u >> 16);
+}
+inline Half::Half(float f) : bits(float_to_half(f)) {}
+inline Half::operator float() const { return half_to_float(bits); }
+inline BHalf::BHalf(float f) : bits(float_to_bf16(f)) {}
+inline BHalf::operator float() const { return bf16_to_float(bits); }
+
+// The DType of a C++ element type.
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::Float32;
+  else if constexpr (std::is_same_v<T, double>) return DType::Float64;
+  else if constexpr (std::is_same_v<T, Half>) return DType::Float16;
+  else if constexpr (std::is_same_v<T, BHalf>) return DType::BFloat16;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::Int32;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::Int64;
+  else if constexpr (std::is_same_v<T, uint8_t>) return DType::UInt8;
+  else if constexpr (std::is_same_v<T, bool>) return DType::Bool;
+  else static_assert(sizeof(T) == 0, "flx: no DType for this C++ type");
+}
+
+}  // namespace flx

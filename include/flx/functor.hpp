@@ -1,0 +1,257 @@
+// Functors: declaring a struct's children (FLX_FUNCTOR), and fmap, which
+// rebuilds a tree with a function applied to every tensor leaf.
+//
+//   struct ActorCritic { Tensor actor; Tensor critic; };
+//   FLX_FUNCTOR(ActorCritic, actor, critic)
+//   auto m2 = fmap([](const Tensor& t) { return t.to(dev); }, m);
+//
+// Walked: Tensor; declared structs; std::tuple, pair, vector, array,
+// optional, variant, map<string, T>. Leaves copied unchanged: arithmetic
+// types, enums, strings, std::function, empty classes (stateless lambdas,
+// activation objects) and types marked FLX_LEAF. Any other class type is a
+// compile-time error naming FLX_FUNCTOR, so a model can never silently stay
+// behind on the CPU.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "flx/tensor.hpp"
+
+namespace flx::detail {
+
+template <class T>
+struct tag {};
+
+template <class T, class M>
+struct Field {
+  const char* name;
+  M T::*ptr;
+};
+
+// Found by ordinary lookup so that ADL on tag<T> is always attempted.
+void flx_functor_fields() = delete;
+void flx_trainable_fields() = delete;
+void flx_is_leaf() = delete;
+
+template <class T>
+concept DeclaredFunctor = requires { flx_functor_fields(tag<T>{}); };
+template <class T>
+concept DeclaredTrainable = requires { flx_trainable_fields(tag<T>{}); };
+template <class T>
+concept DeclaredLeaf = requires { flx_is_leaf(tag<T>{}); };
+
+template <class T>
+struct is_std_container : std::false_type {};
+template <class... A>
+struct is_std_container<std::tuple<A...>> : std::true_type {};
+template <class A, class B>
+struct is_std_container<std::pair<A, B>> : std::true_type {};
+template <class A, class Al>
+struct is_std_container<std::vector<A, Al>> : std::true_type {};
+template <class A, size_t N>
+struct is_std_container<std::array<A, N>> : std::true_type {};
+template <class A>
+struct is_std_container<std::optional<A>> : std::true_type {};
+template <class... A>
+struct is_std_container<std::variant<A...>> : std::true_type {};
+template <class V, class C, class Al>
+struct is_std_container<std::map<std::string, V, C, Al>> : std::true_type {};
+
+template <class T>
+struct is_std_function : std::false_type {};
+template <class S>
+struct is_std_function<std::function<S>> : std::true_type {};
+
+// A leaf: copied unchanged by fmap, ignored by walks.
+template <class T>
+constexpr bool is_leaf_v = !std::is_class_v<T> || std::is_same_v<T, std::string> || is_std_function<T>::value ||
+                           DeclaredLeaf<T> || (std::is_empty_v<T> && !DeclaredFunctor<T>);
+
+template <class T>
+constexpr bool is_walkable_v = std::is_same_v<T, Tensor> || is_leaf_v<T> || DeclaredFunctor<T> ||
+                               is_std_container<T>::value;
+
+template <class T>
+constexpr void require_walkable() {
+  static_assert(is_walkable_v<T>,
+                "flx: this struct's fields are not declared, so fmap/gpu/cpu/gradient cannot see its tensors. "
+                "Declare them after the struct with FLX_FUNCTOR(Type, field1, field2, ...), or mark a type "
+                "that holds no tensors with FLX_LEAF(Type).");
+}
+
+template <class T, bool Trainable>
+auto fields_of() {
+  if constexpr (Trainable && DeclaredTrainable<T>) return flx_trainable_fields(tag<T>{});
+  else return flx_functor_fields(tag<T>{});
+}
+
+// A struct (not an alias) so that ADL finds fmap_container in this namespace.
+struct FmapCache {
+  std::unordered_map<const void*, Tensor> map;
+};
+
+// fmap with an explicit identity cache: a tensor reached twice maps once.
+template <class F, class T, class... Ys>
+T fmap_cached(F& f, FmapCache& cache, const T& x, const Ys&... ys) {
+  require_walkable<T>();
+  if constexpr (std::is_same_v<T, Tensor>) {
+    if (!x.defined()) return x;
+    if (auto it = cache.map.find(x.id()); it != cache.map.end()) return it->second;
+    Tensor r = f(x, ys...);
+    cache.map.emplace(x.id(), r);
+    return r;
+  } else if constexpr (is_leaf_v<T>) {
+    return x;
+  } else if constexpr (DeclaredFunctor<T>) {
+    T out = x;
+    auto one = [&](const auto& fld) { out.*(fld.ptr) = fmap_cached(f, cache, x.*(fld.ptr), ys.*(fld.ptr)...); };
+    std::apply([&](const auto&... fld) { (one(fld), ...); }, fields_of<T, false>());
+    return out;
+  } else {
+    return fmap_container(f, cache, x, ys...);
+  }
+}
+
+template <class F, class... A, class... Ys>
+std::tuple<A...> fmap_container(F& f, FmapCache& cache, const std::tuple<A...>& x, const Ys&... ys) {
+  auto one = [&]<size_t I>(std::integral_constant<size_t, I>) {
+    return fmap_cached(f, cache, std::get<I>(x), std::get<I>(ys)...);
+  };
+  return [&]<size_t... I>(std::index_sequence<I...>) {
+    return std::tuple<A...>{one(std::integral_constant<size_t, I>{})...};
+  }(std::index_sequence_for<A...>{});
+}
+template <class F, class A, class B, class... Ys>
+std::pair<A, B> fmap_container(F& f, FmapCache& cache, const std::pair<A, B>& x, const Ys&... ys) {
+  return {fmap_cached(f, cache, x.first, ys.first...), fmap_cached(f, cache, x.second, ys.second...)};
+}
+template <class F, class A, class Al, class... Ys>
+std::vector<A, Al> fmap_container(F& f, FmapCache& cache, const std::vector<A, Al>& x, const Ys&... ys) {
+  std::vector<A, Al> out;
+  out.reserve(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out.push_back(fmap_cached(f, cache, x[i], ys[i]...));
+  return out;
+}
+template <class F, class A, size_t N, class... Ys>
+std::array<A, N> fmap_container(F& f, FmapCache& cache, const std::array<A, N>& x, const Ys&... ys) {
+  std::array<A, N> out = x;
+  for (size_t i = 0; i < N; ++i) out[i] = fmap_cached(f, cache, x[i], ys[i]...);
+  return out;
+}
+template <class F, class A, class... Ys>
+std::optional<A> fmap_container(F& f, FmapCache& cache, const std::optional<A>& x, const Ys&... ys) {
+  if (!x) return x;
+  return fmap_cached(f, cache, *x, *ys...);
+}
+template <class F, class... A, class... Ys>
+std::variant<A...> fmap_container(F& f, FmapCache& cache, const std::variant<A...>& x, const Ys&... ys) {
+  return std::visit(
+      [&](const auto& v) -> std::variant<A...> {
+        using V = std::decay_t<decltype(v)>;
+        return fmap_cached(f, cache, v, std::get<V>(ys)...);
+      },
+      x);
+}
+template <class F, class V, class C, class Al, class... Ys>
+std::map<std::string, V, C, Al> fmap_container(F& f, FmapCache& cache, const std::map<std::string, V, C, Al>& x,
+                                               const Ys&... ys) {
+  std::map<std::string, V, C, Al> out;
+  for (const auto& [k, v] : x) out.emplace(k, fmap_cached(f, cache, v, ys.at(k)...));
+  return out;
+}
+
+// Visit every tensor leaf with its dotted path ("layers.0.weight"), zipped
+// with the matching leaves of ys. Trainable = only FLX_TRAINABLE fields.
+template <bool Trainable, class V, class T, class... Ys>
+void walk(V& visit, const std::string& path, const T& x, const Ys&... ys) {
+  require_walkable<T>();
+  auto join = [&](const std::string& k) { return path.empty() ? k : path + "." + k; };
+  if constexpr (std::is_same_v<T, Tensor>) {
+    visit(path, x, ys...);
+  } else if constexpr (is_leaf_v<T>) {
+  } else if constexpr (DeclaredFunctor<T>) {
+    auto one = [&](const auto& fld) { walk<Trainable>(visit, join(fld.name), x.*(fld.ptr), ys.*(fld.ptr)...); };
+    std::apply([&](const auto&... fld) { (one(fld), ...); }, fields_of<T, Trainable>());
+  } else if constexpr (is_std_container<T>::value) {
+    if constexpr (requires { std::tuple_size<T>::value; } && !requires { x.size(); }) {
+      auto one = [&]<size_t I>(std::integral_constant<size_t, I>) {
+        walk<Trainable>(visit, join(std::to_string(I)), std::get<I>(x), std::get<I>(ys)...);
+      };
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        (one(std::integral_constant<size_t, I>{}), ...);
+      }(std::make_index_sequence<std::tuple_size_v<T>>{});
+    } else if constexpr (requires { x.has_value(); }) {
+      if (x) walk<Trainable>(visit, path, *x, *ys...);
+    } else if constexpr (requires { x.index(); }) {
+      std::visit([&](const auto& v) { walk<Trainable>(visit, path, v, std::get<std::decay_t<decltype(v)>>(ys)...); }, x);
+    } else if constexpr (requires { x.begin()->first; }) {
+      for (const auto& [k, v] : x) walk<Trainable>(visit, join(k), v, ys.at(k)...);
+    } else {
+      for (size_t i = 0; i < x.size(); ++i) walk<Trainable>(visit, join(std::to_string(i)), x[i], ys[i]...);
+    }
+  }
+}
+
+}  // namespace flx::detail
+
+namespace flx {
+
+// fmap(f, x): x rebuilt with f applied to each (defined) tensor leaf.
+// fmap(f, x, ys...): f(leaf, matching leaves of ys...), ys shaped like x.
+template <class F, class T, class... Ys>
+T fmap(F&& f, const T& x, const Ys&... ys) {
+  detail::FmapCache cache;
+  return detail::fmap_cached(f, cache, x, ys...);
+}
+
+// Every tensor leaf of x (each shared tensor once), in walk order.
+template <class T>
+std::vector<Tensor> leaves(const T& x, bool trainable_only = false) {
+  std::vector<Tensor> out;
+  std::unordered_map<const void*, bool> seen;
+  auto visit = [&](const std::string&, const Tensor& t) {
+    if (t.defined() && seen.emplace(t.id(), true).second) out.push_back(t);
+  };
+  if (trainable_only) detail::walk<true>(visit, "", x);
+  else detail::walk<false>(visit, "", x);
+  return out;
+}
+
+}  // namespace flx
+
+// ---- declaration macros ----------------------------------------------------
+#define FLX_DETAIL_PARENS ()
+#define FLX_DETAIL_EXPAND(...) FLX_DETAIL_EXPAND3(FLX_DETAIL_EXPAND3(FLX_DETAIL_EXPAND3(__VA_ARGS__)))
+#define FLX_DETAIL_EXPAND3(...) FLX_DETAIL_EXPAND2(FLX_DETAIL_EXPAND2(FLX_DETAIL_EXPAND2(__VA_ARGS__)))
+#define FLX_DETAIL_EXPAND2(...) FLX_DETAIL_EXPAND1(FLX_DETAIL_EXPAND1(FLX_DETAIL_EXPAND1(__VA_ARGS__)))
+#define FLX_DETAIL_EXPAND1(...) __VA_ARGS__
+#define FLX_DETAIL_FOR_EACH(m, T, ...) __VA_OPT__(FLX_DETAIL_EXPAND(FLX_DETAIL_FOR_EACH_H(m, T, __VA_ARGS__)))
+#define FLX_DETAIL_FOR_EACH_H(m, T, a, ...) m(T, a) __VA_OPT__(, FLX_DETAIL_FOR_EACH_A FLX_DETAIL_PARENS(m, T, __VA_ARGS__))
+#define FLX_DETAIL_FOR_EACH_A() FLX_DETAIL_FOR_EACH_H
+#define FLX_DETAIL_FIELD(T, f) ::flx::detail::Field<T, decltype(T::f)>{#f, &T::f}
+
+// FLX_FUNCTOR(T, fields...): the children of T (and their names in
+// checkpoints). Write it after the struct, at namespace scope (global or the
+// struct's own namespace). Fields not listed are copied unchanged.
+#define FLX_FUNCTOR(T, ...)                                                  \
+  [[maybe_unused]] inline auto flx_functor_fields(::flx::detail::tag<T>) {   \
+    return std::make_tuple(FLX_DETAIL_FOR_EACH(FLX_DETAIL_FIELD, T, __VA_ARGS__)); \
+  }
+// FLX_TRAINABLE(T, fields...): the subset of children optimisers update.
+#define FLX_TRAINABLE(T, ...)                                                \
+  [[maybe_unused]] inline auto flx_trainable_fields(::flx::detail::tag<T>) { \
+    return std::make_tuple(FLX_DETAIL_FOR_EACH(FLX_DETAIL_FIELD, T, __VA_ARGS__)); \
+  }
+// FLX_LEAF(T): T holds no tensors; fmap copies it unchanged.
+#define FLX_LEAF(T) \
+  [[maybe_unused]] inline std::true_type flx_is_leaf(::flx::detail::tag<T>) { return {}; }

@@ -1,0 +1,100 @@
+// Math on tensors. Elementwise operators broadcast with Julia's rule
+// (leading dims align; size-1 dims stretch). Dims are 0-based. Element-type
+// promotion is described in docs/dtypes.md. Every op here is differentiable
+// where that makes sense.
+#pragma once
+
+#include <concepts>
+#include <initializer_list>
+#include <vector>
+
+#include "flx/backend.h"
+#include "flx/tensor.hpp"
+
+namespace flx {
+
+template <class S>
+concept Scalar = std::is_arithmetic_v<S>;
+
+namespace detail {
+// A tensor-scalar op; the scalar's C++ kind (integral or floating) steers
+// promotion: an integer tensor with a floating scalar becomes Float32.
+Tensor scalar_op(int op, const Tensor& t, double s, bool s_floating, bool scalar_left);
+}  // namespace detail
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);  // elementwise; matmul() is the matrix product
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+
+#define FLX_SCALAR_OPERATOR(SYM, CODE)                                                          \
+  template <Scalar S>                                                                           \
+  Tensor operator SYM(const Tensor& t, S s) {                                                   \
+    return detail::scalar_op(CODE, t, double(s), std::is_floating_point_v<S>, false);          \
+  }                                                                                             \
+  template <Scalar S>                                                                           \
+  Tensor operator SYM(S s, const Tensor& t) {                                                   \
+    return detail::scalar_op(CODE, t, double(s), std::is_floating_point_v<S>, true);           \
+  }
+FLX_SCALAR_OPERATOR(+, FLX_OP_ADD)
+FLX_SCALAR_OPERATOR(-, FLX_OP_SUB)
+FLX_SCALAR_OPERATOR(*, FLX_OP_MUL)
+FLX_SCALAR_OPERATOR(/, FLX_OP_DIV)
+FLX_SCALAR_OPERATOR(==, FLX_OP_EQ)
+FLX_SCALAR_OPERATOR(!=, FLX_OP_NE)
+FLX_SCALAR_OPERATOR(<, FLX_OP_LT)
+FLX_SCALAR_OPERATOR(<=, FLX_OP_LE)
+FLX_SCALAR_OPERATOR(>, FLX_OP_GT)
+FLX_SCALAR_OPERATOR(>=, FLX_OP_GE)
+#undef FLX_SCALAR_OPERATOR
+
+Tensor pow(const Tensor& x, double p);  // x .^ p
+Tensor pow(const Tensor& x, const Tensor& p);
+Tensor square(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor clamp(const Tensor& x, double lo, double hi);
+Tensor maximum(const Tensor& a, const Tensor& b);  // elementwise max (NaN-free inputs)
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond ? a : b
+Tensor xlogy(const Tensor& x, const Tensor& y);  // x*log(y), 0 where x == 0
+
+// Matrix product: matrix×vector, matrix×matrix, and batched (dims 3+ are
+// batch dims; a 2-d operand broadcasts over the other's batch).
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// Reductions: whole tensor (a 0-dim tensor), or over dims (kept as size 1,
+// as Julia's sum(x; dims) does).
+using Dims = std::vector<int>;
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const Dims& dims);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Dims& dims);
+Tensor maximum(const Tensor& x);
+Tensor maximum(const Tensor& x, const Dims& dims);
+Tensor minimum(const Tensor& x);
+Tensor minimum(const Tensor& x, const Dims& dims);
+Tensor argmax(const Tensor& x, int dim);  // 0-based Int64 indices, dim dropped
+
+Tensor reshape(const Tensor& x, const Shape& s);  // shares storage; one dim may be -1
+Tensor permutedims(const Tensor& x, const std::vector<int>& perm);
+Tensor transpose(const Tensor& x);  // 2-d permutedims(x, {1, 0})
+
+// onehotbatch(labels, n): (n, N) Bool, column j has a 1 at labels[j] (0-based).
+Tensor onehotbatch(const Tensor& labels, int64_t nclasses);
+Tensor onehotbatch(const std::vector<int64_t>& labels, int64_t nclasses);
+// onecold(x): the 0-based index of the largest entry of each column (Int64).
+Tensor onecold(const Tensor& x);
+
+}  // namespace flx

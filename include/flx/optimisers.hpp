@@ -1,0 +1,150 @@
+// Optimisers with Optimisers.jl semantics:
+//
+//   auto state = setup(Adam(1e-3), model);   // a state tree for the model's leaves
+//   update(state, model, grads);             // steps the model's tensors in place
+//
+// Tied tensors (one tensor reached twice) have one state and get one update
+// with the sum of their gradients; leaves without a gradient are skipped.
+// Rules compose with OptimiserChain(ClipGrad(1.0), Adam()).
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "flx/functor.hpp"
+#include "flx/tensor.hpp"
+
+namespace flx {
+
+// Per-leaf state of a rule: tensors (moments, velocities), host scalars
+// (bias-correction powers) and the states of sub-rules.
+struct RuleState {
+  std::vector<Tensor> tensors;
+  std::vector<double> scalars;
+  std::vector<RuleState> children;
+};
+
+class OptRule {
+ public:
+  virtual ~OptRule() = default;
+  virtual RuleState init(const Tensor& x) const = 0;
+  // The step to subtract from x, given the gradient dx; updates st.
+  virtual Tensor apply(RuleState& st, const Tensor& x, const Tensor& dx) const = 0;
+  virtual void print(std::ostream& os) const = 0;
+  virtual std::shared_ptr<OptRule> clone() const = 0;
+};
+std::ostream& operator<<(std::ostream& os, const OptRule& r);
+
+#define FLX_RULE_METHODS(T)                                                            \
+  RuleState init(const Tensor& x) const override;                                      \
+  Tensor apply(RuleState& st, const Tensor& x, const Tensor& dx) const override;       \
+  void print(std::ostream& os) const override;                                         \
+  std::shared_ptr<OptRule> clone() const override { return std::make_shared<T>(*this); }
+
+struct Descent : OptRule {  // x -= η dx
+  double eta;
+  explicit Descent(double eta = 0.1) : eta(eta) {}
+  FLX_RULE_METHODS(Descent)
+};
+struct Momentum : OptRule {  // v = ρv + η dx; x -= v
+  double eta, rho;
+  explicit Momentum(double eta = 0.01, double rho = 0.9) : eta(eta), rho(rho) {}
+  FLX_RULE_METHODS(Momentum)
+};
+struct Nesterov : OptRule {
+  double eta, rho;
+  explicit Nesterov(double eta = 0.001, double rho = 0.9) : eta(eta), rho(rho) {}
+  FLX_RULE_METHODS(Nesterov)
+};
+struct RMSProp : OptRule {
+  double eta, rho, epsilon;
+  bool centred;
+  explicit RMSProp(double eta = 0.001, double rho = 0.9, double epsilon = 1e-8, bool centred = false)
+      : eta(eta), rho(rho), epsilon(epsilon), centred(centred) {}
+  FLX_RULE_METHODS(RMSProp)
+};
+struct Adam : OptRule {
+  double eta;
+  std::pair<double, double> beta;
+  double epsilon;
+  explicit Adam(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double epsilon = 1e-8)
+      : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_METHODS(Adam)
+};
+// Adam with decoupled weight decay (Optimisers.jl 0.4): the step is
+// η·(adam + λx) when couple (the default), else η·adam + λx.
+struct AdamW : OptRule {
+  double eta;
+  std::pair<double, double> beta;
+  double lambda, epsilon;
+  bool couple;
+  explicit AdamW(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double lambda = 0,
+                 double epsilon = 1e-8, bool couple = true)
+      : eta(eta), beta(beta), lambda(lambda), epsilon(epsilon), couple(couple) {}
+  FLX_RULE_METHODS(AdamW)
+};
+struct ClipGrad : OptRule {  // clamp each gradient entry to [-δ, δ]
+  double delta;
+  explicit ClipGrad(double delta = 10) : delta(delta) {}
+  FLX_RULE_METHODS(ClipGrad)
+};
+struct ClipNorm : OptRule {  // rescale so the p-norm of each gradient is at most ω
+  double omega, p;
+  explicit ClipNorm(double omega = 10, double p = 2) : omega(omega), p(p) {}
+  FLX_RULE_METHODS(ClipNorm)
+};
+struct WeightDecay : OptRule {  // dx + λx
+  double lambda;
+  explicit WeightDecay(double lambda = 5e-4) : lambda(lambda) {}
+  FLX_RULE_METHODS(WeightDecay)
+};
+struct OptimiserChain : OptRule {
+  std::vector<std::shared_ptr<OptRule>> rules;
+  template <class... R>
+    requires(std::is_base_of_v<OptRule, R> && ...)
+  explicit OptimiserChain(const R&... rs) : rules{rs.clone()...} {}
+  FLX_RULE_METHODS(OptimiserChain)
+};
+#undef FLX_RULE_METHODS
+
+// The optimiser state of a model: one entry per distinct trainable tensor.
+class OptState {
+ public:
+  struct Leaf {
+    std::string path;  // "layers.0.weight"
+    Tensor param;
+    RuleState state;
+  };
+  OptState(std::shared_ptr<const OptRule> rule, const std::vector<std::pair<std::string, Tensor>>& params);
+  const OptRule& rule() const { return *rule_; }
+  const std::vector<Leaf>& entries() const { return leaves_; }
+  std::vector<Leaf>& entries() { return leaves_; }
+  // One step from (parameter, gradient) pairs in walk order.
+  void step(const std::vector<std::pair<Tensor, Tensor>>& param_grads);
+
+ private:
+  std::shared_ptr<const OptRule> rule_;
+  std::vector<Leaf> leaves_;
+};
+
+template <class R, class M>
+  requires std::is_base_of_v<OptRule, R>
+OptState setup(const R& rule, const M& model) {
+  std::vector<std::pair<std::string, Tensor>> params;
+  auto visit = [&](const std::string& path, const Tensor& t) { params.emplace_back(path, t); };
+  detail::walk<true>(visit, "", model);
+  return OptState(rule.clone(), params);
+}
+
+template <class M>
+void update(OptState& state, const M& model, const M& grads) {
+  std::vector<std::pair<Tensor, Tensor>> pairs;
+  auto visit = [&](const std::string&, const Tensor& p, const Tensor& g) { pairs.emplace_back(p, g); };
+  detail::walk<true>(visit, "", model, grads);
+  state.step(pairs);
+}
+
+}  // namespace flx

@@ -1,0 +1,47 @@
+// Shape: up to FLX_MAX_DIMS extents, column-major (first index fastest).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "flx/backend.h"
+
+namespace flx {
+
+class Shape {
+ public:
+  static constexpr int max_dims = FLX_MAX_DIMS;
+
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims);
+  explicit Shape(const std::vector<int64_t>& dims);
+
+  int ndims() const { return n_; }
+  int size() const { return n_; }
+  int64_t operator[](int i) const { return d_[i]; }
+  int64_t& operator[](int i) { return d_[i]; }
+  int64_t numel() const {
+    int64_t p = 1;
+    for (int i = 0; i < n_; ++i) p *= d_[i];
+    return p;
+  }
+  const int64_t* begin() const { return d_.data(); }
+  const int64_t* end() const { return d_.data() + n_; }
+  const int64_t* data() const { return d_.data(); }
+  void push_back(int64_t v);
+  std::vector<int64_t> vec() const { return {begin(), end()}; }
+  bool operator==(const Shape& o) const;
+  std::string str() const;  // "2×5", "10-element", "0-dim"
+
+ private:
+  std::array<int64_t, max_dims> d_{};
+  int n_ = 0;
+};
+
+std::ostream& operator<<(std::ostream& os, const Shape& s);
+
+}  // namespace flx

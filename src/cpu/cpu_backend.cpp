@@ -1,0 +1,187 @@
+// The CPU backend: the built-in implementation of the backend ABI. Memory is
+// host memory (64-byte aligned), work runs synchronously on the calling
+// thread (OpenMP for large loops), so streams and events are no-ops.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "../common/philox.hpp"
+#include "cpu_backend.hpp"
+#include "cpu_common.hpp"
+
+namespace flx::cpu {
+namespace {
+
+thread_local std::string t_error;
+
+int functional(void*, char* reason, size_t cap) {
+  if (reason && cap) reason[0] = '\0';
+  return 1;
+}
+int device_count(void*) { return 1; }
+int device_props(void*, int dev, flx_device_props* out) {
+  if (dev != 0) return fail(FLX_ERR_INVALID_ARGUMENT, "the CPU backend has one device, 0");
+  std::memset(out, 0, sizeof *out);
+  std::string name = "CPU (" + std::to_string(std::thread::hardware_concurrency()) + " threads)";
+  std::strncpy(out->name, name.c_str(), sizeof out->name - 1);
+  out->kind = FLX_DEVICE_CPU;
+  return FLX_OK;
+}
+const char* last_error_fn(void*) { return t_error.c_str(); }
+
+int alloc(void*, int, size_t bytes, flx_buffer* out) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!p) return fail(FLX_ERR_OUT_OF_MEMORY, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+  *out = reinterpret_cast<flx_buffer>(p);
+  return FLX_OK;
+}
+void free_fn(void*, int, flx_buffer b) { std::free(b); }
+void* host_address(void*, int, flx_buffer b) { return b; }
+int host_alloc(void*, size_t bytes, void** out) {
+  return alloc(nullptr, 0, bytes, reinterpret_cast<flx_buffer*>(out));
+}
+void host_free(void*, void* p) { std::free(p); }
+
+// Work is synchronous: a stream is a token and an event is always complete.
+int stream_create(void*, int, flx_stream* out) {
+  *out = nullptr;
+  return FLX_OK;
+}
+void stream_destroy(void*, int, flx_stream) {}
+int ok_stream(void*, int, flx_stream) { return FLX_OK; }
+int event_create(void*, int, flx_event* out) {
+  *out = nullptr;
+  return FLX_OK;
+}
+void event_destroy(void*, int, flx_event) {}
+int event_record(void*, int, flx_event, flx_stream) { return FLX_OK; }
+int stream_wait_event(void*, int, flx_stream, flx_event) { return FLX_OK; }
+int event_synchronize(void*, int, flx_event) { return FLX_OK; }
+
+int copy_h2d(void*, int, flx_mem dst, const void* src, size_t bytes, flx_stream) {
+  if (bytes) std::memcpy(addr(dst), src, bytes);
+  return FLX_OK;
+}
+int copy_d2h(void*, int, void* dst, flx_mem src, size_t bytes, flx_stream) {
+  if (bytes) std::memcpy(dst, addr(src), bytes);
+  return FLX_OK;
+}
+int copy_d2d(void*, int, flx_mem dst, flx_mem src, size_t bytes, flx_stream) {
+  if (bytes) std::memmove(addr(dst), addr(src), bytes);
+  return FLX_OK;
+}
+int copy_peer(void*, int, flx_mem dst, int, flx_mem src, size_t bytes, flx_stream s) {
+  return copy_d2d(nullptr, 0, dst, src, bytes, s);
+}
+
+int fill(void*, int, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream) {
+  bool ok = dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T v = store<T>(static_cast<compute_t<T>>(value));
+    T* p = reinterpret_cast<T*>(addr(dst));
+#pragma omp parallel for if (int64_t(n) >= parallel_threshold)
+    for (int64_t i = 0; i < int64_t(n); ++i) p[i] = v;
+  });
+  return ok ? FLX_OK : fail(FLX_ERR_INVALID_ARGUMENT, "fill: unknown dtype " + std::to_string(dtype));
+}
+
+int cast(void*, int, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t src_dtype, size_t n, flx_stream) {
+  bool ok = true;
+  ok &= dispatch_dtype(src_dtype, [&](auto stag) {
+    using S = decltype(stag);
+    ok &= dispatch_dtype(dst_dtype, [&](auto dtag) {
+      using D = decltype(dtag);
+      const S* s = reinterpret_cast<const S*>(addr(src));
+      D* d = reinterpret_cast<D*>(addr(dst));
+#pragma omp parallel for if (int64_t(n) >= parallel_threshold)
+      for (int64_t i = 0; i < int64_t(n); ++i) {
+        if constexpr (std::is_same_v<D, bool>) d[i] = load(s[i]) != 0;
+        else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BHalf>) d[i] = D(float(load(s[i])));
+        else d[i] = static_cast<D>(load(s[i]));
+      }
+    });
+  });
+  return ok ? FLX_OK : fail(FLX_ERR_INVALID_ARGUMENT, "cast: unknown dtype");
+}
+
+}  // namespace
+
+int fail(int status, const std::string& msg) {
+  t_error = msg;
+  return status;
+}
+const char* last_error() { return t_error.c_str(); }
+
+int random(void*, int, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed, uint64_t offset, double a,
+           double b, flx_stream) {
+  bool floating = dtype == FLX_F32 || dtype == FLX_F64 || dtype == FLX_F16 || dtype == FLX_BF16;
+  if (!floating) return fail(FLX_ERR_UNSUPPORTED, "random: only floating dtypes can be filled with random numbers");
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_float_v<T>) {
+      T* p = reinterpret_cast<T*>(addr(dst));
+#pragma omp parallel for if (int64_t(n) >= parallel_threshold / 4)
+      for (int64_t i = 0; i < int64_t(n); ++i) {
+        auto r = philox::bits(seed, offset, uint64_t(i));
+        if (dist == FLX_RANDOM_UNIFORM) {
+          T v = store<T>(compute_t<T>(a + (b - a) * philox::uniform01(r)));
+          // Rounding to a narrow type may reach b; keep the interval half-open.
+          if (double(load(v)) >= b) v = store<T>(std::nextafter(compute_t<T>(b), compute_t<T>(a)));
+          p[i] = v;
+        } else {
+          p[i] = store<T>(compute_t<T>(a + b * philox::normal01(r)));
+        }
+      }
+    }
+  });
+  return FLX_OK;
+}
+
+const flx_backend_iface* backend_iface() {
+  static const flx_backend_iface iface = [] {
+    flx_backend_iface f{};
+    f.api_version = FLX_BACKEND_API_VERSION;
+    f.struct_size = sizeof(flx_backend_iface);
+    f.name = "CPU";
+    f.functional = functional;
+    f.device_count = device_count;
+    f.device_props = device_props;
+    f.last_error = last_error_fn;
+    f.alloc = alloc;
+    f.free = free_fn;
+    f.host_address = host_address;
+    f.host_alloc = host_alloc;
+    f.host_free = host_free;
+    f.stream_create = stream_create;
+    f.stream_destroy = stream_destroy;
+    f.stream_synchronize = ok_stream;
+    f.event_create = event_create;
+    f.event_destroy = event_destroy;
+    f.event_record = event_record;
+    f.stream_wait_event = stream_wait_event;
+    f.event_synchronize = event_synchronize;
+    f.copy_h2d = copy_h2d;
+    f.copy_d2h = copy_d2h;
+    f.copy_d2d = copy_d2d;
+    f.copy_peer = copy_peer;
+    f.fill = fill;
+    f.random = cpu::random;
+    f.cast = cast;
+    f.map = cpu::map;
+    f.reduce = cpu::reduce;
+    f.gemm = cpu::gemm;
+    f.gather = cpu::gather;
+    f.scatter_add = cpu::scatter_add;
+    f.permute = cpu::permute;
+    f.softmax = cpu::softmax;
+    f.softmax_backward = cpu::softmax_backward;
+    f.optim_step = cpu::optim_step;
+    return f;
+  }();
+  return &iface;
+}
+
+}  // namespace flx::cpu

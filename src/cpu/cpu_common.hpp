@@ -1,0 +1,73 @@
+// Shared pieces of the CPU backend: dtype dispatch, loads and stores through
+// the compute type, error reporting, and the parallel-for policy.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "flx/backend.h"
+#include "flx/dtype.hpp"
+
+namespace flx::cpu {
+
+// Set the calling thread's error message and return the status.
+int fail(int status, const std::string& msg);
+const char* last_error();
+
+inline char* addr(flx_mem m) { return reinterpret_cast<char*>(m.buf) + m.offset; }
+
+// Below this many elements a loop runs on the calling thread: waking the
+// pool costs more than it saves.
+inline constexpr int64_t parallel_threshold = 1 << 15;
+
+// Compute type of a storage type: halves compute in float.
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BHalf>, float, T>;
+
+template <class T>
+inline compute_t<T> load(const T& v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BHalf>) return float(v);
+  else return v;
+}
+template <class T, class C>
+inline T store(C v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BHalf>) return T(float(v));
+  else if constexpr (std::is_same_v<T, bool>) return v != C(0);
+  else return static_cast<T>(v);
+}
+
+// Call f(T{}) with the C++ type of dtype t; false when t is unknown.
+template <class F>
+bool dispatch_dtype(int32_t t, F&& f) {
+  switch (t) {
+    case FLX_F32: f(float{}); return true;
+    case FLX_F64: f(double{}); return true;
+    case FLX_F16: f(Half{}); return true;
+    case FLX_BF16: f(BHalf{}); return true;
+    case FLX_I32: f(int32_t{}); return true;
+    case FLX_I64: f(int64_t{}); return true;
+    case FLX_U8: f(uint8_t{}); return true;
+    case FLX_BOOL: f(bool{}); return true;
+  }
+  return false;
+}
+
+template <class T>
+inline constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;
+
+// Backend entry points implemented in the cpu_*.cpp files.
+int map(void*, int, const flx_map_desc* d, flx_stream);
+int reduce(void*, int, const flx_reduce_desc* d, flx_stream);
+int gemm(void*, int, const flx_gemm_desc* d, flx_stream);
+int gather(void*, int, const flx_index_desc* d, flx_stream);
+int scatter_add(void*, int, const flx_index_desc* d, flx_stream);
+int permute(void*, int, const flx_permute_desc* d, flx_stream);
+int softmax(void*, int, const flx_softmax_desc* d, flx_stream);
+int softmax_backward(void*, int, const flx_softmax_desc* d, flx_stream);
+int optim_step(void*, int, const flx_optim_desc* d, flx_stream);
+int random(void*, int, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed, uint64_t offset,
+           double a, double b, flx_stream);
+
+}  // namespace flx::cpu

@@ -1,0 +1,235 @@
+// CPU GEMM (OpenBLAS), permute, gather/scatter, softmax and fused optimiser
+// steps.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cpu_common.hpp"
+
+namespace flx::cpu {
+namespace {
+
+template <class T>
+void gemm_halves(const flx_gemm_desc& d) {
+  // Halves go through float: convert each operand, sgemm, convert back.
+  auto rows_a = d.trans_a ? d.k : d.m, cols_a = d.trans_a ? d.m : d.k;
+  auto rows_b = d.trans_b ? d.n : d.k, cols_b = d.trans_b ? d.k : d.n;
+  std::vector<float> a(size_t(rows_a * cols_a)), b(size_t(rows_b * cols_b)), c(size_t(d.m * d.n));
+  for (int64_t t = 0; t < d.batch; ++t) {
+    const T* pa = reinterpret_cast<const T*>(addr(d.a)) + t * d.stride_a;
+    const T* pb = reinterpret_cast<const T*>(addr(d.b)) + t * d.stride_b;
+    T* pc = reinterpret_cast<T*>(addr(d.c)) + t * d.stride_c;
+    for (int64_t j = 0; j < cols_a; ++j)
+      for (int64_t i = 0; i < rows_a; ++i) a[size_t(i + j * rows_a)] = float(pa[i + j * d.lda]);
+    for (int64_t j = 0; j < cols_b; ++j)
+      for (int64_t i = 0; i < rows_b; ++i) b[size_t(i + j * rows_b)] = float(pb[i + j * d.ldb]);
+    for (int64_t j = 0; j < d.n; ++j)
+      for (int64_t i = 0; i < d.m; ++i) c[size_t(i + j * d.m)] = d.beta == 0 ? 0.f : float(pc[i + j * d.ldc]);
+    cblas_sgemm(CblasColMajor, d.trans_a ? CblasTrans : CblasNoTrans, d.trans_b ? CblasTrans : CblasNoTrans,
+                int(d.m), int(d.n), int(d.k), float(d.alpha), a.data(), int(rows_a), b.data(), int(rows_b),
+                float(d.beta), c.data(), int(d.m));
+    for (int64_t j = 0; j < d.n; ++j)
+      for (int64_t i = 0; i < d.m; ++i) pc[i + j * d.ldc] = T(c[size_t(i + j * d.m)]);
+  }
+}
+
+}  // namespace
+
+int gemm(void*, int, const flx_gemm_desc* dp, flx_stream) {
+  const flx_gemm_desc& d = *dp;
+  auto ta = d.trans_a ? CblasTrans : CblasNoTrans, tb = d.trans_b ? CblasTrans : CblasNoTrans;
+  if (d.m == 0 || d.n == 0) return FLX_OK;
+  for (int64_t t = 0; t < d.batch; ++t) {
+    switch (d.dtype) {
+      case FLX_F32:
+        cblas_sgemm(CblasColMajor, ta, tb, int(d.m), int(d.n), int(d.k), float(d.alpha),
+                    reinterpret_cast<const float*>(addr(d.a)) + t * d.stride_a, int(d.lda),
+                    reinterpret_cast<const float*>(addr(d.b)) + t * d.stride_b, int(d.ldb), float(d.beta),
+                    reinterpret_cast<float*>(addr(d.c)) + t * d.stride_c, int(d.ldc));
+        break;
+      case FLX_F64:
+        cblas_dgemm(CblasColMajor, ta, tb, int(d.m), int(d.n), int(d.k), d.alpha,
+                    reinterpret_cast<const double*>(addr(d.a)) + t * d.stride_a, int(d.lda),
+                    reinterpret_cast<const double*>(addr(d.b)) + t * d.stride_b, int(d.ldb), d.beta,
+                    reinterpret_cast<double*>(addr(d.c)) + t * d.stride_c, int(d.ldc));
+        break;
+      case FLX_F16:
+        gemm_halves<Half>(d);
+        return FLX_OK;
+      case FLX_BF16:
+        gemm_halves<BHalf>(d);
+        return FLX_OK;
+      default:
+        return fail(FLX_ERR_UNSUPPORTED, "gemm: needs a floating dtype");
+    }
+  }
+  return FLX_OK;
+}
+
+int permute(void*, int, const flx_permute_desc* dp, flx_stream) {
+  const flx_permute_desc& d = *dp;
+  size_t es = dtype_size(DType(d.dtype));
+  int64_t in_strides[FLX_MAX_DIMS], out_shape[FLX_MAX_DIMS], src_stride[FLX_MAX_DIMS];
+  int64_t s = 1, total = 1;
+  for (int k = 0; k < d.ndim; ++k) {
+    in_strides[k] = s;
+    s *= d.shape[k];
+  }
+  for (int k = 0; k < d.ndim; ++k) {
+    out_shape[k] = d.shape[d.perm[k]];
+    src_stride[k] = in_strides[d.perm[k]];
+    total *= out_shape[k];
+  }
+  const char* src = addr(d.src);
+  char* dst = addr(d.dst);
+  int64_t n0 = d.ndim ? out_shape[0] : 1, st0 = d.ndim ? src_stride[0] : 0;
+  int64_t rows = n0 ? total / n0 : 0;
+  auto copy_rows = [&](auto tag) {
+    using E = decltype(tag);
+    const E* sp = reinterpret_cast<const E*>(src);
+    E* dp2 = reinterpret_cast<E*>(dst);
+#pragma omp parallel for if (total >= parallel_threshold)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t off = 0, rem = r;
+      for (int k = 1; k < d.ndim; ++k) {
+        off += (rem % out_shape[k]) * src_stride[k];
+        rem /= out_shape[k];
+      }
+      E* o = dp2 + r * n0;
+      for (int64_t i = 0; i < n0; ++i) o[i] = sp[off + i * st0];
+    }
+  };
+  switch (es) {
+    case 1: copy_rows(uint8_t{}); break;
+    case 2: copy_rows(uint16_t{}); break;
+    case 4: copy_rows(uint32_t{}); break;
+    case 8: copy_rows(uint64_t{}); break;
+    default: return fail(FLX_ERR_INVALID_ARGUMENT, "permute: bad dtype");
+  }
+  return FLX_OK;
+}
+
+int gather(void*, int, const flx_index_desc* dp, flx_stream) {
+  const flx_index_desc& d = *dp;
+  size_t es = dtype_size(DType(d.dtype));
+  const int64_t* idx = reinterpret_cast<const int64_t*>(addr(d.idx));
+  const char* src = addr(d.src);
+  char* dst = addr(d.dst);
+  size_t row = size_t(d.inner) * es;
+  for (int64_t j = 0; j < d.nidx; ++j)
+    if (idx[j] < 0 || idx[j] >= d.axis_len) return fail(FLX_ERR_INVALID_ARGUMENT, "gather: index out of range");
+#pragma omp parallel for collapse(2) if (d.outer * d.nidx * d.inner >= parallel_threshold)
+  for (int64_t o = 0; o < d.outer; ++o)
+    for (int64_t j = 0; j < d.nidx; ++j)
+      std::memcpy(dst + (o * d.nidx + j) * row, src + (o * d.axis_len + idx[j]) * row, row);
+  return FLX_OK;
+}
+
+int scatter_add(void*, int, const flx_index_desc* dp, flx_stream) {
+  const flx_index_desc& d = *dp;
+  const int64_t* idx = reinterpret_cast<const int64_t*>(addr(d.idx));
+  for (int64_t j = 0; j < d.nidx; ++j)
+    if (idx[j] < 0 || idx[j] >= d.axis_len) return fail(FLX_ERR_INVALID_ARGUMENT, "scatter_add: index out of range");
+  int status = FLX_OK;
+  dispatch_dtype(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      status = fail(FLX_ERR_UNSUPPORTED, "scatter_add on Bool");
+    } else {
+      const T* src = reinterpret_cast<const T*>(addr(d.src));
+      T* dst = reinterpret_cast<T*>(addr(d.dst));
+      // Serial over j: repeated indices accumulate without races.
+      for (int64_t o = 0; o < d.outer; ++o)
+        for (int64_t j = 0; j < d.nidx; ++j) {
+          const T* s = src + (o * d.nidx + j) * d.inner;
+          T* t = dst + (o * d.axis_len + idx[j]) * d.inner;
+          for (int64_t i = 0; i < d.inner; ++i) t[i] = store<T>(load(t[i]) + load(s[i]));
+        }
+    }
+  });
+  return status;
+}
+
+template <class T>
+static void softmax_t(const flx_softmax_desc& d, bool backward) {
+  using C = compute_t<T>;
+  const T* x = reinterpret_cast<const T*>(addr(backward ? d.y : d.x));
+  const T* dy = backward ? reinterpret_cast<const T*>(addr(d.dy)) : nullptr;
+  T* out = reinterpret_cast<T*>(addr(backward ? d.dx : d.y));
+  int64_t n = d.inner * d.outer;
+#pragma omp parallel for if (n * d.axis_len >= parallel_threshold)
+  for (int64_t t = 0; t < n; ++t) {
+    int64_t i = t % d.inner, o = t / d.inner;
+    int64_t base = o * d.inner * d.axis_len + i, st = d.inner;
+    if (!backward) {
+      C mx = -INFINITY;
+      for (int64_t j = 0; j < d.axis_len; ++j) mx = std::max(mx, C(load(x[base + j * st])));
+      double s = 0;
+      for (int64_t j = 0; j < d.axis_len; ++j) s += std::exp(double(load(x[base + j * st]) - mx));
+      if (d.log) {
+        C ls = C(std::log(s));
+        for (int64_t j = 0; j < d.axis_len; ++j) out[base + j * st] = store<T>(C(load(x[base + j * st]) - mx - ls));
+      } else {
+        C inv = C(1.0 / s);
+        for (int64_t j = 0; j < d.axis_len; ++j)
+          out[base + j * st] = store<T>(C(std::exp(load(x[base + j * st]) - mx) * inv));
+      }
+    } else {
+      // softmax: dx = y .* (dy - sum(dy .* y)); logsoftmax: dx = dy - exp(y) .* sum(dy)
+      double s = 0;
+      for (int64_t j = 0; j < d.axis_len; ++j)
+        s += d.log ? double(load(dy[base + j * st])) : double(load(dy[base + j * st])) * load(x[base + j * st]);
+      for (int64_t j = 0; j < d.axis_len; ++j) {
+        C y = load(x[base + j * st]), g = load(dy[base + j * st]);
+        out[base + j * st] = store<T>(d.log ? C(g - std::exp(y) * C(s)) : C(y * (g - C(s))));
+      }
+    }
+  }
+}
+
+static int softmax_any(const flx_softmax_desc* d, bool backward) {
+  int status = FLX_OK;
+  dispatch_dtype(d->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_float_v<T>) softmax_t<T>(*d, backward);
+    else status = fail(FLX_ERR_UNSUPPORTED, "softmax needs a floating dtype");
+  });
+  return status;
+}
+int softmax(void*, int, const flx_softmax_desc* d, flx_stream) { return softmax_any(d, false); }
+int softmax_backward(void*, int, const flx_softmax_desc* d, flx_stream) { return softmax_any(d, true); }
+
+int optim_step(void*, int, const flx_optim_desc* dp, flx_stream) {
+  const flx_optim_desc& d = *dp;
+  if (d.kind != FLX_OPTIM_ADAM) return fail(FLX_ERR_UNSUPPORTED, "optim_step: unknown kind");
+  int status = FLX_OK;
+  dispatch_dtype(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_float_v<T>) {
+      using C = compute_t<T>;
+      const T* g = reinterpret_cast<const T*>(addr(d.grad));
+      T* m = reinterpret_cast<T*>(addr(d.m));
+      T* v = reinterpret_cast<T*>(addr(d.v));
+      T* dx = reinterpret_cast<T*>(addr(d.dx));
+      const C b1 = C(d.beta1), b2 = C(d.beta2), eps = C(d.eps), eta = C(d.eta);
+      const C c1 = C(1) / C(1 - d.beta1_pow), c2 = C(1) / C(1 - d.beta2_pow);
+#pragma omp parallel for if (d.n >= parallel_threshold)
+      for (int64_t i = 0; i < d.n; ++i) {
+        C gi = load(g[i]);
+        C mi = b1 * C(load(m[i])) + (C(1) - b1) * gi;
+        C vi = b2 * C(load(v[i])) + (C(1) - b2) * gi * gi;
+        m[i] = store<T>(mi);
+        v[i] = store<T>(vi);
+        dx[i] = store<T>(eta * (mi * c1) / (std::sqrt(vi * c2) + eps));
+      }
+    } else {
+      status = fail(FLX_ERR_UNSUPPORTED, "optim_step needs a floating dtype");
+    }
+  });
+  return status;
+}
+
+}  // namespace flx::cpu

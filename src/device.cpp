@@ -1,0 +1,36 @@
+#include "flx/device.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "flx/error.hpp"
+
+namespace flx {
+
+namespace {
+constexpr std::string_view kNames[backend_id_count] = {"CPU", "CUDA", "AMDGPU", "Metal", "OpenCL"};
+}
+
+std::string_view backend_name(BackendId id) { return kNames[int(id)]; }
+
+BackendId backend_id_from_name(std::string_view name) {
+  auto lower = [](std::string_view s) {
+    std::string r(s);
+    std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    return r;
+  };
+  for (int i = 0; i < backend_id_count; ++i)
+    if (lower(kNames[i]) == lower(name)) return BackendId(i);
+  FLX_THROW(ArgumentError, "unknown backend \"", name, "\"; expected one of CPU, CUDA, AMDGPU, Metal, OpenCL");
+}
+
+std::string Device::str() const {
+  if (is_cpu()) return "CPU";
+  return std::string(backend()) + ":" + std::to_string(ordinal_);
+}
+
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+std::vector<std::string> supported_devices() { return {kNames, kNames + backend_id_count}; }
+
+}  // namespace flx

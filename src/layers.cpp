@@ -1,0 +1,51 @@
+#include "flx/layers.hpp"
+
+#include <cmath>
+
+namespace flx {
+
+Tensor glorot_uniform(int64_t out, int64_t in) {
+  double a = std::sqrt(6.0 / double(in + out));
+  return rand(out, in) * (2 * a) - a;
+}
+
+Dense::Dense(int64_t in, int64_t out, Activation a)
+    : weight(glorot_uniform(out, in)), bias(zeros(out)), act(std::move(a)) {
+  FLX_CHECK(in > 0 && out > 0, ArgumentError, "Dense: sizes must be positive; got ", in, " => ", out);
+}
+
+Dense::Dense(Tensor w, Tensor b, Activation a) : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
+  FLX_CHECK(weight.defined() && weight.ndims() == 2, DimensionMismatch, "Dense: weight must be a matrix (out, in); got ",
+            weight.defined() ? weight.shape().str() : std::string("undefined"));
+  FLX_CHECK(!bias.defined() || bias.shape() == Shape{weight.shape()[0]}, DimensionMismatch, "Dense: bias must have shape (",
+            weight.shape()[0], ") to match weight ", weight.shape(), "; got ", bias.shape());
+}
+
+Tensor Dense::operator()(const Tensor& x) const {
+  FLX_CHECK(x.defined() && x.ndims() >= 1 && x.shape()[0] == weight.shape()[1], DimensionMismatch,
+            "Dense(", weight.shape()[1], " => ", weight.shape()[0], ") expects input with ", weight.shape()[1],
+            " features in dim 0; got shape ", x.defined() ? x.shape().str() : std::string("undefined"));
+  Tensor h = matmul(weight, x);
+  if (bias.defined()) h = h + bias;
+  return act(h);
+}
+
+std::ostream& operator<<(std::ostream& os, const Activation& a) { return os << a.name(); }
+
+namespace detail {
+void show_compact(std::ostream& os, const Dense& d) {
+  os << "Dense(" << d.weight.shape()[1] << " => " << d.weight.shape()[0];
+  if (!d.act.is_identity()) os << ", " << d.act;
+  if (!d.bias.defined()) os << "; bias=false";
+  os << ")";
+}
+void show_parameter_count(std::ostream& os, int64_t n) { os << "  # " << n << " parameters"; }
+}  // namespace detail
+
+std::ostream& operator<<(std::ostream& os, const Dense& d) {
+  detail::show_compact(os, d);
+  detail::show_parameter_count(os, d.weight.numel() + (d.bias.defined() ? d.bias.numel() : 0));
+  return os;
+}
+
+}  // namespace flx

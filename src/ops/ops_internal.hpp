@@ -1,0 +1,40 @@
+// Helpers shared by the op implementations: raw kernel launches (no
+// autodiff), broadcasting, and the reductions backward rules need.
+#pragma once
+
+#include <initializer_list>
+
+#include "../autograd.hpp"
+#include "../tensor_impl.hpp"
+#include "flx/ops.hpp"
+
+namespace flx::ops {
+
+// An elementwise operand: a tensor, or a scalar when t is null.
+struct Arg {
+  const Tensor* t = nullptr;
+  double scalar = 0;
+};
+
+Shape broadcast_shape(const Shape& a, const Shape& b, const char* op);
+void check_defined(const Tensor& t, const char* op);
+void check_same_device(const Tensor& a, const Tensor& b, const char* op);
+
+// out = op(args...) over `shape`; inputs must already share in_dtype.
+Tensor raw_map(int op, DType in_dtype, DType out_dtype, const Shape& shape, std::initializer_list<Arg> args,
+               double alpha = 0, double beta = 0);
+// Same, written into an existing contiguous tensor of that shape.
+void raw_map_into(const Tensor& out, int op, DType in_dtype, std::initializer_list<Arg> args, double alpha = 0,
+                  double beta = 0);
+Tensor raw_unary(int op, const Tensor& x, double alpha = 0, double beta = 0);
+Tensor raw_binary(int op, const Tensor& a, const Tensor& b, double alpha = 0, double beta = 0);
+Tensor raw_cast(const Tensor& x, DType t);
+// out = scale * reduce(x) over the dims in mask (kept as size 1).
+Tensor raw_reduce(int op, const Tensor& x, uint32_t mask, double scale = 1.0);
+// Sum g down to `shape` (the inverse of broadcasting), for backward rules.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+void fill(const Tensor& t, double v);
+
+uint32_t dims_mask(const Tensor& x, const Dims& dims, const char* op);
+
+}  // namespace flx::ops

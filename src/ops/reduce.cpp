@@ -1,0 +1,125 @@
+// Reductions (sum, mean, maximum, minimum, argmax) and their backward rules.
+#include "ops_internal.hpp"
+
+namespace flx {
+namespace ops {
+
+uint32_t dims_mask(const Tensor& x, const Dims& dims, const char* op) {
+  uint32_t mask = 0;
+  for (int d : dims) {
+    FLX_CHECK(d >= 0 && d < std::max(x.ndims(), 1), DimensionMismatch, op, ": dim ", d,
+              " is out of range for a tensor of shape ", x.shape(), " (dims are 0-based)");
+    mask |= 1u << d;
+  }
+  return mask;
+}
+
+static Shape reduced_shape(const Shape& s, uint32_t mask) {
+  Shape out = s;
+  for (int k = 0; k < s.ndims(); ++k)
+    if ((mask >> k) & 1u) out[k] = 1;
+  return out;
+}
+
+Tensor raw_reduce(int op, const Tensor& x, uint32_t mask, double scale) {
+  bool arg = op == FLX_REDUCE_ARGMAX || op == FLX_REDUCE_ARGMIN;
+  bool all = true;
+  for (int k = 0; k < x.ndims(); ++k) all &= ((mask >> k) & 1u) != 0;
+  Shape os = all && !arg ? Shape{} : reduced_shape(x.shape(), mask);
+  Tensor out = empty(arg ? DType::Int64 : x.dtype(), os, x.device());
+  flx_reduce_desc d{};
+  d.op = op;
+  d.dtype = int32_t(x.dtype());
+  d.ndim = x.ndims();
+  for (int k = 0; k < d.ndim; ++k) d.shape[k] = x.shape()[k];
+  d.mask = mask;
+  d.scale = scale;
+  d.in = detail::mem(x);
+  d.out = detail::mem(out);
+  const auto& b = detail::be(x);
+  b.check(b.f->reduce(b.f->ctx, detail::dev(x), &d, nullptr), "reduce");
+  return out;
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  uint32_t mask = 0;
+  for (int k = 0; k < g.ndims(); ++k) {
+    int64_t e = k < shape.ndims() ? shape[k] : 1;
+    if (e == 1 && g.shape()[k] != 1) mask |= 1u << k;
+  }
+  Tensor r = mask ? raw_reduce(FLX_REDUCE_SUM, g, mask) : g;
+  return reshape(r, shape);
+}
+
+}  // namespace ops
+
+namespace {
+
+uint32_t all_mask(const Tensor& x) { return x.ndims() ? (1u << x.ndims()) - 1 : 0; }
+
+// Sum-like reductions: sum and mean (scale 1/n).
+Tensor sum_like(const Tensor& x0, uint32_t mask, bool mean, const char* name) {
+  ops::check_defined(x0, name);
+  DType t = x0.dtype();
+  if (!is_floating(t)) t = mean ? DType::Float32 : DType::Int64;
+  Tensor x = x0.to(t);
+  int64_t n = 1;
+  for (int k = 0; k < x.ndims(); ++k)
+    if ((mask >> k) & 1u) n *= x.shape()[k];
+  double scale = mean ? 1.0 / double(std::max<int64_t>(n, 1)) : 1.0;
+  if (mean) FLX_CHECK(n > 0, ArgumentError, name, ": mean of an empty collection of shape ", x.shape());
+  Tensor out = x.ndims() == 0 ? ops::raw_unary(FLX_OP_COPY, x) : ops::raw_reduce(FLX_REDUCE_SUM, x, mask, scale);
+  autograd::record(out, {x}, [s = x.shape(), scale](const Tensor& g, const bool*, Tensor* gi) {
+    Tensor gs = scale == 1.0 ? g : g * scale;
+    gi[0] = ops::raw_map(FLX_OP_COPY, gs.dtype(), gs.dtype(), s, {{&gs}});
+  });
+  return out;
+}
+
+Tensor extremum(const Tensor& x, uint32_t mask, bool is_max, const char* name) {
+  ops::check_defined(x, name);
+  for (int k = 0; k < x.ndims(); ++k)
+    FLX_CHECK(!((mask >> k) & 1u) || x.shape()[k] > 0, ArgumentError, name,
+              ": reducing over an empty dimension of shape ", x.shape(), " has no answer");
+  Tensor out = x.ndims() == 0 ? ops::raw_unary(FLX_OP_COPY, x)
+                              : ops::raw_reduce(is_max ? FLX_REDUCE_MAX : FLX_REDUCE_MIN, x, mask);
+  if (is_floating(x.dtype()))
+    autograd::record(out, {x}, [x = x.detach(), y = out.detach(), mask](const Tensor& g, const bool*, Tensor* gi) {
+      // Gradient shared equally among the elements that attain the extremum.
+      Tensor hit = (x == y).to(x.dtype());
+      Tensor count = x.ndims() ? ops::raw_reduce(FLX_REDUCE_SUM, hit, mask) : hit;
+      gi[0] = hit * (g / count);
+    });
+  return out;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) { return sum_like(x, all_mask(x), false, "sum"); }
+Tensor sum(const Tensor& x, const Dims& dims) { return sum_like(x, ops::dims_mask(x, dims, "sum"), false, "sum"); }
+Tensor mean(const Tensor& x) { return sum_like(x, all_mask(x), true, "mean"); }
+Tensor mean(const Tensor& x, const Dims& dims) { return sum_like(x, ops::dims_mask(x, dims, "mean"), true, "mean"); }
+Tensor maximum(const Tensor& x) { return extremum(x, all_mask(x), true, "maximum"); }
+Tensor maximum(const Tensor& x, const Dims& dims) {
+  return extremum(x, ops::dims_mask(x, dims, "maximum"), true, "maximum");
+}
+Tensor minimum(const Tensor& x) { return extremum(x, all_mask(x), false, "minimum"); }
+Tensor minimum(const Tensor& x, const Dims& dims) {
+  return extremum(x, ops::dims_mask(x, dims, "minimum"), false, "minimum");
+}
+
+Tensor argmax(const Tensor& x, int dim) {
+  ops::check_defined(x, "argmax");
+  uint32_t mask = ops::dims_mask(x, {dim}, "argmax");
+  FLX_CHECK(x.size(dim) > 0, ArgumentError, "argmax: dim ", dim, " of shape ", x.shape(), " is empty");
+  Tensor r = ops::raw_reduce(FLX_REDUCE_ARGMAX, x, mask);
+  Shape s;
+  for (int k = 0; k < x.ndims(); ++k)
+    if (k != dim) s.push_back(x.shape()[k]);
+  return reshape(r, s);
+}
+
+Tensor onecold(const Tensor& x) { return argmax(x, 0); }
+
+}  // namespace flx

@@ -1,0 +1,183 @@
+// Optimiser rules (Optimisers.jl's apply!) and the state-tree step.
+#include "flx/optimisers.hpp"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "flx/ops.hpp"
+#include "ops/ops_internal.hpp"
+
+namespace flx {
+
+std::ostream& operator<<(std::ostream& os, const OptRule& r) {
+  r.print(os);
+  return os;
+}
+
+namespace {
+Tensor zeros_like(const Tensor& x) {
+  Tensor z = empty(x.dtype(), x.shape(), x.device());
+  ops::fill(z, 0.0);
+  return z;
+}
+// In place: dst .= src (same shape and dtype).
+void assign(const Tensor& dst, const Tensor& src) { ops::raw_map_into(dst, FLX_OP_COPY, dst.dtype(), {{&src}}); }
+}  // namespace
+
+RuleState Descent::init(const Tensor&) const { return {}; }
+Tensor Descent::apply(RuleState&, const Tensor&, const Tensor& dx) const { return dx * eta; }
+void Descent::print(std::ostream& os) const { os << "Descent(" << eta << ")"; }
+
+RuleState Momentum::init(const Tensor& x) const { return {{zeros_like(x)}, {}, {}}; }
+Tensor Momentum::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  Tensor& v = st.tensors[0];
+  assign(v, v * rho + dx * eta);
+  return v;
+}
+void Momentum::print(std::ostream& os) const { os << "Momentum(" << eta << ", " << rho << ")"; }
+
+RuleState Nesterov::init(const Tensor& x) const { return {{zeros_like(x)}, {}, {}}; }
+Tensor Nesterov::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  Tensor& v = st.tensors[0];
+  Tensor step = v * (-rho * rho) + dx * ((1 + rho) * eta);
+  assign(v, v * rho - dx * eta);
+  return step;
+}
+void Nesterov::print(std::ostream& os) const { os << "Nesterov(" << eta << ", " << rho << ")"; }
+
+RuleState RMSProp::init(const Tensor& x) const { return {{zeros_like(x), zeros_like(x)}, {}, {}}; }
+Tensor RMSProp::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  Tensor &quad = st.tensors[0], &lin = st.tensors[1];
+  assign(quad, quad * rho + square(dx) * (1 - rho));
+  if (centred) assign(lin, lin * rho + dx * (1 - rho));
+  Tensor denom = centred ? sqrt(quad - square(lin)) : sqrt(quad);
+  return dx * eta / (denom + epsilon);
+}
+void RMSProp::print(std::ostream& os) const {
+  os << "RMSProp(" << eta << ", " << rho << ", " << epsilon << (centred ? ", centred" : "") << ")";
+}
+
+namespace {
+// Adam's unit step mhat/(sqrt(vhat)+ϵ) scaled by eta, fused in the backend.
+Tensor adam_step(RuleState& st, const Tensor& dx, double eta, std::pair<double, double> beta, double eps) {
+  Tensor g = dx.to(st.tensors[0].dtype());
+  Tensor out = empty(g.dtype(), g.shape(), g.device());
+  flx_optim_desc d{};
+  d.kind = FLX_OPTIM_ADAM;
+  d.dtype = int32_t(g.dtype());
+  d.n = g.numel();
+  d.grad = detail::mem(g);
+  d.m = detail::mem(st.tensors[0]);
+  d.v = detail::mem(st.tensors[1]);
+  d.dx = detail::mem(out);
+  d.eta = eta;
+  d.beta1 = beta.first;
+  d.beta2 = beta.second;
+  d.eps = eps;
+  d.beta1_pow = st.scalars[0];
+  d.beta2_pow = st.scalars[1];
+  const auto& b = detail::be(g);
+  if (d.n) b.check(b.f->optim_step(b.f->ctx, detail::dev(g), &d, nullptr), "Adam step");
+  st.scalars[0] *= beta.first;
+  st.scalars[1] *= beta.second;
+  return out;
+}
+}  // namespace
+
+RuleState Adam::init(const Tensor& x) const { return {{zeros_like(x), zeros_like(x)}, {beta.first, beta.second}, {}}; }
+Tensor Adam::apply(RuleState& st, const Tensor&, const Tensor& dx) const { return adam_step(st, dx, eta, beta, epsilon); }
+void Adam::print(std::ostream& os) const {
+  os << "Adam(" << eta << ", (" << beta.first << ", " << beta.second << "), " << epsilon << ")";
+}
+
+RuleState AdamW::init(const Tensor& x) const { return {{zeros_like(x), zeros_like(x)}, {beta.first, beta.second}, {}}; }
+Tensor AdamW::apply(RuleState& st, const Tensor& x, const Tensor& dx) const {
+  Tensor unit = adam_step(st, dx, 1.0, beta, epsilon);
+  if (lambda == 0) return unit * eta;
+  return couple ? (unit + x * lambda) * eta : unit * eta + x * lambda;
+}
+void AdamW::print(std::ostream& os) const {
+  os << "AdamW(" << eta << ", (" << beta.first << ", " << beta.second << "), " << lambda << ", " << epsilon << ")";
+}
+
+RuleState ClipGrad::init(const Tensor&) const { return {}; }
+Tensor ClipGrad::apply(RuleState&, const Tensor&, const Tensor& dx) const { return clamp(dx, -delta, delta); }
+void ClipGrad::print(std::ostream& os) const { os << "ClipGrad(" << delta << ")"; }
+
+RuleState ClipNorm::init(const Tensor&) const { return {}; }
+Tensor ClipNorm::apply(RuleState&, const Tensor&, const Tensor& dx) const {
+  double norm;
+  if (std::isinf(p)) norm = maximum(abs(dx)).item<double>();
+  else if (p == 2) norm = std::sqrt(sum(square(dx)).item<double>());
+  else norm = std::pow(sum(pow(abs(dx), p)).item<double>(), 1.0 / p);
+  FLX_CHECK(std::isfinite(norm), ArgumentError, "ClipNorm: the gradient's ", p,
+            "-norm is not finite (", norm, "); check the loss for NaN or Inf");
+  return norm > omega ? dx * (omega / norm) : dx;
+}
+void ClipNorm::print(std::ostream& os) const { os << "ClipNorm(" << omega << ", " << p << ")"; }
+
+RuleState WeightDecay::init(const Tensor&) const { return {}; }
+Tensor WeightDecay::apply(RuleState&, const Tensor& x, const Tensor& dx) const { return dx + x * lambda; }
+void WeightDecay::print(std::ostream& os) const { os << "WeightDecay(" << lambda << ")"; }
+
+RuleState OptimiserChain::init(const Tensor& x) const {
+  RuleState st;
+  for (const auto& r : rules) st.children.push_back(r->init(x));
+  return st;
+}
+Tensor OptimiserChain::apply(RuleState& st, const Tensor& x, const Tensor& dx) const {
+  Tensor d = dx;
+  for (size_t i = 0; i < rules.size(); ++i) d = rules[i]->apply(st.children[i], x, d);
+  return d;
+}
+void OptimiserChain::print(std::ostream& os) const {
+  os << "OptimiserChain(";
+  for (size_t i = 0; i < rules.size(); ++i) os << (i ? ", " : "") << *rules[i];
+  os << ")";
+}
+
+OptState::OptState(std::shared_ptr<const OptRule> rule, const std::vector<std::pair<std::string, Tensor>>& params)
+    : rule_(std::move(rule)) {
+  std::unordered_map<const void*, bool> seen;
+  autograd::PauseScope pause;
+  for (const auto& [path, t] : params) {
+    if (!t.defined() || !seen.emplace(t.id(), true).second) continue;  // tied: one state
+    FLX_CHECK(is_floating(t.dtype()), TypeError, "setup: parameter ", path.empty() ? "(root)" : path,
+              " has element type ", t.dtype(), "; optimisers update floating tensors only");
+    leaves_.push_back({path, t, rule_->init(t)});
+  }
+}
+
+void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
+  autograd::PauseScope pause;
+  std::unordered_map<const void*, size_t> index;
+  for (size_t i = 0; i < leaves_.size(); ++i) index.emplace(leaves_[i].param.id(), i);
+  // Sum the distinct gradients of each parameter (a tied tensor appears at
+  // several places; the same gradient tensor there counts once).
+  std::vector<Tensor> total(leaves_.size());
+  std::vector<std::vector<const void*>> seen(leaves_.size());
+  for (const auto& [p, g] : param_grads) {
+    if (!p.defined() || !g.defined()) continue;
+    auto it = index.find(p.id());
+    FLX_CHECK(it != index.end(), ArgumentError,
+              "update: the model has a tensor the optimiser state does not know (shape ", p.shape(),
+              "); call setup() again after changing the model");
+    size_t i = it->second;
+    FLX_CHECK(g.shape() == p.shape(), DimensionMismatch, "update: gradient for ", leaves_[i].path, " has shape ",
+              g.shape(), " but the parameter has shape ", p.shape());
+    auto& s = seen[i];
+    if (std::find(s.begin(), s.end(), g.id()) != s.end()) continue;
+    s.push_back(g.id());
+    total[i] = total[i].defined() ? total[i] + g : g;
+  }
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    if (!total[i].defined()) continue;
+    Leaf& leaf = leaves_[i];
+    ops::check_same_device(leaf.param, total[i], "update");
+    Tensor stepv = rule_->apply(leaf.state, leaf.param, total[i].to(leaf.param.dtype()));
+    Tensor s = stepv.to(leaf.param.dtype());
+    ops::raw_map_into(leaf.param, FLX_OP_SUB, leaf.param.dtype(), {{&leaf.param}, {&s}});
+  }
+}
+
+}  // namespace flx

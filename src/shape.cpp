@@ -1,0 +1,39 @@
+#include "flx/shape.hpp"
+
+#include "flx/error.hpp"
+
+namespace flx {
+
+Shape::Shape(std::initializer_list<int64_t> dims) {
+  for (auto d : dims) push_back(d);
+}
+Shape::Shape(const std::vector<int64_t>& dims) {
+  for (auto d : dims) push_back(d);
+}
+
+void Shape::push_back(int64_t v) {
+  FLX_CHECK(n_ < max_dims, DimensionMismatch, "a shape has at most ", max_dims, " dims; got more");
+  FLX_CHECK(v >= 0, DimensionMismatch, "dims must be non-negative; got ", v);
+  d_[size_t(n_++)] = v;
+}
+
+bool Shape::operator==(const Shape& o) const {
+  if (n_ != o.n_) return false;
+  for (int i = 0; i < n_; ++i)
+    if (d_[size_t(i)] != o.d_[size_t(i)]) return false;
+  return true;
+}
+
+std::string Shape::str() const {
+  if (n_ == 0) return "()";
+  std::string s;
+  for (int i = 0; i < n_; ++i) {
+    if (i) s += "×";
+    s += std::to_string(d_[size_t(i)]);
+  }
+  return s;
+}
+
+std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << '(' << s.str() << ')'; }
+
+}  // namespace flx

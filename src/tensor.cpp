@@ -1,0 +1,181 @@
+// Tensor handles, storage, moves between devices, and the factories.
+#include <atomic>
+#include <cstring>
+
+#include "autograd.hpp"
+#include "flx/ops.hpp"
+#include "tensor_impl.hpp"
+
+namespace flx {
+namespace detail {
+
+Storage::Storage(const BackendRt* b, int d, size_t n) : be(b), dev(d), buf(nullptr), nbytes(n) {
+  be->check(be->f->alloc(be->f->ctx, dev, n, &buf), "alloc");
+}
+Storage::~Storage() {
+  if (buf) be->f->free(be->f->ctx, dev, buf);
+}
+
+Tensor share(const Tensor& t, const Shape& shape, uint64_t offset_bytes) {
+  auto i = std::make_shared<TensorImpl>();
+  const auto& src = *t.impl();
+  i->storage = src.storage;
+  i->offset = offset_bytes;
+  i->shape = shape;
+  i->dtype = src.dtype;
+  i->device = src.device;
+  return Tensor(std::move(i));
+}
+
+void* host_data(const Tensor& t) {
+  const auto& i = *t.impl();
+  void* base = i.storage->be->f->host_address(i.storage->be->f->ctx, i.storage->dev, i.storage->buf);
+  return base ? static_cast<char*>(base) + i.offset : nullptr;
+}
+
+}  // namespace detail
+
+using detail::impl;
+
+const Shape& Tensor::shape() const {
+  FLX_CHECK(impl_, ArgumentError, "this tensor is undefined (e.g. a gradient that did not flow); check defined()");
+  return impl_->shape;
+}
+int64_t Tensor::size(int dim) const {
+  FLX_CHECK(dim >= 0, ArgumentError, "size: dims are 0-based and non-negative; got ", dim);
+  return dim < ndims() ? shape()[dim] : 1;
+}
+DType Tensor::dtype() const {
+  shape();
+  return impl_->dtype;
+}
+Device Tensor::device() const {
+  shape();
+  return impl_->device;
+}
+bool Tensor::requires_grad() const { return impl_ && impl_->node != nullptr; }
+Tensor Tensor::detach() const {
+  if (!impl_ || !impl_->node) return *this;
+  return detail::share(*this, impl_->shape, impl_->offset);
+}
+
+void Tensor::read_host(DType as, void* out, size_t n, const char* what) const {
+  FLX_CHECK(size_t(numel()) == n, ArgumentError, what, ": expected a tensor with ", n, " element(s); got shape ",
+            shape().str());
+  Tensor src = dtype() == as ? *this : detach().to(as);
+  if (n == 0) return;
+  const auto& b = detail::be(src);
+  b.check(b.f->copy_d2h(b.f->ctx, detail::dev(src), out, detail::mem(src), n * dtype_size(as), nullptr), "copy to host");
+  b.check(b.f->stream_synchronize(b.f->ctx, detail::dev(src), nullptr), "synchronize");
+}
+
+Tensor Tensor::slice_last(int64_t start, int64_t stop) const {
+  int nd = ndims();
+  FLX_CHECK(nd > 0, DimensionMismatch, "slice_last: a 0-dim tensor has no last dimension");
+  int64_t n = shape()[nd - 1];
+  FLX_CHECK(0 <= start && start <= stop && stop <= n, DimensionMismatch, "slice_last: range [", start, ", ", stop,
+            ") is not within the last dimension (size ", n, ") of a tensor of shape ", shape().str());
+  Shape s = shape();
+  s[nd - 1] = stop - start;
+  int64_t obs = n ? numel() / n : 0;
+  Tensor out = detail::share(*this, s, impl_->offset + uint64_t(start * obs) * dtype_size(dtype()));
+  if (autograd::tracked(*this)) {
+    Shape full = shape();
+    DType t = dtype();
+    Device d = device();
+    autograd::record(out, {*this}, [full, t, d, start, obs](const Tensor& g, const bool*, Tensor* gi) {
+      Tensor z = empty(t, full, d);
+      const auto& b = detail::be(z);
+      b.check(b.f->fill(b.f->ctx, detail::dev(z), detail::mem(z), int32_t(t), size_t(z.numel()), 0.0, nullptr), "fill");
+      flx_mem dst = detail::mem(z);
+      dst.offset += uint64_t(start * obs) * dtype_size(t);
+      b.check(b.f->copy_d2d(b.f->ctx, detail::dev(z), dst, detail::mem(g), size_t(g.numel()) * dtype_size(t), nullptr),
+              "copy");
+      gi[0] = z;
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::to(Device d) const {
+  if (device() == d) return *this;
+  Tensor out = empty(dtype(), shape(), d);
+  size_t bytes = size_t(numel()) * dtype_size(dtype());
+  const auto& sb = detail::be(*this);
+  const auto& db = detail::be(out);
+  if (bytes) {
+    if (&sb == &db) {
+      sb.check(sb.f->copy_peer(sb.f->ctx, detail::dev(out), detail::mem(out), detail::dev(*this), detail::mem(*this),
+                               bytes, nullptr),
+               "peer copy");
+    } else if (void* src = detail::host_data(*this)) {
+      db.check(db.f->copy_h2d(db.f->ctx, detail::dev(out), detail::mem(out), src, bytes, nullptr), "copy to device");
+    } else if (void* dst = detail::host_data(out)) {
+      sb.check(sb.f->copy_d2h(sb.f->ctx, detail::dev(*this), dst, detail::mem(*this), bytes, nullptr), "copy to host");
+    } else {  // two different GPU backends: stage through the host
+      std::vector<char> tmp(bytes);
+      sb.check(sb.f->copy_d2h(sb.f->ctx, detail::dev(*this), tmp.data(), detail::mem(*this), bytes, nullptr), "copy");
+      db.check(db.f->copy_h2d(db.f->ctx, detail::dev(out), detail::mem(out), tmp.data(), bytes, nullptr), "copy");
+    }
+    sb.check(sb.f->stream_synchronize(sb.f->ctx, detail::dev(*this), nullptr), "synchronize");
+    db.check(db.f->stream_synchronize(db.f->ctx, detail::dev(out), nullptr), "synchronize");
+  }
+  // Differentiable: the gradient goes back to the source device.
+  Device src_dev = device();
+  autograd::record(out, {*this}, [src_dev](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g.to(src_dev); });
+  return out;
+}
+
+// ---- factories ---------------------------------------------------------------
+
+namespace {
+std::atomic<uint64_t> g_seed{0x5eed'f1f0'cafe'0001ull};
+std::atomic<uint64_t> g_counter{0};
+
+void fill_value(const Tensor& t, double v) {
+  const auto& b = detail::be(t);
+  b.check(b.f->fill(b.f->ctx, detail::dev(t), detail::mem(t), int32_t(t.dtype()), size_t(t.numel()), v, nullptr),
+          "fill");
+}
+Tensor random_fill(DType t, const Shape& s, int dist, double a, double b) {
+  FLX_CHECK(is_floating(t), TypeError, "rand/randn: expected a floating element type; got ", t);
+  Tensor out = empty(t, s);
+  const auto& be = detail::be(out);
+  be.check(be.f->random(be.f->ctx, 0, detail::mem(out), int32_t(t), size_t(out.numel()), dist, g_seed.load(),
+                        g_counter.fetch_add(1), a, b, nullptr),
+           "random");
+  return out;
+}
+}  // namespace
+
+void set_seed(uint64_t seed) {
+  g_seed = seed;
+  g_counter = 0;
+}
+
+Tensor empty(DType t, const Shape& s, Device d) {
+  const auto& b = detail::backend_of(d);
+  auto i = std::make_shared<detail::TensorImpl>();
+  i->storage = std::make_shared<detail::Storage>(&b, d.ordinal(), size_t(s.numel()) * dtype_size(t));
+  i->shape = s;
+  i->dtype = t;
+  i->device = d;
+  return Tensor(std::move(i));
+}
+Tensor full(DType t, double value, const Shape& s) {
+  Tensor out = empty(t, s);
+  fill_value(out, value);
+  return out;
+}
+Tensor zeros(DType t, const Shape& s) { return full(t, 0.0, s); }
+Tensor ones(DType t, const Shape& s) { return full(t, 1.0, s); }
+Tensor rand(DType t, const Shape& s) { return random_fill(t, s, FLX_RANDOM_UNIFORM, 0.0, 1.0); }
+Tensor randn(DType t, const Shape& s) { return random_fill(t, s, FLX_RANDOM_NORMAL, 0.0, 1.0); }
+
+Tensor from_host(const void* data, DType t, const Shape& s) {
+  Tensor out = empty(t, s);
+  if (size_t bytes = size_t(s.numel()) * dtype_size(t)) std::memcpy(detail::host_data(out), data, bytes);
+  return out;
+}
+
+}  // namespace flx

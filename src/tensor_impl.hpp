@@ -1,0 +1,66 @@
+// Internals behind Tensor: device storage, the tensor record, and the
+// handle on a backend's function table. Not installed.
+#pragma once
+
+#include <memory>
+
+#include "flx/backend.h"
+#include "flx/tensor.hpp"
+
+namespace flx::autograd {
+struct Node;
+}
+
+namespace flx::detail {
+
+// One loaded backend: its function table and the calls that turn a failed
+// status into a BackendError carrying the backend's message.
+struct BackendRt {
+  BackendId id;
+  const flx_backend_iface* f;
+  void check(int status, const char* what) const {
+    if (status != FLX_OK) [[unlikely]]
+      fail(status, what);
+  }
+  [[noreturn]] void fail(int status, const char* what) const;
+};
+
+// The backend serving a device (loads and checks it on first use).
+const BackendRt& backend_of(Device d);
+
+// Device memory owned by tensors; freed when the last tensor using it goes.
+struct Storage {
+  const BackendRt* be;
+  int dev;
+  flx_buffer buf;
+  size_t nbytes;
+  Storage(const BackendRt* b, int d, size_t n);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  uint64_t offset = 0;  // bytes into storage
+  Shape shape;
+  DType dtype = DType::Float32;
+  Device device;
+  std::shared_ptr<autograd::Node> node;  // set inside gradient() only
+};
+
+inline TensorImpl& impl(const Tensor& t) { return *t.impl(); }
+inline flx_mem mem(const Tensor& t) {
+  auto& i = *t.impl();
+  return {i.storage->buf, i.offset};
+}
+inline const BackendRt& be(const Tensor& t) { return *t.impl()->storage->be; }
+inline int dev(const Tensor& t) { return t.impl()->device.ordinal(); }
+
+// A new tensor record over `storage`, sharing it (views, reshapes).
+Tensor share(const Tensor& t, const Shape& shape, uint64_t offset_bytes);
+
+// Host pointer to the data when the device is host-addressable, else null.
+void* host_data(const Tensor& t);
+
+}  // namespace flx::detail
