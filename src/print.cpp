@@ -6,6 +6,7 @@
 // values are copied to the host first).
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -37,8 +38,15 @@ struct Cells {
   size_t left = 0, right = 0;  // widths around the decimal point
 };
 
-std::string format_value(const std::vector<double>& v, size_t i, DType t) {
-  if (is_floating(t)) return julia_float(v[i], t != DType::Float64);
+// Julia's compact form (matrices): 6 significant digits, as `0.800225`.
+std::string compact_float(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return julia_float(std::strtod(buf, nullptr), false);
+}
+
+std::string format_value(const std::vector<double>& v, size_t i, DType t, bool compact = false) {
+  if (is_floating(t)) return compact ? compact_float(v[i]) : julia_float(v[i], t != DType::Float64);
   return std::to_string(int64_t(v[i]));
 }
 
@@ -76,15 +84,16 @@ void print_matrix(std::ostream& os, const std::vector<double>& v, int64_t offset
   std::vector<size_t> left(ci.size()), right(ci.size());
   for (size_t c = 0; c < ci.size(); ++c)
     for (auto r : ri)
-      if (r >= 0 && ci[c] >= 0) measure(format_value(v, size_t(offset + r + ci[c] * rows), t), left[c], right[c]);
-  for (auto r : ri) {
+      if (r >= 0 && ci[c] >= 0) measure(format_value(v, size_t(offset + r + ci[c] * rows), t, true), left[c], right[c]);
+  for (size_t k = 0; k < ri.size(); ++k) {
+    int64_t r = ri[k];
+    if (k) os << '\n';
     for (size_t c = 0; c < ci.size(); ++c) {
       os << (c ? "  " : " ");
       if (ci[c] < 0) os << (r < 0 ? "⋱" : "…");
       else if (r < 0) os << align("⋮", left[c], right[c] + 2);  // ⋮ is 3 bytes, 1 column
-      else os << align(format_value(v, size_t(offset + r + ci[c] * rows), t), left[c], right[c]);
+      else os << align(format_value(v, size_t(offset + r + ci[c] * rows), t, true), left[c], right[c]);
     }
-    os << '\n';
   }
 }
 
@@ -118,12 +127,14 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
     return os;
   }
   auto si = shown(slices, 6);
-  for (auto k : si) {
+  for (size_t j = 0; j < si.size(); ++j) {
+    int64_t k = si[j];
+    if (j) os << "\n\n";
     if (k < 0) {
-      os << "\n⋮\n";
+      os << "⋮";
       continue;
     }
-    os << "\n[:, :";
+    os << "[:, :";
     int64_t rem = k;
     for (int d = 2; d < s.ndims(); ++d) {
       os << ", " << rem % s[d];

@@ -13,7 +13,8 @@ Shape::Shape(const std::vector<int64_t>& dims) {
 
 void Shape::push_back(int64_t v) {
   FLX_CHECK(n_ < max_dims, DimensionMismatch, "a shape has at most ", max_dims, " dims; got more");
-  FLX_CHECK(v >= 0, DimensionMismatch, "dims must be non-negative; got ", v);
+  // -1 is allowed as reshape's "infer this dim"; allocation rejects it.
+  FLX_CHECK(v >= -1, DimensionMismatch, "dims must be non-negative; got ", v);
   d_[size_t(n_++)] = v;
 }
 

@@ -24,7 +24,7 @@ Tensor share(const Tensor& t, const Shape& shape, uint64_t offset_bytes) {
   i->shape = shape;
   i->dtype = src.dtype;
   i->device = src.device;
-  return Tensor(std::move(i));
+  return Tensor::from_impl(std::move(i));
 }
 
 void* host_data(const Tensor& t) {
@@ -154,13 +154,14 @@ void set_seed(uint64_t seed) {
 }
 
 Tensor empty(DType t, const Shape& s, Device d) {
+  for (auto e : s) FLX_CHECK(e >= 0, DimensionMismatch, "dims must be non-negative; got ", s);
   const auto& b = detail::backend_of(d);
   auto i = std::make_shared<detail::TensorImpl>();
   i->storage = std::make_shared<detail::Storage>(&b, d.ordinal(), size_t(s.numel()) * dtype_size(t));
   i->shape = s;
   i->dtype = t;
   i->device = d;
-  return Tensor(std::move(i));
+  return Tensor::from_impl(std::move(i));
 }
 Tensor full(DType t, double value, const Shape& s) {
   Tensor out = empty(t, s);

@@ -27,6 +27,8 @@ struct BackendRt {
 
 // The backend serving a device (loads and checks it on first use).
 const BackendRt& backend_of(Device d);
+// Make `iface` serve devices of backend `id` (plugins; tests).
+void register_backend(BackendId id, const flx_backend_iface* iface);
 
 // Device memory owned by tensors; freed when the last tensor using it goes.
 struct Storage {

@@ -24,7 +24,12 @@ struct TensorImpl;
 class Tensor {
  public:
   Tensor() = default;  // undefined: holds nothing (a gradient that did not flow)
-  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+  // Wrap an implementation record (library internals).
+  static Tensor from_impl(std::shared_ptr<detail::TensorImpl> impl) {
+    Tensor t;
+    t.impl_ = std::move(impl);
+    return t;
+  }
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;

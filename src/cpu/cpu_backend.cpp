@@ -11,7 +11,7 @@
 #include "cpu_backend.hpp"
 #include "cpu_common.hpp"
 
-namespace flx::cpu {
+namespace flx::cpu_backend {
 namespace {
 
 thread_local std::string t_error;
@@ -168,20 +168,20 @@ const flx_backend_iface* backend_iface() {
     f.copy_d2d = copy_d2d;
     f.copy_peer = copy_peer;
     f.fill = fill;
-    f.random = cpu::random;
+    f.random = cpu_backend::random;
     f.cast = cast;
-    f.map = cpu::map;
-    f.reduce = cpu::reduce;
-    f.gemm = cpu::gemm;
-    f.gather = cpu::gather;
-    f.scatter_add = cpu::scatter_add;
-    f.permute = cpu::permute;
-    f.softmax = cpu::softmax;
-    f.softmax_backward = cpu::softmax_backward;
-    f.optim_step = cpu::optim_step;
+    f.map = cpu_backend::map;
+    f.reduce = cpu_backend::reduce;
+    f.gemm = cpu_backend::gemm;
+    f.gather = cpu_backend::gather;
+    f.scatter_add = cpu_backend::scatter_add;
+    f.permute = cpu_backend::permute;
+    f.softmax = cpu_backend::softmax;
+    f.softmax_backward = cpu_backend::softmax_backward;
+    f.optim_step = cpu_backend::optim_step;
     return f;
   }();
   return &iface;
 }
 
-}  // namespace flx::cpu
+}  // namespace flx::cpu_backend

@@ -3,6 +3,6 @@
 
 #include "flx/backend.h"
 
-namespace flx::cpu {
+namespace flx::cpu_backend {
 const flx_backend_iface* backend_iface();
 }

@@ -10,7 +10,7 @@
 #include "flx/backend.h"
 #include "flx/dtype.hpp"
 
-namespace flx::cpu {
+namespace flx::cpu_backend {
 
 // Set the calling thread's error message and return the status.
 int fail(int status, const std::string& msg);
@@ -70,4 +70,4 @@ int optim_step(void*, int, const flx_optim_desc* d, flx_stream);
 int random(void*, int, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed, uint64_t offset,
            double a, double b, flx_stream);
 
-}  // namespace flx::cpu
+}  // namespace flx::cpu_backend

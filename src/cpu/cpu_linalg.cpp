@@ -9,7 +9,7 @@
 
 #include "cpu_common.hpp"
 
-namespace flx::cpu {
+namespace flx::cpu_backend {
 namespace {
 
 template <class T>
@@ -232,4 +232,4 @@ int optim_step(void*, int, const flx_optim_desc* dp, flx_stream) {
   return status;
 }
 
-}  // namespace flx::cpu
+}  // namespace flx::cpu_backend

@@ -9,7 +9,7 @@
 
 #include "cpu_common.hpp"
 
-namespace flx::cpu {
+namespace flx::cpu_backend {
 namespace {
 
 template <class C>
@@ -349,4 +349,4 @@ int map(void*, int, const flx_map_desc* d, flx_stream) {
   return status;
 }
 
-}  // namespace flx::cpu
+}  // namespace flx::cpu_backend

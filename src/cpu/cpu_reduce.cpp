@@ -8,7 +8,7 @@
 
 #include "cpu_common.hpp"
 
-namespace flx::cpu {
+namespace flx::cpu_backend {
 namespace {
 
 template <class T>
@@ -165,4 +165,4 @@ int reduce(void*, int, const flx_reduce_desc* d, flx_stream) {
   return known ? status : fail(FLX_ERR_INVALID_ARGUMENT, "reduce: unknown dtype");
 }
 
-}  // namespace flx::cpu
+}  // namespace flx::cpu_backend

@@ -1,0 +1,221 @@
+// The ops conformance suite: every op on every available device, checked
+// against closed forms (and so against the CPU).
+#include <cmath>
+#include <numeric>
+
+#include "test_util.hpp"
+
+using namespace flx;
+using flx::testing::expect_close;
+using flx::testing::expect_values;
+
+class Ops : public ::testing::TestWithParam<Device> {
+ protected:
+  Device dev() const { return GetParam(); }
+  Tensor on(const Tensor& t) const { return t.to(dev()); }
+  Tensor vec(std::vector<float> v, Shape s = {}) const {
+    if (s.ndims() == 0) s = Shape{int64_t(v.size())};
+    return on(tensor(v, s));
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Devices, Ops, ::testing::ValuesIn(flx::testing::conformance_devices()),
+                         [](const auto& info) { return std::string(info.param.backend()) + std::to_string(info.param.ordinal()); });
+
+TEST_P(Ops, ArithmeticAndBroadcasting) {
+  Tensor a = vec({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = vec({10, 20}, {2});
+  expect_values(a + b, {11, 22, 13, 24, 15, 26});         // bias (2) over (2, 3)
+  expect_values(a - vec({1, 2, 3}, {1, 3}), {0, 1, 1, 2, 2, 3});  // row (1, 3)
+  expect_values(a * a, {1, 4, 9, 16, 25, 36});
+  expect_values(a / b, {0.1, 0.1, 0.3, 0.2, 0.5, 0.3});
+  expect_values(-a, {-1, -2, -3, -4, -5, -6});
+  expect_values(a * 2, {2, 4, 6, 8, 10, 12});
+  expect_values(2.0 - a, {1, 0, -1, -2, -3, -4});
+  expect_values(12 / a, {12, 6, 4, 3, 2.4, 2});
+  expect_values(a + 0.5, {1.5, 2.5, 3.5, 4.5, 5.5, 6.5});
+  expect_values(a + sum(a), {22, 23, 24, 25, 26, 27});  // 0-dim broadcasts
+  Tensor big = on(rand(300, 200));
+  expect_close(big + big, big * 2, 1e-6);  // exercise the threaded path
+  Tensor col = on(rand(300, 1));
+  auto bv = big.to_vector<float>(), cv = col.to_vector<float>();
+  auto s = (big + col).to_vector<float>();
+  for (size_t j = 0; j < 200; ++j)
+    for (size_t i = 0; i < 300; ++i) ASSERT_FLOAT_EQ(s[i + 300 * j], bv[i + 300 * j] + cv[i]);
+}
+
+TEST_P(Ops, ShapeMismatchNamesBothShapesAndTheOp) {
+  Tensor a = on(zeros(2, 3)), b = on(zeros(3, 2));
+  try {
+    (void)(a + b);
+    FAIL() << "no exception";
+  } catch (const DimensionMismatch& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("(2×3)"), std::string::npos) << m;
+    EXPECT_NE(m.find("(3×2)"), std::string::npos) << m;
+    EXPECT_NE(m.find("+"), std::string::npos) << m;
+  }
+  EXPECT_THROW(matmul(a, a), DimensionMismatch);
+  EXPECT_THROW(sum(a, {2}), DimensionMismatch);
+}
+
+TEST_P(Ops, PromotionRules) {
+  Tensor f32 = on(ones(2)), f64 = on(ones(Float64, 2)), i32 = on(ones(Int32, 2)), i64 = on(ones(Int64, 2));
+  Tensor bl = on(tensor({true, false})), h = on(ones(Float16, 2)), bh = on(ones(BFloat16, 2));
+  EXPECT_EQ((f32 + f64).dtype(), Float64);
+  EXPECT_EQ((i32 + f32).dtype(), Float32);
+  EXPECT_EQ((i32 + i64).dtype(), Int64);
+  EXPECT_EQ((bl + bl).dtype(), Int64);
+  expect_values(bl + bl, {2, 0});
+  EXPECT_EQ((h + bh).dtype(), Float32);
+  EXPECT_EQ((h + h).dtype(), Float16);
+  EXPECT_EQ((i32 / i32).dtype(), Float32);  // true division
+  EXPECT_EQ((i32 * 2).dtype(), Int32);      // integer scalar keeps the type
+  EXPECT_EQ((i32 * 2.5).dtype(), Float32);  // floating scalar makes it float
+  EXPECT_EQ((f32 * 2.5).dtype(), Float32);  // scalars never widen a float tensor
+  EXPECT_EQ(exp(i32).dtype(), Float32);
+  EXPECT_EQ((f32 < f64).dtype(), Bool);
+  expect_values(h * 3 + 0.5, {3.5, 3.5});
+  expect_values(bh * 3, {3, 3});
+}
+
+TEST_P(Ops, Comparisons) {
+  Tensor a = vec({1, 2, 3}), b = vec({3, 2, 1});
+  EXPECT_EQ((a == b).to_vector<bool>(), (std::vector<bool>{false, true, false}));
+  EXPECT_EQ((a != b).to_vector<bool>(), (std::vector<bool>{true, false, true}));
+  EXPECT_EQ((a < b).to_vector<bool>(), (std::vector<bool>{true, false, false}));
+  EXPECT_EQ((a <= b).to_vector<bool>(), (std::vector<bool>{true, true, false}));
+  EXPECT_EQ((a > 1.5).to_vector<bool>(), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ((a >= 2).to_vector<bool>(), (std::vector<bool>{false, true, true}));
+  expect_values(where(a > b, a, b), {3, 2, 3});
+}
+
+TEST_P(Ops, MathFunctions) {
+  std::vector<double> xs{0.25, 1, 2.5};
+  Tensor x = on(tensor(xs));
+  std::vector<double> e, l, s, sq, p3;
+  for (double v : xs) {
+    e.push_back(std::exp(v));
+    l.push_back(std::log(v));
+    s.push_back(std::sqrt(v));
+    sq.push_back(v * v);
+    p3.push_back(v * v * v);
+  }
+  expect_values(exp(x), e, 1e-12);
+  expect_values(log(x), l, 1e-12);
+  expect_values(sqrt(x), s, 1e-12);
+  expect_values(square(x), sq, 1e-12);
+  expect_values(pow(x, 3.0), p3, 1e-12);
+  expect_values(pow(x, on(tensor({2.0, 2.0, 2.0}))), sq, 1e-12);
+  expect_values(abs(vec({-1.5, 2, 0})), {1.5, 2, 0});
+  expect_values(sign(vec({-1.5, 2, 0})), {-1, 1, 0});
+  expect_values(clamp(vec({-3, 0.5, 3}), -1, 1), {-1, 0.5, 1});
+  expect_values(maximum(vec({1, 5}), vec({3, 2})), {3, 5});
+  expect_values(minimum(vec({1, 5}), vec({3, 2})), {1, 2});
+  expect_values(xlogy(vec({0, 2}), vec({0, 3})), {0, 2 * std::log(3.0)}, 1e-6);
+  expect_values(abs(on(tensor(std::vector<int32_t>{-3, 4}))), {3, 4});
+}
+
+TEST_P(Ops, Activations) {
+  std::vector<double> xs{-2, -0.5, 0.5, 3};
+  Tensor x = on(tensor(xs));
+  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  std::vector<double> vs, vr, vt, vg, vl, ve, vw, vp;
+  for (double v : xs) {
+    vs.push_back(sig(v));
+    vr.push_back(std::max(v, 0.0));
+    vt.push_back(std::tanh(v));
+    vg.push_back(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    vl.push_back(v > 0 ? v : 0.01 * v);
+    ve.push_back(v >= 0 ? v : std::exp(v) - 1);
+    vw.push_back(v * sig(v));
+    vp.push_back(std::log1p(std::exp(v)));
+  }
+  expect_values(sigmoid(x), vs, 1e-12);
+  expect_values(relu(x), vr, 1e-12);
+  expect_values(flx::tanh(x), vt, 1e-12);
+  expect_values(gelu(x), vg, 1e-12);
+  expect_values(leakyrelu(x), vl, 1e-12);
+  expect_values(leakyrelu(x, 0.2), {-0.4, -0.1, 0.5, 3}, 1e-12);
+  expect_values(elu(x), ve, 1e-12);
+  expect_values(swish(x), vw, 1e-12);
+  expect_values(softplus(x), vp, 1e-12);
+  expect_values(identity(x), xs);
+  expect_values(sigmoid(vec({-100, 100})), {0, 1});  // no overflow
+}
+
+TEST_P(Ops, Reductions) {
+  Tensor a = vec({1, 2, 3, 4, 5, 6}, {2, 3});
+  expect_values(sum(a), {21});
+  EXPECT_EQ(sum(a).ndims(), 0);
+  expect_values(sum(a, {0}), {3, 7, 11});
+  EXPECT_EQ(sum(a, {0}).shape(), (Shape{1, 3}));
+  expect_values(sum(a, {1}), {9, 12});
+  EXPECT_EQ(sum(a, {1}).shape(), (Shape{2, 1}));
+  expect_values(sum(a, {0, 1}), {21});
+  expect_values(mean(a), {3.5});
+  expect_values(mean(a, {1}), {3, 4});
+  expect_values(maximum(a), {6});
+  expect_values(maximum(a, {0}), {2, 4, 6});
+  expect_values(minimum(a, {1}), {1, 2});
+  expect_values(minimum(a), {1});
+  Tensor c = on(reshape(tensor(std::vector<double>(24, 1.0)), {2, 3, 4}));
+  expect_values(sum(c, {0, 2}), {8, 8, 8});  // non-adjacent dims
+  EXPECT_EQ(sum(c, {0, 2}).shape(), (Shape{1, 3, 1}));
+  EXPECT_EQ(sum(on(tensor(std::vector<int32_t>{1, 2}))).dtype(), Int64);
+  EXPECT_EQ(sum(on(tensor({true, true, false}))).item<int64_t>(), 2);
+  Tensor big = on(ones(1000, 300));
+  expect_values(sum(big, {0}), std::vector<double>(300, 1000.0));
+  expect_values(sum(big, {1}), std::vector<double>(1000, 300.0));
+  expect_values(sum(big), {300000});
+  EXPECT_THROW(maximum(on(zeros(0))), ArgumentError);
+  EXPECT_THROW(mean(on(zeros(0))), ArgumentError);
+}
+
+TEST_P(Ops, Matmul) {
+  // column-major: A = [1 3 5; 2 4 6]
+  Tensor A = vec({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor x = vec({1, 0, -1});
+  expect_values(matmul(A, x), {-4, -4});
+  EXPECT_EQ(matmul(A, x).shape(), (Shape{2}));
+  Tensor B = vec({1, 2, 3, 4, 5, 6}, {3, 2});
+  expect_values(matmul(A, B), {22, 28, 49, 64});
+  // batched: (2,3,2) × (3,2,2), and a 2-d operand broadcast over the batch
+  Tensor Ab = on(reshape(tensor(std::vector<float>{1, 2, 3, 4, 5, 6, 1, 1, 1, 1, 1, 1}), {2, 3, 2}));
+  Tensor Bb = on(reshape(tensor(std::vector<float>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}), {3, 2, 2}));
+  Tensor C = matmul(Ab, Bb);
+  EXPECT_EQ(C.shape(), (Shape{2, 2, 2}));
+  expect_values(C, {22, 28, 49, 64, 6, 6, 15, 15});
+  expect_values(matmul(Ab, B), {22, 28, 49, 64, 6, 6, 15, 15});
+  // against a naive product at a size that exercises BLAS blocking
+  Tensor P = on(rand(Float64, 37, 53)), Q = on(rand(Float64, 53, 29));
+  auto pv = P.to_vector<double>(), qv = Q.to_vector<double>();
+  std::vector<double> ref(37 * 29, 0.0);
+  for (int i = 0; i < 37; ++i)
+    for (int j = 0; j < 29; ++j)
+      for (int k = 0; k < 53; ++k) ref[size_t(i + 37 * j)] += pv[size_t(i + 37 * k)] * qv[size_t(k + 53 * j)];
+  expect_values(matmul(P, Q), ref, 1e-12);
+  expect_values(matmul(on(ones(Float16, 2, 3)), on(ones(Float16, 3, 2))), {3, 3, 3, 3});
+  EXPECT_EQ(matmul(on(ones(Int32, 2, 2)), on(ones(Int32, 2, 2))).dtype(), Float32);
+}
+
+TEST_P(Ops, SoftmaxAndOneHot) {
+  Tensor x = vec({1, 2, 3, 1, 1, 1}, {3, 2});
+  double z = std::exp(1) + std::exp(2) + std::exp(3);
+  expect_values(softmax(x), {std::exp(1) / z, std::exp(2) / z, std::exp(3) / z, 1 / 3., 1 / 3., 1 / 3.}, 1e-6);
+  expect_values(logsoftmax(x), {1 - std::log(z), 2 - std::log(z), 3 - std::log(z), -std::log(3), -std::log(3), -std::log(3)},
+                1e-6);
+  expect_values(softmax(x, 1), {0.5, 1 / (1 + std::exp(-1)), 1 / (1 + std::exp(-2)), 0.5, 1 / (1 + std::exp(1)),
+                                1 / (1 + std::exp(2))},
+                1e-6);
+  expect_values(softmax(vec({1000, 1000})), {0.5, 0.5});  // stable
+  Tensor oh = onehotbatch(on(tensor(std::vector<int64_t>{2, 0, 1})), 3);
+  EXPECT_EQ(oh.dtype(), Bool);
+  EXPECT_EQ(oh.shape(), (Shape{3, 3}));
+  expect_values(oh, {0, 0, 1, 1, 0, 0, 0, 1, 0});
+  EXPECT_EQ(onecold(oh).to_vector<int64_t>(), (std::vector<int64_t>{2, 0, 1}));
+  EXPECT_EQ(onecold(vec({0.1f, 0.7f, 0.2f, 0.5f, 0.4f, 0.1f}, {3, 2})).to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(onehotbatch({1, 1}, 2).shape(), (Shape{2, 2}));
+  EXPECT_THROW(onehotbatch({3}, 3), ArgumentError);
+  EXPECT_THROW(onehotbatch({-1}, 3), ArgumentError);
+}

@@ -1,0 +1,74 @@
+// Helpers for the test suite: the devices the conformance tests run on,
+// closeness checks, and finite-difference gradient checks in Float64.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "flx/flx.hpp"
+
+namespace flx::testing {
+
+// Devices the conformance suite runs on: the CPU always; every other device
+// of a functional backend once backends beyond the CPU exist.
+std::vector<Device> conformance_devices();
+
+// Expect `t` (any device) to hold `expected` (column-major) within tol.
+inline void expect_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6,
+                          const std::string& what = "") {
+  auto v = t.to(Device::cpu()).to_vector<double>();
+  ASSERT_EQ(v.size(), expected.size()) << what;
+  for (size_t i = 0; i < v.size(); ++i)
+    EXPECT_NEAR(v[i], expected[i], tol * std::max(1.0, std::fabs(expected[i]))) << what << " at index " << i;
+}
+
+inline void expect_close(const Tensor& a, const Tensor& b, double tol = 1e-6, const std::string& what = "") {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  expect_values(a, b.to(Device::cpu()).to_vector<double>(), tol, what);
+}
+
+// Check the gradient of f (a scalar function of several tensors) against
+// central differences. Inputs should be Float64.
+inline void check_gradients(const std::function<Tensor(const std::vector<Tensor>&)>& f, std::vector<Tensor> inputs,
+                            double tol = 1e-6, double h = 1e-6, const std::string& what = "") {
+  auto grads = std::get<0>(gradient([&](const std::vector<Tensor>& xs) { return f(xs); }, inputs));
+  ASSERT_EQ(grads.size(), inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    std::vector<double> base = inputs[k].to_vector<double>();
+    std::vector<double> numeric(base.size());
+    for (size_t i = 0; i < base.size(); ++i) {
+      auto eval = [&](double delta) {
+        std::vector<double> p = base;
+        p[i] += delta;
+        std::vector<Tensor> xs = inputs;
+        xs[k] = tensor(p, inputs[k].shape()).to(inputs[k].dtype()).to(inputs[k].device());
+        return f(xs).item<double>();
+      };
+      numeric[i] = (eval(h) - eval(-h)) / (2 * h);
+    }
+    if (!grads[k].defined()) {
+      for (double v : numeric) EXPECT_NEAR(v, 0.0, tol) << what << ": no gradient flowed to input " << k;
+      continue;
+    }
+    EXPECT_EQ(grads[k].shape(), inputs[k].shape()) << what << " input " << k;
+    EXPECT_EQ(grads[k].dtype(), inputs[k].dtype()) << what << " input " << k;
+    expect_values(grads[k], numeric, tol, what + ": d/d input " + std::to_string(k));
+  }
+}
+
+inline Tensor rand64(std::initializer_list<int64_t> dims, double lo = -1, double hi = 1) {
+  return rand(Float64, Shape(dims)) * (hi - lo) + lo;
+}
+
+// Run fn and return what it wrote to stderr.
+inline std::string capture_stderr(const std::function<void()>& fn) {
+  ::testing::internal::CaptureStderr();
+  fn();
+  return ::testing::internal::GetCapturedStderr();
+}
+
+}  // namespace flx::testing
