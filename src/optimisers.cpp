@@ -58,10 +58,12 @@ void RMSProp::print(std::ostream& os) const {
 }
 
 namespace {
-// Adam's unit step mhat/(sqrt(vhat)+ϵ) scaled by eta, fused in the backend.
-Tensor adam_step(RuleState& st, const Tensor& dx, double eta, std::pair<double, double> beta, double eps) {
+// Adam's unit step mhat/(sqrt(vhat)+ϵ) scaled by eta, fused in the backend;
+// written to a new tensor, or subtracted from `x` when one is given.
+Tensor adam_step(RuleState& st, const Tensor& dx, double eta, std::pair<double, double> beta, double eps,
+                 const Tensor* x = nullptr) {
   Tensor g = dx.to(st.tensors[0].dtype());
-  Tensor out = empty(g.dtype(), g.shape(), g.device());
+  Tensor out = x ? Tensor{} : empty(g.dtype(), g.shape(), g.device());
   flx_optim_desc d{};
   d.kind = FLX_OPTIM_ADAM;
   d.dtype = int32_t(g.dtype());
@@ -69,7 +71,8 @@ Tensor adam_step(RuleState& st, const Tensor& dx, double eta, std::pair<double, 
   d.grad = detail::mem(g);
   d.m = detail::mem(st.tensors[0]);
   d.v = detail::mem(st.tensors[1]);
-  d.dx = detail::mem(out);
+  if (x) d.x = detail::mem(*x);
+  else d.dx = detail::mem(out);
   d.eta = eta;
   d.beta1 = beta.first;
   d.beta2 = beta.second;
@@ -86,6 +89,10 @@ Tensor adam_step(RuleState& st, const Tensor& dx, double eta, std::pair<double, 
 
 RuleState Adam::init(const Tensor& x) const { return {{zeros_like(x), zeros_like(x)}, {beta.first, beta.second}, {}}; }
 Tensor Adam::apply(RuleState& st, const Tensor&, const Tensor& dx) const { return adam_step(st, dx, eta, beta, epsilon); }
+bool Adam::apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const {
+  adam_step(st, dx, eta, beta, epsilon, &x);
+  return true;
+}
 void Adam::print(std::ostream& os) const {
   os << "Adam(" << eta << ", (" << beta.first << ", " << beta.second << "), " << epsilon << ")";
 }
@@ -174,8 +181,9 @@ void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
     if (!total[i].defined()) continue;
     Leaf& leaf = leaves_[i];
     ops::check_same_device(leaf.param, total[i], "update");
-    Tensor stepv = rule_->apply(leaf.state, leaf.param, total[i].to(leaf.param.dtype()));
-    Tensor s = stepv.to(leaf.param.dtype());
+    Tensor g = total[i].to(leaf.param.dtype());
+    if (rule_->apply_in_place(leaf.state, leaf.param, g)) continue;
+    Tensor s = rule_->apply(leaf.state, leaf.param, g).to(leaf.param.dtype());
     ops::raw_map_into(leaf.param, FLX_OP_SUB, leaf.param.dtype(), {{&leaf.param}, {&s}});
   }
 }

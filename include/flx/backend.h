@@ -220,14 +220,16 @@ typedef struct flx_softmax_desc {
 
 /* ---- fused optimiser transforms (in place on state, writes dx) ---------- */
 typedef enum flx_optim_kind {
-  FLX_OPTIM_ADAM = 0 /* m,v updated; dx = eta*mhat/(sqrt(vhat)+eps) */
+  FLX_OPTIM_ADAM = 0 /* m,v updated; step = eta*mhat/(sqrt(vhat)+eps) */
 } flx_optim_kind;
 
+/* The step is written to dx, or, when dx.buf is NULL, subtracted from the
+ * parameter x in place (one pass over memory instead of two). */
 typedef struct flx_optim_desc {
   int32_t kind;
   int32_t dtype;
   int64_t n;
-  flx_mem grad, m, v, dx;
+  flx_mem grad, m, v, dx, x;
   double eta, beta1, beta2, eps;
   double beta1_pow, beta2_pow; /* beta^t, for bias correction */
 } flx_optim_desc;

@@ -33,6 +33,9 @@ class OptRule {
   virtual RuleState init(const Tensor& x) const = 0;
   // The step to subtract from x, given the gradient dx; updates st.
   virtual Tensor apply(RuleState& st, const Tensor& x, const Tensor& dx) const = 0;
+  // Apply the step to x directly, if this rule can do so in one fused pass
+  // (returns false otherwise, and the caller subtracts apply()'s result).
+  virtual bool apply_in_place(RuleState&, const Tensor&, const Tensor&) const { return false; }
   virtual void print(std::ostream& os) const = 0;
   virtual std::shared_ptr<OptRule> clone() const = 0;
 };
@@ -72,6 +75,7 @@ struct Adam : OptRule {
   double epsilon;
   explicit Adam(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override;
   FLX_RULE_METHODS(Adam)
 };
 // Adam with decoupled weight decay (Optimisers.jl 0.4): the step is

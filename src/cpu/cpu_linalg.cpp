@@ -213,7 +213,8 @@ int optim_step(void*, int, const flx_optim_desc* dp, flx_stream) {
       const T* g = reinterpret_cast<const T*>(addr(d.grad));
       T* m = reinterpret_cast<T*>(addr(d.m));
       T* v = reinterpret_cast<T*>(addr(d.v));
-      T* dx = reinterpret_cast<T*>(addr(d.dx));
+      T* dx = d.dx.buf ? reinterpret_cast<T*>(addr(d.dx)) : nullptr;
+      T* x = reinterpret_cast<T*>(addr(d.x));
       const C b1 = C(d.beta1), b2 = C(d.beta2), eps = C(d.eps), eta = C(d.eta);
       const C c1 = C(1) / C(1 - d.beta1_pow), c2 = C(1) / C(1 - d.beta2_pow);
 #pragma omp parallel for if (d.n >= parallel_threshold)
@@ -223,7 +224,9 @@ int optim_step(void*, int, const flx_optim_desc* dp, flx_stream) {
         C vi = b2 * C(load(v[i])) + (C(1) - b2) * gi * gi;
         m[i] = store<T>(mi);
         v[i] = store<T>(vi);
-        dx[i] = store<T>(eta * (mi * c1) / (std::sqrt(vi * c2) + eps));
+        C step = eta * (mi * c1) / (std::sqrt(vi * c2) + eps);
+        if (dx) dx[i] = store<T>(step);
+        else x[i] = store<T>(C(load(x[i])) - step);
       }
     } else {
       status = fail(FLX_ERR_UNSUPPORTED, "optim_step needs a floating dtype");
