@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libopenblas-dev
+  libopenblas-openmp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pip
 )

@@ -38,6 +38,18 @@ FLX_FUNCTOR(Norm, scale, running_mean)
 FLX_TRAINABLE(Norm, scale)
 }  // namespace user_models
 
+struct Config {  // holds no tensors: declared a leaf, copied unchanged
+  std::string name;
+  double lr;
+};
+FLX_LEAF(Config)
+
+struct WithConfig {
+  Tensor w;
+  Config cfg;
+};
+FLX_FUNCTOR(WithConfig, w, cfg)
+
 namespace {
 Tensor times2(const Tensor& t) { return t * 2.0; }
 }  // namespace
@@ -107,4 +119,14 @@ TEST(Functor, LeavesAndEmptyTypesPassThrough) {
   EXPECT_EQ(std::get<1>(t2), "name");
   EXPECT_EQ(std::get<2>(t2), 3.5);
   expect_values(std::get<0>(t2), {2});
+}
+
+TEST(Functor, DeclaredLeavesAreCopied) {
+  WithConfig m{ones(1), {"adam", 0.1}};
+  auto m2 = fmap(times2, m);
+  expect_values(m2.w, {2});
+  EXPECT_EQ(m2.cfg.name, "adam");
+  EXPECT_EQ(leaves(m).size(), 1u);
+  static_assert(detail::is_leaf_v<Config>);
+  static_assert(!detail::is_walkable_v<std::unique_ptr<int>>);
 }
