@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "autograd.hpp"
+#include "devices/registry.hpp"
 #include "flx/ops.hpp"
 #include "tensor_impl.hpp"
 
@@ -11,9 +12,12 @@ namespace detail {
 
 Storage::Storage(const BackendRt* b, int d, size_t n) : be(b), dev(d), buf(nullptr), nbytes(n) {
   be->check(be->f->alloc(be->f->ctx, dev, n, &buf), "alloc");
+  note_alloc(be->id, dev, int64_t(n));
 }
 Storage::~Storage() {
-  if (buf) be->f->free(be->f->ctx, dev, buf);
+  if (!buf) return;
+  be->f->free(be->f->ctx, dev, buf);
+  note_free(be->id, dev, int64_t(nbytes));
 }
 
 Tensor share(const Tensor& t, const Shape& shape, uint64_t offset_bytes) {

@@ -1,0 +1,91 @@
+// Backends and device selection, as Flux v0.14 does it:
+//
+//   Device dev = get_device({.verbose = true});  // preference, else first functional GPU, else CPU
+//   Device d1  = get_device("OpenCL", 1);        // a given device (0-based)
+//   gpu_backend("OpenCL");                       // write LocalPreferences.toml (new processes)
+//
+// GPU backends are plugins (libflx_backend_<name>.so) found in
+// $FLX_BACKEND_PATH, then beside libflx (and in its flx/ folder), then the
+// install prefix; they are loaded on first need or by load_backend(name).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flx/device.hpp"
+#include "flx/functor.hpp"
+
+namespace flx {
+
+struct GetDeviceOptions {
+  bool verbose = false;  // log each step of the selection
+  bool force = false;    // throw instead of falling back when the preference fails
+};
+
+// The device the preference names if functional, else the first functional
+// of CUDA, AMDGPU, Metal and OpenCL (GPU or accelerator devices only), else
+// the CPU.
+Device get_device(const GetDeviceOptions& opts = {});
+// Device `ordinal` (0-based) of backend `name`; throws BackendUnavailable.
+Device get_device(std::string_view name, int ordinal = 0);
+
+// The one device x's tensors live on (the CPU when it holds none); throws
+// DeviceMismatch when they live on several.
+Device common_device(const std::vector<Tensor>& ts);
+template <class T>
+Device get_device(const T& x)
+  requires(!std::is_convertible_v<T, std::string_view> && !std::is_same_v<T, GetDeviceOptions>)
+{
+  return common_device(leaves(x));
+}
+
+// The GPU backend in force for this process: $FLX_GPU_BACKEND, else
+// LocalPreferences.toml ([Flux] gpu_backend, searched from the working
+// directory upwards), else "CUDA". Read once per process.
+std::string gpu_backend();
+// Where gpu_backend() came from: "environment (FLX_GPU_BACKEND)", a file
+// path, or "default".
+std::string gpu_backend_source();
+// Write the preference into LocalPreferences.toml (the one found from the
+// working directory upwards, else a new one in the working directory),
+// keeping its other tables and keys. Takes effect in new processes.
+void gpu_backend(std::string_view name);
+
+// Load a backend plugin now (the explicit `using CUDA`); throws
+// BackendUnavailable with the reason when it is missing or not functional.
+void load_backend(std::string_view name);
+// Whether a backend is installed and works on this machine.
+bool functional(std::string_view name);
+
+struct BackendStatus {
+  std::string name;         // "CUDA"
+  bool built_in = false;    // the CPU
+  bool plugin_found = false;
+  std::string plugin_path;  // where the plugin was found
+  bool functional = false;
+  std::string reason;       // why not, when not functional
+};
+BackendStatus backend_status(std::string_view name);
+
+struct DeviceInfo {
+  Device device;
+  std::string name;
+  std::string kind;  // "CPU", "GPU", "accelerator"
+  uint64_t total_memory = 0;
+  uint64_t free_memory = 0;
+};
+// The devices of a functional backend (empty when not functional).
+std::vector<DeviceInfo> devices(std::string_view backend);
+
+struct MemoryStats {
+  int64_t in_use = 0;       // bytes held by live tensors now
+  int64_t peak = 0;         // most bytes in use at once
+  int64_t allocations = 0;  // live allocations now
+};
+// Memory flx has allocated on a device (freed deterministically: a tensor's
+// storage goes when its last handle does).
+MemoryStats memory_stats(const Device& d);
+
+}  // namespace flx

@@ -1,0 +1,227 @@
+// The device registry: which backend serves which device. The CPU backend
+// is built in; the others are plugins, loaded on first need and checked
+// (ABI version, entry point, functional on this machine) before use. The
+// reason a backend cannot be used is kept and reported.
+#include <dlfcn.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+
+#include "../cpu/cpu_backend.hpp"
+#include "../tensor_impl.hpp"
+#include "flx/devices.hpp"
+#include "registry.hpp"
+
+namespace flx::detail {
+
+namespace {
+
+const char* status_name(int s) {
+  switch (s) {
+    case FLX_ERR_OUT_OF_MEMORY: return "out of memory";
+    case FLX_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case FLX_ERR_UNSUPPORTED: return "unsupported";
+    case FLX_ERR_DEVICE: return "device error";
+  }
+  return "error";
+}
+
+struct Entry {
+  bool attempted = false;
+  std::unique_ptr<BackendRt> rt;  // set when loaded and functional
+  BackendStatus status;
+  void* handle = nullptr;  // dlopen handle, kept for the life of the process
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::array<Entry, backend_id_count> entries;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (auto& c : r) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+// Folders searched for plugins, in order.
+std::vector<std::string> search_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("FLX_BACKEND_PATH")) {
+    std::stringstream ss(env);
+    std::string d;
+    while (std::getline(ss, d, ':'))
+      if (!d.empty()) dirs.push_back(d);
+  }
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&search_dirs), &info) && info.dli_fname) {
+    auto dir = std::filesystem::path(info.dli_fname).parent_path();
+    dirs.push_back((dir / "flx").string());
+    dirs.push_back(dir.string());
+  }
+#ifdef FLX_PLUGIN_INSTALL_DIR
+  dirs.push_back(FLX_PLUGIN_INSTALL_DIR);
+#endif
+  return dirs;
+}
+
+// Find, open and check the plugin for `id`, filling e.status.
+void load(BackendId id, Entry& e) {
+  e.attempted = true;
+  BackendStatus& st = e.status;
+  st.name = std::string(backend_name(id));
+  std::string file = "libflx_backend_" + lower(st.name) + ".so";
+  std::string searched;
+  for (const auto& dir : search_dirs()) {
+    auto path = std::filesystem::path(dir) / file;
+    searched += (searched.empty() ? "" : ", ") + dir;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) continue;
+    st.plugin_found = true;
+    st.plugin_path = path.string();
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char* err = dlerror();
+      st.reason = "plugin " + st.plugin_path + " could not be loaded: " + (err ? err : "unknown error");
+      return;
+    }
+    auto entry = reinterpret_cast<flx_backend_entry_fn>(dlsym(h, FLX_BACKEND_ENTRY_SYMBOL));
+    if (!entry) {
+      st.reason = "plugin " + st.plugin_path + " does not export the entry point " FLX_BACKEND_ENTRY_SYMBOL;
+      dlclose(h);
+      return;
+    }
+    const flx_backend_iface* f = entry(FLX_BACKEND_API_VERSION);
+    if (!f || f->api_version != FLX_BACKEND_API_VERSION || f->struct_size < sizeof(flx_backend_iface)) {
+      st.reason = "plugin " + st.plugin_path + " was built for backend ABI version " +
+                  (f ? std::to_string(f->api_version) : std::string("(other)")) + "; this libflx needs version " +
+                  std::to_string(FLX_BACKEND_API_VERSION) + ". Install the plugin that came with this libflx";
+      dlclose(h);
+      return;
+    }
+    e.handle = h;
+    char reason[512] = {0};
+    int score = f->functional(f->ctx, reason, sizeof reason);
+    if (score <= 0) {
+      st.reason = reason[0] ? reason : "the plugin reports it is not functional";
+      return;
+    }
+    st.functional = true;
+    e.rt = std::make_unique<BackendRt>(BackendRt{id, f});
+    return;
+  }
+  if (id == BackendId::AMDGPU || id == BackendId::Metal)
+    st.reason = "not built in this installation (flx has no " + st.name + " backend yet)";
+  else
+    st.reason = "plugin " + file + " not found (searched: " + searched + "); build flx with its " + st.name +
+                " backend or set FLX_BACKEND_PATH";
+}
+
+Entry& entry_for(BackendId id) {
+  auto& r = registry();
+  Entry& e = r.entries[size_t(id)];
+  if (!e.attempted) load(id, e);
+  return e;
+}
+
+}  // namespace
+
+void BackendRt::fail(int status, const char* what) const {
+  const char* msg = f->last_error ? f->last_error(f->ctx) : "";
+  FLX_THROW(BackendError, f->name, " backend: ", what, " failed (", status_name(status), "): ", msg);
+}
+
+const BackendRt& cpu_rt() {
+  static const BackendRt cpu{BackendId::CPU, cpu_backend::backend_iface()};
+  return cpu;
+}
+
+const BackendRt* find_backend(BackendId id) {
+  if (id == BackendId::CPU) return &cpu_rt();
+  std::lock_guard lock(registry().mutex);
+  return entry_for(id).rt.get();
+}
+
+BackendStatus status_of(BackendId id) {
+  if (id == BackendId::CPU) {
+    BackendStatus s;
+    s.name = "CPU";
+    s.built_in = s.functional = true;
+    return s;
+  }
+  std::lock_guard lock(registry().mutex);
+  return entry_for(id).status;
+}
+
+void register_backend(BackendId id, const flx_backend_iface* iface) {
+  FLX_CHECK(id != BackendId::CPU, ArgumentError, "register_backend: the CPU backend is built in");
+  FLX_CHECK(iface && iface->api_version == FLX_BACKEND_API_VERSION, BackendUnavailable, "register_backend: ",
+            backend_name(id), " backend has ABI version ", iface ? iface->api_version : 0, ", expected ",
+            FLX_BACKEND_API_VERSION);
+  std::lock_guard lock(registry().mutex);
+  Entry& e = registry().entries[size_t(id)];
+  FLX_CHECK(!e.rt, ArgumentError, "register_backend: a ", backend_name(id), " backend is already registered");
+  e.attempted = true;
+  e.status = BackendStatus{std::string(backend_name(id)), false, false, "", true, ""};
+  e.rt = std::make_unique<BackendRt>(BackendRt{id, iface});
+}
+
+const BackendRt& backend_of(Device d) {
+  if (d.is_cpu()) [[likely]]
+    return cpu_rt();
+  const BackendRt* rt = find_backend(d.backend_id());
+  if (!rt) FLX_THROW(BackendUnavailable, d.backend(), " is not available: ", status_of(d.backend_id()).reason);
+  int n = rt->f->device_count(rt->f->ctx);
+  FLX_CHECK(d.ordinal() >= 0 && d.ordinal() < n, BackendUnavailable, d.backend(), " has ", n,
+            " device(s) (ordinals 0 to ", n - 1, "); there is no device ", d.str());
+  return *rt;
+}
+
+// ---- memory statistics ------------------------------------------------------
+
+namespace {
+constexpr int kMaxOrdinals = 64;
+struct Counters {
+  std::atomic<int64_t> in_use{0}, peak{0}, allocations{0};
+};
+Counters& counters(BackendId id, int ordinal) {
+  static std::array<std::array<Counters, kMaxOrdinals>, backend_id_count> all;
+  return all[size_t(id)][size_t(std::clamp(ordinal, 0, kMaxOrdinals - 1))];
+}
+}  // namespace
+
+void note_alloc(BackendId id, int ordinal, int64_t bytes) {
+  Counters& c = counters(id, ordinal);
+  int64_t now = c.in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  c.allocations.fetch_add(1, std::memory_order_relaxed);
+  int64_t p = c.peak.load(std::memory_order_relaxed);
+  while (now > p && !c.peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+  }
+}
+void note_free(BackendId id, int ordinal, int64_t bytes) {
+  Counters& c = counters(id, ordinal);
+  c.in_use.fetch_sub(bytes, std::memory_order_relaxed);
+  c.allocations.fetch_sub(1, std::memory_order_relaxed);
+}
+
+}  // namespace flx::detail
+
+namespace flx {
+
+MemoryStats memory_stats(const Device& d) {
+  detail::backend_of(d);  // the device must exist
+  auto& c = detail::counters(d.backend_id(), d.ordinal());
+  return {c.in_use.load(), c.peak.load(), c.allocations.load()};
+}
+
+}  // namespace flx
