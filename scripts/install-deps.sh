@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libopenblas-openmp-dev
+  libopenblas-openmp-dev libtomlplusplus-dev
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pip
 )

@@ -1,0 +1,24 @@
+// Prints what flx knows of one backend, for tests that must run in a fresh
+// process (the registry loads each plugin once per process).
+//   probe_backend NAME [gpu|cu|get_device]
+#include <flx/flx.hpp>
+
+#include <cstdio>
+#include <string>
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  auto s = flx::backend_status(argv[1]);
+  std::printf("found=%d functional=%d path=%s\nreason=%s\n", s.plugin_found, s.functional, s.plugin_path.c_str(),
+              s.reason.c_str());
+  std::string what = argc > 2 ? argv[2] : "";
+  try {
+    if (what == "gpu") std::printf("gpu -> %s\n", flx::get_device(flx::rand(2) | flx::gpu).str().c_str());
+    if (what == "cu") (void)(flx::rand(2) | flx::cu);
+    if (what == "get_device") std::printf("device %s\n", flx::get_device({.verbose = true}).str().c_str());
+    if (what == "force") (void)flx::get_device({.force = true});
+  } catch (const flx::BackendUnavailable& e) {
+    std::printf("BackendUnavailable: %s\n", e.what());
+  }
+  return 0;
+}

@@ -1,0 +1,161 @@
+// The plugin loader (with real broken plugins), preferences and device
+// selection. Each scenario runs in a fresh process (probe_backend), since
+// flx loads each plugin and reads the preference once per process.
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.hpp"
+
+using namespace flx;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Run a shell command, returning stdout and stderr together.
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return "popen failed";
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  pclose(p);
+  return out;
+}
+
+std::string probe(const std::string& env, const std::string& args) {
+  return run("env -u FLX_GPU_BACKEND -u FLX_SILENCE_WARN_NO_GPU " + env + " " FLX_TEST_PROBE " " + args);
+}
+
+std::string plugin_dir(const char* kind) { return std::string("FLX_BACKEND_PATH=") + FLX_TEST_PLUGIN_DIR + "/" + kind; }
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int n = 0;
+    path = fs::temp_directory_path() / ("flx_test_" + std::to_string(::getpid()) + "_" + std::to_string(++n));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+bool has(const std::string& out, const std::string& s) { return out.find(s) != std::string::npos; }
+
+}  // namespace
+
+TEST(PluginLoader, WrongAbiVersionIsRejectedWithTheReason) {
+  std::string out = probe(plugin_dir("bad_version"), "CUDA cu");
+  EXPECT_TRUE(has(out, "found=1 functional=0")) << out;
+  EXPECT_TRUE(has(out, "ABI version " + std::to_string(FLX_BACKEND_API_VERSION + 99))) << out;
+  EXPECT_TRUE(has(out, "BackendUnavailable: cu: the CUDA backend is not available")) << out;
+}
+
+TEST(PluginLoader, MissingEntryPointIsRejected) {
+  std::string out = probe(plugin_dir("no_entry"), "CUDA");
+  EXPECT_TRUE(has(out, "found=1 functional=0")) << out;
+  EXPECT_TRUE(has(out, "does not export the entry point flx_backend_entry")) << out;
+}
+
+TEST(PluginLoader, NotFunctionalKeepsThePluginsReason) {
+  std::string out = probe(plugin_dir("not_functional"), "CUDA gpu");
+  EXPECT_TRUE(has(out, "found=1 functional=0")) << out;
+  EXPECT_TRUE(has(out, "reason=not functional: no driver")) << out;
+  EXPECT_TRUE(has(out, "gpu -> CPU")) << out;                                     // falls back ...
+  EXPECT_TRUE(has(out, "Warning: flx: gpu() found no functional GPU")) << out;   // ... never silently
+  EXPECT_TRUE(has(out, "Preferred backend CUDA: not functional: no driver")) << out;
+}
+
+TEST(PluginLoader, MissingPluginSaysWhereItLooked) {
+  TempDir empty;
+  std::string out = probe("FLX_BACKEND_PATH=" + empty.path.string(), "CUDA");
+  EXPECT_TRUE(has(out, "found=0 functional=0")) << out;
+  EXPECT_TRUE(has(out, "libflx_backend_cuda.so not found")) << out;
+  EXPECT_TRUE(has(out, empty.path.string())) << out;
+  out = probe("", "Metal");
+  EXPECT_TRUE(has(out, "not built in this installation")) << out;
+}
+
+TEST(PluginLoader, FunctionalAnswersPerBackend) {
+  EXPECT_TRUE(functional("CPU"));
+  EXPECT_FALSE(functional("AMDGPU"));
+  EXPECT_FALSE(backend_status("Metal").reason.empty());
+  EXPECT_NO_THROW(load_backend("CPU"));
+  EXPECT_THROW(load_backend("AMDGPU"), BackendUnavailable);
+  EXPECT_THROW(functional("TPU"), ArgumentError);
+}
+
+TEST(Selection, FallbackLogsLikeTheSeed) {
+  TempDir empty;
+  std::string out = probe("FLX_BACKEND_PATH=" + empty.path.string(), "CUDA get_device");
+  EXPECT_TRUE(has(out, "[ Info: Using backend set in preferences: CUDA.")) << out;
+  EXPECT_TRUE(has(out, "┌ Warning: Trying to use backend: CUDA but it is not functional")) << out;
+  EXPECT_TRUE(has(out, "[ Info: Using backend: CPU.")) << out;
+  EXPECT_TRUE(has(out, "device CPU")) << out;
+  out = probe("FLX_BACKEND_PATH=" + empty.path.string(), "CUDA force");
+  EXPECT_TRUE(has(out, "BackendUnavailable: get_device: the preferred backend CUDA is not functional")) << out;
+}
+
+TEST(Selection, PreferenceFileIsFoundUpwardsAndEnvironmentOverrides) {
+  TempDir dir;
+  fs::create_directories(dir.path / "sub" / "deeper");
+  {
+    std::ofstream f(dir.path / "LocalPreferences.toml");
+    f << "[Other]\nkeep = 1\n\n[Flux]\ngpu_backend = \"CPU\"\n";
+  }
+  std::string cd = "cd " + (dir.path / "sub" / "deeper").string() + " && ";
+  std::string out = run(cd + "env -u FLX_GPU_BACKEND " FLX_TEST_PROBE " CPU get_device");
+  EXPECT_TRUE(has(out, "[ Info: Using backend set in preferences: CPU.")) << out;
+  EXPECT_FALSE(has(out, "Warning")) << out;  // the CPU by choice: no warning
+  out = run(cd + "FLX_GPU_BACKEND=Metal " FLX_TEST_PROBE " CPU get_device");
+  EXPECT_TRUE(has(out, "preferences: Metal.")) << out;
+  out = run(cd + "FLX_GPU_BACKEND=Nope " FLX_TEST_PROBE " CPU get_device");
+  EXPECT_TRUE(has(out, "unknown backend \"Nope\"")) << out;
+}
+
+TEST(Selection, GpuBackendWritesThePreferenceKeepingTheRest) {
+  TempDir dir;
+  {
+    std::ofstream f(dir.path / "LocalPreferences.toml");
+    f << "[Other]\nkeep = 1\n\n[Flux]\nother_key = \"x\"\ngpu_backend = \"CUDA\"\n";
+  }
+  auto old = fs::current_path();
+  fs::current_path(dir.path);
+  std::string log = flx::testing::capture_stderr([] { gpu_backend("opencl"); });
+  fs::current_path(old);
+  EXPECT_TRUE(has(log, "┌ Info: New GPU backend set: OpenCL.")) << log;
+  EXPECT_TRUE(has(log, "└ Restart your program for this change to take effect!")) << log;
+  std::ifstream f(dir.path / "LocalPreferences.toml");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(has(text, "gpu_backend = 'OpenCL'") || has(text, "gpu_backend = \"OpenCL\"")) << text;
+  EXPECT_TRUE(has(text, "keep = 1")) << text;
+  EXPECT_TRUE(has(text, "other_key")) << text;
+  std::string out = run("cd " + dir.path.string() + " && env -u FLX_GPU_BACKEND " FLX_TEST_PROBE " CPU get_device");
+  EXPECT_TRUE(has(out, "preferences: OpenCL.")) << out;  // a new process sees it
+  EXPECT_THROW(gpu_backend("TPU"), ArgumentError);
+}
+
+TEST(Selection, GetDeviceByNameAndOfModels) {
+  EXPECT_EQ(get_device("CPU", 0), Device::cpu());
+  EXPECT_THROW(get_device("CPU", 1), BackendUnavailable);
+  EXPECT_THROW(get_device("AMDGPU", 0), BackendUnavailable);
+  auto m = Chain(Dense(2, 3), Dense(3, 1));
+  EXPECT_EQ(get_device(m), Device::cpu());
+  EXPECT_EQ(get_device(ones(2)), Device::cpu());
+  EXPECT_EQ(supported_devices().size(), 5u);
+}
+
+TEST(MemoryStats, CountsLiveTensorsDeterministically) {
+  MemoryStats before = memory_stats(Device::cpu());
+  {
+    Tensor t = empty(Float32, {1000});
+    MemoryStats during = memory_stats(Device::cpu());
+    EXPECT_EQ(during.in_use - before.in_use, 4000);
+    EXPECT_EQ(during.allocations - before.allocations, 1);
+    EXPECT_GE(during.peak, during.in_use);
+  }
+  EXPECT_EQ(memory_stats(Device::cpu()).in_use, before.in_use);  // freed when the last handle went
+}
