@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "cpu/cpu_backend.hpp"
+#include "devices/registry.hpp"
 #include "tensor_impl.hpp"
 #include "test_util.hpp"
 
@@ -61,9 +62,8 @@ TEST(Movement, CpuAndDeviceObjectsArePipeable) {
 class TwoDevices : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    static bool done = false;
-    if (!done) detail::register_backend(BackendId::Metal, cpu_backend::backend_iface());
-    done = true;
+    if (!detail::find_backend(BackendId::Metal))
+      detail::register_backend(BackendId::Metal, cpu_backend::backend_iface());
   }
   Device other{BackendId::Metal, 0};
 };

@@ -16,6 +16,8 @@ namespace flx::testing {
 // Devices the conformance suite runs on: the CPU always; every other device
 // of a functional backend once backends beyond the CPU exist.
 std::vector<Device> conformance_devices();
+// The same without the CPU: the devices whose results are compared with it.
+std::vector<Device> accelerator_devices();
 
 // Expect `t` (any device) to hold `expected` (column-major) within tol.
 inline void expect_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6,
