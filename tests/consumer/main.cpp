@@ -39,6 +39,8 @@ int main() {
   ac = ac | cpu;
   Device dev = Device::cpu();
   std::printf("%s %s %d\n", std::string(dev.backend()).c_str(), dev.str().c_str(), dev.ordinal());
+  Tensor moved = rand(3) | gpu;
+  std::printf("gpu -> %s, sum %.3f\n", get_device(moved).str().c_str(), sum(moved * 0.0 + 1.0).item<double>());
   try {
     (void)(x | cu);
   } catch (const BackendUnavailable& e) {

@@ -22,3 +22,22 @@ endif()
 if(NOT out MATCHES "cu unavailable")
   message(FATAL_ERROR "cu() did not report CUDA as unavailable: ${out}")
 endif()
+
+# Built once, the program runs with the OpenCL plugin present and without it.
+set(plugin ${WORK}/prefix/lib/flx/libflx_backend_opencl.so)
+if(EXISTS ${plugin})
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env FLX_GPU_BACKEND=OpenCL ${WORK}/build/consumer
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "gpu -> OpenCL:0, sum 3.000")
+    message(FATAL_ERROR "with the OpenCL plugin and preference OpenCL, gpu() did not use OpenCL:0 (${rc}): ${out} ${err}")
+  endif()
+  file(REMOVE ${plugin})
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env FLX_GPU_BACKEND=OpenCL ${WORK}/build/consumer
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "gpu -> CPU, sum 3.000" OR NOT err MATCHES "libflx_backend_opencl.so not found")
+    message(FATAL_ERROR "without the OpenCL plugin the same program did not fall back to the CPU with the reason (${rc}): ${out} ${err}")
+  endif()
+  message(STATUS "ran unchanged with and without the OpenCL plugin")
+else()
+  message(STATUS "the OpenCL plugin is not part of this build: checked without it only")
+endif()
