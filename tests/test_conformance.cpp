@@ -105,6 +105,8 @@ struct Param {
   DType dtype;
 };
 
+void PrintTo(const Param& p, std::ostream* os) { *os << p.device << " " << p.dtype; }
+
 class Conformance : public ::testing::TestWithParam<Param> {};
 
 std::vector<Param> params() {

@@ -5,7 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include "../common/philox.hpp"
 #include "cpu_backend.hpp"
@@ -31,19 +34,75 @@ int device_props(void*, int dev, flx_device_props* out) {
 }
 const char* last_error_fn(void*) { return t_error.c_str(); }
 
+// Large blocks are cached and reused: returning them to the OS (glibc
+// unmaps big blocks on free) would make every training step pay page faults
+// and page clearing for its activations. Small blocks come from malloc's own
+// free lists. Each block carries a header with its size class.
+constexpr size_t kHeader = 64;                 // keeps the data 64-byte aligned
+constexpr size_t kCacheFrom = 64 * 1024;       // cache blocks of this size or more
+constexpr size_t kCacheLimit = size_t(1) << 30;  // bytes kept for reuse at most
+
+size_t size_class(size_t bytes) {
+  if (bytes < kCacheFrom) return (bytes + 63) / 64 * 64;
+  // 8 classes per power of two: at most 12.5% slack.
+  size_t p = size_t(1) << (63 - __builtin_clzll(bytes));
+  size_t step = p / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+struct BlockCache {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  size_t cached = 0;
+  ~BlockCache() {
+    for (auto& [size, v] : free_blocks)
+      for (void* p : v) std::free(p);
+  }
+};
+BlockCache& cache() {
+  static BlockCache c;
+  return c;
+}
+
 int alloc(void*, int, size_t bytes, flx_buffer* out) {
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
-  if (!p) return fail(FLX_ERR_OUT_OF_MEMORY, "out of host memory allocating " + std::to_string(bytes) + " bytes");
-  *out = reinterpret_cast<flx_buffer>(p);
+  size_t cls = size_class(bytes ? bytes : 1);
+  void* block = nullptr;
+  if (cls >= kCacheFrom) {
+    BlockCache& c = cache();
+    std::lock_guard lock(c.mutex);
+    auto it = c.free_blocks.find(cls);
+    if (it != c.free_blocks.end() && !it->second.empty()) {
+      block = it->second.back();
+      it->second.pop_back();
+      c.cached -= cls;
+    }
+  }
+  if (!block) block = std::aligned_alloc(64, kHeader + cls);
+  if (!block) return fail(FLX_ERR_OUT_OF_MEMORY, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+  *static_cast<size_t*>(block) = cls;
+  *out = reinterpret_cast<flx_buffer>(static_cast<char*>(block) + kHeader);
   return FLX_OK;
 }
-void free_fn(void*, int, flx_buffer b) { std::free(b); }
+void free_fn(void*, int, flx_buffer b) {
+  if (!b) return;
+  void* block = reinterpret_cast<char*>(b) - kHeader;
+  size_t cls = *static_cast<size_t*>(block);
+  if (cls >= kCacheFrom) {
+    BlockCache& c = cache();
+    std::lock_guard lock(c.mutex);
+    if (c.cached + cls <= kCacheLimit) {
+      c.free_blocks[cls].push_back(block);
+      c.cached += cls;
+      return;
+    }
+  }
+  std::free(block);
+}
 void* host_address(void*, int, flx_buffer b) { return b; }
 int host_alloc(void*, size_t bytes, void** out) {
   return alloc(nullptr, 0, bytes, reinterpret_cast<flx_buffer*>(out));
 }
-void host_free(void*, void* p) { std::free(p); }
+void host_free(void*, void* p) { free_fn(nullptr, 0, reinterpret_cast<flx_buffer>(p)); }
 
 // Work is synchronous: a stream is a token and an event is always complete.
 int stream_create(void*, int, flx_stream* out) {
