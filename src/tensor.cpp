@@ -58,8 +58,11 @@ Device Tensor::device() const {
   return impl_->device;
 }
 bool Tensor::requires_grad() const { return impl_ && impl_->node != nullptr; }
+// Always a new handle: backward rules save their op's output detached
+// before the node is attached to it, and sharing the output's own record
+// there would make node → rule → output → node a cycle that never frees.
 Tensor Tensor::detach() const {
-  if (!impl_ || !impl_->node) return *this;
+  if (!impl_) return *this;
   return detail::share(*this, impl_->shape, impl_->offset);
 }
 

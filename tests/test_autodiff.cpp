@@ -164,3 +164,17 @@ TEST(Autodiff, Float32GradientsKeepTheirType) {
   EXPECT_EQ(g.dtype(), Float32);
   expect_values(g, {1, 2});
 }
+
+TEST(Autodiff, GraphsAreFreedAfterBackward) {
+  // Rules that save their op's output must not keep the graph alive.
+  Tensor x = rand64({4, 3}, 0.5, 2.0);
+  auto f = [](const Tensor& t) {
+    Tensor h = exp(t) + sqrt(t) + sigmoid(t) + flx::tanh(t) + t / (t + 1.0) + pow(t, t) + 2.0 / t;
+    return sum(logsoftmax(h) + softmax(h)) + maximum(h) + mean(maximum(h, {0}));
+  };
+  gradient(f, x);  // warm up
+  MemoryStats before = memory_stats(Device::cpu());
+  for (int i = 0; i < 5; ++i) gradient(f, x);
+  EXPECT_EQ(memory_stats(Device::cpu()).allocations, before.allocations);
+  EXPECT_EQ(memory_stats(Device::cpu()).in_use, before.in_use);
+}

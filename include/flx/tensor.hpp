@@ -68,7 +68,7 @@ class Tensor {
 
   // True inside gradient() for tensors that gradients flow to.
   bool requires_grad() const;
-  // The same storage, cut from any gradient graph.
+  // A new handle on the same storage, cut from any gradient graph.
   Tensor detach() const;
   // Identity of the handle: copies of a Tensor share it, tied weights too.
   const void* id() const { return impl_.get(); }
