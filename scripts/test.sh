@@ -12,5 +12,7 @@ JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$JOBS"
 # The gpu() fallback warning is part of what tests check: don't silence it.
-unset FLX_SILENCE_WARN_NO_GPU
+unset FLX_SILENCE_WARN_NO_GPU FLX_GPU_BACKEND
+# OpenCL on PoCL with two devices, so device-to-device moves are tested too.
+export POCL_DEVICES=${POCL_DEVICES:-"pthread pthread"}
 ctest --test-dir "$BUILD_DIR" -j "$JOBS" --output-on-failure --timeout 600
