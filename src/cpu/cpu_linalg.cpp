@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -217,11 +218,16 @@ int optim_step(void*, int, const flx_optim_desc* dp, flx_stream) {
       T* x = reinterpret_cast<T*>(addr(d.x));
       const C b1 = C(d.beta1), b2 = C(d.beta2), eps = C(d.eps), eta = C(d.eta);
       const C c1 = C(1) / C(1 - d.beta1_pow), c2 = C(1) / C(1 - d.beta2_pow);
+      const C tiny = std::numeric_limits<C>::min();
 #pragma omp parallel for if (d.n >= parallel_threshold)
       for (int64_t i = 0; i < d.n; ++i) {
         C gi = load(g[i]);
         C mi = b1 * C(load(m[i])) + (C(1) - b1) * gi;
         C vi = b2 * C(load(v[i])) + (C(1) - b2) * gi * gi;
+        // Moments of parameters whose gradient stays zero (dead units) decay
+        // into denormals, where x86 arithmetic is ~100x slower: flush them.
+        if (std::fabs(mi) < tiny) mi = C(0);
+        if (vi < tiny) vi = C(0);
         m[i] = store<T>(mi);
         v[i] = store<T>(vi);
         C step = eta * (mi * c1) / (std::sqrt(vi * c2) + eps);
