@@ -203,6 +203,38 @@ static int softmax_any(const flx_softmax_desc* d, bool backward) {
 int softmax(void*, int, const flx_softmax_desc* d, flx_stream) { return softmax_any(d, false); }
 int softmax_backward(void*, int, const flx_softmax_desc* d, flx_stream) { return softmax_any(d, true); }
 
+namespace {
+
+// Fused Adam over a chunk; In_place writes x -= step, else dx = step.
+template <class T, bool In_place>
+void adam_chunk(const flx_optim_desc& d, int64_t lo, int64_t hi) {
+  using C = compute_t<T>;
+  const T* __restrict g = reinterpret_cast<const T*>(addr(d.grad));
+  T* __restrict m = reinterpret_cast<T*>(addr(d.m));
+  T* __restrict v = reinterpret_cast<T*>(addr(d.v));
+  T* __restrict out = reinterpret_cast<T*>(addr(In_place ? d.x : d.dx));
+  const C b1 = C(d.beta1), b2 = C(d.beta2), eps = C(d.eps), eta = C(d.eta);
+  const C c1 = C(1) / C(1 - d.beta1_pow), c2 = C(1) / C(1 - d.beta2_pow);
+  const C tiny = std::numeric_limits<C>::min();
+#pragma omp simd
+  for (int64_t i = lo; i < hi; ++i) {
+    C gi = load(g[i]);
+    C mi = b1 * C(load(m[i])) + (C(1) - b1) * gi;
+    C vi = b2 * C(load(v[i])) + (C(1) - b2) * gi * gi;
+    // Moments of parameters whose gradient stays zero (dead units) decay
+    // into denormals, where x86 arithmetic is ~100x slower: flush them.
+    mi = (mi < tiny && mi > -tiny) ? C(0) : mi;
+    vi = vi < tiny ? C(0) : vi;
+    m[i] = store<T>(mi);
+    v[i] = store<T>(vi);
+    C step = eta * (mi * c1) / (std::sqrt(vi * c2) + eps);
+    if constexpr (In_place) out[i] = store<T>(C(load(out[i])) - step);
+    else out[i] = store<T>(step);
+  }
+}
+
+}  // namespace
+
 int optim_step(void*, int, const flx_optim_desc* dp, flx_stream) {
   const flx_optim_desc& d = *dp;
   if (d.kind != FLX_OPTIM_ADAM) return fail(FLX_ERR_UNSUPPORTED, "optim_step: unknown kind");
@@ -210,29 +242,14 @@ int optim_step(void*, int, const flx_optim_desc* dp, flx_stream) {
   dispatch_dtype(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (is_float_v<T>) {
-      using C = compute_t<T>;
-      const T* g = reinterpret_cast<const T*>(addr(d.grad));
-      T* m = reinterpret_cast<T*>(addr(d.m));
-      T* v = reinterpret_cast<T*>(addr(d.v));
-      T* dx = d.dx.buf ? reinterpret_cast<T*>(addr(d.dx)) : nullptr;
-      T* x = reinterpret_cast<T*>(addr(d.x));
-      const C b1 = C(d.beta1), b2 = C(d.beta2), eps = C(d.eps), eta = C(d.eta);
-      const C c1 = C(1) / C(1 - d.beta1_pow), c2 = C(1) / C(1 - d.beta2_pow);
-      const C tiny = std::numeric_limits<C>::min();
-#pragma omp parallel for if (d.n >= parallel_threshold)
-      for (int64_t i = 0; i < d.n; ++i) {
-        C gi = load(g[i]);
-        C mi = b1 * C(load(m[i])) + (C(1) - b1) * gi;
-        C vi = b2 * C(load(v[i])) + (C(1) - b2) * gi * gi;
-        // Moments of parameters whose gradient stays zero (dead units) decay
-        // into denormals, where x86 arithmetic is ~100x slower: flush them.
-        if (std::fabs(mi) < tiny) mi = C(0);
-        if (vi < tiny) vi = C(0);
-        m[i] = store<T>(mi);
-        v[i] = store<T>(vi);
-        C step = eta * (mi * c1) / (std::sqrt(vi * c2) + eps);
-        if (dx) dx[i] = store<T>(step);
-        else x[i] = store<T>(C(load(x[i])) - step);
+      bool in_place = d.dx.buf == nullptr;
+      constexpr int64_t chunk = 16384;
+      int64_t chunks = (d.n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (d.n >= parallel_threshold)
+      for (int64_t c = 0; c < chunks; ++c) {
+        int64_t lo = c * chunk, hi = std::min(d.n, lo + chunk);
+        if (in_place) adam_chunk<T, true>(d, lo, hi);
+        else adam_chunk<T, false>(d, lo, hi);
       }
     } else {
       status = fail(FLX_ERR_UNSUPPORTED, "optim_step needs a floating dtype");
