@@ -4,6 +4,7 @@
 // Without an OpenCL device every test skips, saying why.
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "opencl_harness.hpp"
 
@@ -153,6 +154,46 @@ TEST_F(OpenCL, PeerCopyBetweenTwoDevices) {
   ASSERT_EQ(ocl->stream_synchronize(ocl->ctx, 1, nullptr), FLX_OK);
   Bytes out = c.read();
   for (size_t i = 0; i + 2 < v.size(); ++i) EXPECT_EQ(value_at(FLX_F32, out, i), v[i + 2] * v[i + 2]) << i;
+}
+
+// Several host threads launching at once (on every device, each on its own
+// stream): kernel arguments and lazy program builds must not race.
+TEST_F(OpenCL, ConcurrentLaunchesFromSeveralThreads) {
+  const int ndev = ocl->device_count(ocl->ctx);
+  const int64_t n = 257;
+  std::vector<std::thread> threads;
+  std::vector<int> failures(4, 0);
+  for (int th = 0; th < 4; ++th)
+    threads.emplace_back([&, th] {
+      int dev = th % ndev;
+      flx_stream s = nullptr;
+      if (ocl->stream_create(ocl->ctx, dev, &s) != FLX_OK) { ++failures[size_t(th)]; return; }
+      flx_buffer b = nullptr;
+      if (ocl->alloc(ocl->ctx, dev, size_t(n) * 4, &b) != FLX_OK) { ++failures[size_t(th)]; return; }
+      ocl->fill(ocl->ctx, dev, {b, 0}, FLX_I32, size_t(n), th, s);
+      flx_map_desc d{};
+      d.op = FLX_OP_ADD;
+      d.ndim = 1;
+      d.shape[0] = n;
+      d.ninputs = 2;
+      d.in_dtype = d.out_dtype = FLX_I32;
+      d.in[0].mem = {b, 0};
+      d.in[0].strides[0] = 1;
+      d.in[1].is_scalar = 1;
+      d.in[1].scalar = 1;
+      d.out = {b, 0};
+      for (int i = 0; i < 40; ++i)
+        if (ocl->map(ocl->ctx, dev, &d, s) != FLX_OK) ++failures[size_t(th)];
+      std::vector<int32_t> out(static_cast<size_t>(n));
+      ocl->copy_d2h(ocl->ctx, dev, out.data(), {b, 0}, size_t(n) * 4, s);
+      ocl->stream_synchronize(ocl->ctx, dev, s);
+      for (int32_t v : out)
+        if (v != th + 40) ++failures[size_t(th)];
+      ocl->free(ocl->ctx, dev, b);
+      ocl->stream_destroy(ocl->ctx, dev, s);
+    });
+  for (auto& t : threads) t.join();
+  for (int th = 0; th < 4; ++th) EXPECT_EQ(failures[size_t(th)], 0) << "thread " << th;
 }
 
 TEST_F(OpenCL, FillMatchesTheCpuForEveryDtype) {
