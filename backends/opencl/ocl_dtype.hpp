@@ -1,0 +1,131 @@
+// Element types on the host side of the OpenCL backend: sizes, names, the
+// half/bfloat16 rounding of include/flx/dtype.hpp (re-expressed here since the
+// plugin does not link libflx), and scalars in a dtype's compute type.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "ocl_common.hpp"
+
+namespace flx_ocl {
+
+inline bool valid_dtype(int32_t t) { return t >= FLX_F32 && t <= FLX_BOOL; }
+inline bool is_float(int32_t t) { return t == FLX_F32 || t == FLX_F64 || t == FLX_F16 || t == FLX_BF16; }
+inline bool is_half(int32_t t) { return t == FLX_F16 || t == FLX_BF16; }
+inline size_t dtype_size(int32_t t) {
+  static const size_t sizes[] = {4, 8, 2, 2, 4, 8, 1, 1};
+  return valid_dtype(t) ? sizes[t] : 0;
+}
+inline const char* dtype_name(int32_t t) {
+  static const char* names[] = {"Float32", "Float64", "Float16", "BFloat16", "Int32", "Int64", "UInt8", "Bool"};
+  return valid_dtype(t) ? names[t] : "unknown dtype";
+}
+
+inline float half_bits_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else {
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while (!(man & 0x400u));
+      u = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ffu) << 13;
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | man << 13;
+  } else {
+    u = sign | (exp + 112) << 23 | man << 13;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t float_to_half_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);
+  if (a < 0x38800000u) {
+    float af;
+    std::memcpy(&af, &a, 4);
+    return uint16_t(sign | uint16_t(std::nearbyint(af * 16777216.0f)));
+  }
+  uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
+  return uint16_t(sign | (r >> 13));
+}
+inline float bf16_bits_to_float(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t float_to_bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+// C(v) in the dtype's compute type (halves compute in float, Bool in bool):
+// how the CPU backend converts alpha and beta.
+inline Scalar compute_scalar(int32_t t, double v) {
+  switch (t) {
+    case FLX_F64: return Scalar::of(v);
+    case FLX_F32:
+    case FLX_F16:
+    case FLX_BF16: return Scalar::of(float(v));
+    case FLX_I32: return Scalar::of(static_cast<int32_t>(v));
+    case FLX_I64: return Scalar::of(static_cast<int64_t>(v));
+    case FLX_U8: return Scalar::of(static_cast<uint8_t>(v));
+    default: return Scalar::of(uint8_t(v != 0));
+  }
+}
+// store<T>(C(v)) read back: how the CPU backend turns a scalar operand into an
+// element (halves are rounded to their storage precision first).
+inline Scalar stored_scalar(int32_t t, double v) {
+  if (t == FLX_F16) return Scalar::of(half_bits_to_float(float_to_half_bits(float(v))));
+  if (t == FLX_BF16) return Scalar::of(bf16_bits_to_float(float_to_bf16_bits(float(v))));
+  return compute_scalar(t, v);
+}
+// The raw storage bytes of store<T>(C(v)): fill patterns.
+inline Scalar storage_bytes(int32_t t, double v) {
+  if (t == FLX_F16) return Scalar::of(float_to_half_bits(float(v)));
+  if (t == FLX_BF16) return Scalar::of(float_to_bf16_bits(float(v)));
+  return compute_scalar(t, v);
+}
+
+// Reduction accumulator (kernel type AT): double for floats (float where the
+// device lacks fp64), int64 for Bool, the element type for integers.
+inline Scalar accum_scalar(int32_t t, double v, bool fp64) {
+  if (is_float(t)) return fp64 ? Scalar::of(v) : Scalar::of(float(v));
+  if (t == FLX_BOOL) return Scalar::of(static_cast<int64_t>(v));
+  return compute_scalar(t, v);
+}
+
+inline void require_dtype(int32_t t, const char* op) {
+  if (!valid_dtype(t)) raise(FLX_ERR_INVALID_ARGUMENT, std::string("unknown dtype ") + std::to_string(t));
+  (void)op;
+}
+inline void require_float(int32_t t, const char* op) {
+  require_dtype(t, op);
+  if (!is_float(t))
+    raise(FLX_ERR_UNSUPPORTED, std::string(op) + " needs a floating dtype; got " + dtype_name(t));
+}
+// Byte offset -> element index, checking alignment.
+inline size_t elem_offset(flx_mem m, size_t es, const char* what) {
+  if (es == 0 || m.offset % es)
+    raise(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": byte offset " + std::to_string(m.offset) +
+                                        " is not a multiple of the element size " + std::to_string(es));
+  return size_t(m.offset / es);
+}
+
+}  // namespace flx_ocl

@@ -1,0 +1,114 @@
+// Batched column-major GEMM through CLBlast. Float32 and Float64 call
+// CLBlast directly; Float16 and BFloat16 multiply in float as the CPU backend
+// does (operands packed into dense float buffers, results rounded back), so
+// they work on devices without cl_khr_fp16 and agree with the CPU.
+#include <clblast_c.h>
+
+#include <string>
+
+#include "ocl_common.hpp"
+#include "ocl_dtype.hpp"
+
+namespace flx_ocl {
+namespace {
+
+void check_blast(CLBlastStatusCode st, const char* what) {
+  if (st == CLBlastSuccess) return;
+  int code = int(st);
+  std::string msg = std::string(what) + " failed with CLBlast status " + std::to_string(code);
+  if (code < 0 && code > -1000) msg += std::string(" (") + cl_error_name(cl_int(code)) + ")";
+  if (st == CLBlastNoDoublePrecision) msg += " (the device lacks double precision)";
+  bool oom = code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
+  raise(oom ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE, msg);
+}
+
+CLBlastTranspose tr(int t) { return t ? CLBlastTransposeYes : CLBlastTransposeNo; }
+
+void gemm_float(cl_command_queue q, const flx_gemm_desc& d, cl_mem a, size_t ao, size_t lda, size_t sa, cl_mem b,
+                size_t bo, size_t ldb, size_t sb, cl_mem c, size_t co, size_t ldc, size_t sc) {
+  const size_t m = size_t(d.m), n = size_t(d.n), k = size_t(d.k);
+  if (d.batch == 1)
+    check_blast(CLBlastSgemm(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, float(d.alpha), a, ao, lda,
+                             b, bo, ldb, float(d.beta), c, co, ldc, &q, nullptr),
+                "CLBlastSgemm");
+  else
+    check_blast(CLBlastSgemmStridedBatched(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k,
+                                           float(d.alpha), a, ao, lda, sa, b, bo, ldb, sb, float(d.beta), c, co, ldc,
+                                           sc, size_t(d.batch), &q, nullptr),
+                "CLBlastSgemmStridedBatched");
+}
+
+void gemm_double(cl_command_queue q, const flx_gemm_desc& d, size_t ao, size_t bo, size_t co) {
+  const size_t m = size_t(d.m), n = size_t(d.n), k = size_t(d.k);
+  cl_mem a = as_mem(d.a), b = as_mem(d.b), c = as_mem(d.c);
+  if (d.batch == 1)
+    check_blast(CLBlastDgemm(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, d.alpha, a, ao,
+                             size_t(d.lda), b, bo, size_t(d.ldb), d.beta, c, co, size_t(d.ldc), &q, nullptr),
+                "CLBlastDgemm");
+  else
+    check_blast(CLBlastDgemmStridedBatched(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, d.alpha, a,
+                                           ao, size_t(d.lda), size_t(d.stride_a), b, bo, size_t(d.ldb),
+                                           size_t(d.stride_b), d.beta, c, co, size_t(d.ldc), size_t(d.stride_c),
+                                           size_t(d.batch), &q, nullptr),
+                "CLBlastDgemmStridedBatched");
+}
+
+// Halves: pack A, B (and C when beta != 0) into dense float, multiply, unpack.
+void gemm_halves(Device& dv, cl_command_queue q, const flx_gemm_desc& d) {
+  const int64_t ra = d.trans_a ? d.k : d.m, ca = d.trans_a ? d.m : d.k;
+  const int64_t rb = d.trans_b ? d.n : d.k, cb = d.trans_b ? d.k : d.n;
+  const int64_t B = d.batch;
+  TempBuffer fa(dv, size_t(ra * ca * B) * 4), fb(dv, size_t(rb * cb * B) * 4), fc(dv, size_t(d.m * d.n * B) * 4);
+  auto pack = [&](flx_mem src, int64_t rows, int64_t cols, int64_t ld, int64_t stride, cl_mem dst) {
+    launch(dv, q, d.dtype, "pack_f32_k", size_t(rows * cols * B), as_mem(src), cl_long(src.offset), cl_long(rows),
+           cl_long(cols), cl_long(ld), cl_long(stride), cl_long(B), dst);
+  };
+  pack(d.a, ra, ca, d.lda, d.stride_a, fa.mem);
+  pack(d.b, rb, cb, d.ldb, d.stride_b, fb.mem);
+  if (d.beta != 0) pack(d.c, d.m, d.n, d.ldc, d.stride_c, fc.mem);
+  else {
+    float zero = 0;
+    check_cl(clEnqueueFillBuffer(q, fc.mem, &zero, 4, 0, size_t(d.m * d.n * B) * 4, 0, nullptr, nullptr),
+             "clEnqueueFillBuffer");
+  }
+  gemm_float(q, d, fa.mem, 0, size_t(ra), size_t(ra * ca), fb.mem, 0, size_t(rb), size_t(rb * cb), fc.mem, 0,
+             size_t(d.m), size_t(d.m * d.n));
+  launch(dv, q, d.dtype, "unpack_f32_k", size_t(d.m * d.n * B), fc.mem, as_mem(d.c), cl_long(d.c.offset),
+         cl_long(d.m), cl_long(d.n), cl_long(d.ldc), cl_long(d.stride_c), cl_long(B));
+}
+
+}  // namespace
+
+int gemm(void*, int dev, const flx_gemm_desc* dp, flx_stream s) {
+  return guard("gemm", [&] {
+    const flx_gemm_desc& d = *dp;
+    require_float(d.dtype, "gemm");
+    if (d.m < 0 || d.n < 0 || d.k < 0 || d.batch < 0) raise(FLX_ERR_INVALID_ARGUMENT, "negative dimension");
+    if (d.m == 0 || d.n == 0 || d.batch == 0) return;
+    Device& dv = device(dev);
+    cl_command_queue q = queue_of(dv, s);
+    const size_t es = dtype_size(d.dtype);
+    const size_t ao = elem_offset(d.a, es, "gemm"), bo = elem_offset(d.b, es, "gemm"),
+                 co = elem_offset(d.c, es, "gemm");
+    if (d.k == 0) {  // C = beta * C: CLBlast rejects k == 0
+      launch(dv, q, d.dtype, "gemm_scale_k", size_t(d.m * d.n * d.batch), as_mem(d.c), cl_long(d.c.offset),
+             cl_long(d.m), cl_long(d.n), cl_long(d.ldc), cl_long(d.stride_c), cl_long(d.batch),
+             compute_scalar(d.dtype, d.beta));
+      return;
+    }
+    switch (d.dtype) {
+      case FLX_F32:
+        gemm_float(q, d, as_mem(d.a), ao, size_t(d.lda), size_t(d.stride_a), as_mem(d.b), bo, size_t(d.ldb),
+                   size_t(d.stride_b), as_mem(d.c), co, size_t(d.ldc), size_t(d.stride_c));
+        break;
+      case FLX_F64:
+        if (!dv.fp64) raise(FLX_ERR_UNSUPPORTED, "Float64 needs cl_khr_fp64, which " + dv.name + " lacks");
+        gemm_double(q, d, ao, bo, co);
+        break;
+      default:
+        gemm_halves(dv, q, d);
+    }
+  });
+}
+
+}  // namespace flx_ocl

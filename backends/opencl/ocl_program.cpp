@@ -1,0 +1,125 @@
+// Programs and launches. The kernel source is built once per (device, dtype)
+// on first use and kept for the life of the process: with PoCL, a build runs
+// clang and LLVM, so few, lazily built programs keep first-use latency low
+// (PoCL also caches compiled kernels on disk across processes).
+// Launches use one fixed work-group size per kernel, since PoCL compiles a
+// new variant of a kernel for every distinct local size it sees.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "ocl_common.hpp"
+#include "ocl_dtype.hpp"
+
+namespace flx_ocl {
+namespace {
+
+bool verbose() {
+  static const bool v = [] {
+    const char* e = std::getenv("FLX_OPENCL_VERBOSE");
+    return e && *e && std::string(e) != "0";
+  }();
+  return v;
+}
+
+std::string build_log(cl_program p, cl_device_id dev) {
+  size_t n = 0;
+  clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+  std::string log(n, '\0');
+  if (n) clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  if (log.size() > 4000) log = log.substr(0, 4000) + "\n...";
+  return log;
+}
+
+void build(Device& d, int dtype, Program& p) {
+  p.tried = true;
+  auto t0 = std::chrono::steady_clock::now();
+  std::string opts = "-cl-std=CL1.2 -DDT=" + std::to_string(dtype) + " -DHAS_FP64=" + (d.fp64 ? "1" : "0");
+  if (d.exact_divsqrt) opts += " -cl-fp32-correctly-rounded-divide-sqrt";
+  cl_int err;
+  const char* src = kernel_source;
+  p.prog = clCreateProgramWithSource(d.ctx, 1, &src, nullptr, &err);
+  if (err != CL_SUCCESS) {
+    p.prog = nullptr;
+    p.error = std::string("clCreateProgramWithSource: ") + cl_error_name(err);
+    return;
+  }
+  err = clBuildProgram(p.prog, 1, &d.id, opts.c_str(), nullptr, nullptr);
+  if (err != CL_SUCCESS) {
+    p.error = std::string("clBuildProgram (") + opts + "): " + cl_error_name(err) + "\n" + build_log(p.prog, d.id);
+    clReleaseProgram(p.prog);
+    p.prog = nullptr;
+    return;
+  }
+  cl_uint nk = 0;
+  clCreateKernelsInProgram(p.prog, 0, nullptr, &nk);
+  std::vector<cl_kernel> ks(nk);
+  err = clCreateKernelsInProgram(p.prog, nk, ks.data(), nullptr);
+  if (err != CL_SUCCESS) {
+    p.error = std::string("clCreateKernelsInProgram: ") + cl_error_name(err);
+    clReleaseProgram(p.prog);
+    p.prog = nullptr;
+    return;
+  }
+  for (cl_kernel k : ks) {
+    Kernel kk;
+    kk.k = k;
+    char name[128] = {};
+    clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name - 1, name, nullptr);
+    kk.name = name;
+    size_t wg = 0;
+    clGetKernelWorkGroupInfo(k, d.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, nullptr);
+    size_t cap = std::min<size_t>({64, wg ? wg : 1, d.max_wg});
+    kk.local = 1;
+    while (kk.local * 2 <= cap) kk.local *= 2;
+    p.kernels.push_back(std::move(kk));
+  }
+  if (verbose()) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "flx OpenCL: built the %s kernels for %s in %.0f ms\n", dtype_name(dtype), d.name.c_str(),
+                 ms);
+    std::string log = build_log(p.prog, d.id);
+    if (!log.empty()) std::fprintf(stderr, "%s\n", log.c_str());
+  }
+}
+
+}  // namespace
+
+const Kernel& kernel(Device& d, int dtype, const char* name) {
+  if (!valid_dtype(dtype)) raise(FLX_ERR_INVALID_ARGUMENT, "unknown dtype " + std::to_string(dtype));
+  if (dtype == FLX_F64 && !d.fp64)
+    raise(FLX_ERR_UNSUPPORTED, "Float64 needs cl_khr_fp64, which " + d.name + " lacks; use Float32");
+  Program& p = d.programs[dtype];
+  {
+    std::lock_guard<std::mutex> lock(d.build_mu);
+    if (!p.tried) build(d, dtype, p);
+  }
+  if (!p.prog)
+    raise(FLX_ERR_DEVICE, std::string("building the OpenCL kernels for ") + dtype_name(dtype) + " on " + d.name +
+                              " failed: " + p.error);
+  for (const Kernel& k : p.kernels)
+    if (k.name == name) return k;
+  raise(FLX_ERR_UNSUPPORTED, std::string("no kernel ") + name + " for " + dtype_name(dtype));
+}
+
+void enqueue(Device& d, cl_command_queue q, const Kernel& k, size_t items) {
+  size_t local = k.local;
+  size_t groups = (items + local - 1) / local;
+  // Enough groups to fill the device; kernels loop over the rest.
+  size_t max_groups = std::max<size_t>(size_t(d.compute_units) * 64, 256);
+  size_t global = std::min(groups, max_groups) * local;
+  check_cl(clEnqueueNDRangeKernel(q, k.k, 1, nullptr, &global, &local, 0, nullptr, nullptr),
+           "clEnqueueNDRangeKernel(" + k.name + ")");
+}
+
+TempBuffer::TempBuffer(Device& d, size_t bytes) {
+  cl_int err;
+  mem = clCreateBuffer(d.ctx, CL_MEM_READ_WRITE, std::max<size_t>(bytes, 1), nullptr, &err);
+  if (err != CL_SUCCESS) mem = nullptr;
+  check_cl(err, "clCreateBuffer(" + std::to_string(bytes) + " bytes, temporary)");
+}
+
+}  // namespace flx_ocl
