@@ -4,6 +4,7 @@
 // optimisers' steps likewise. The CPU itself is checked against closed forms
 // and finite differences in the other suites.
 #include <functional>
+#include <sstream>
 
 #include "test_util.hpp"
 
@@ -83,6 +84,8 @@ std::vector<Case> cases() {
       {"mse", {{3, 4}, {3, 4}}, [](const V& v) { return mse(v[0], v[1]); }},
       {"crossentropy", {{3, 4}}, [](const V& v) { return crossentropy(softmax(v[0]), onehotbatch({0, 2, 1, 1}, 3).to(v[0].device())); }},
       {"logitcrossentropy", {{3, 4}}, [](const V& v) { return logitcrossentropy(v[0], onehotbatch({0, 2, 1, 1}, 3).to(v[0].device())); }},
+      {"cross_device_move", {{3, 4}},  // differentiable: the gradient returns to the device
+       [](const V& v) { return (exp(v[0].to(Device::cpu())) * 2.0).to(v[0].device()) + v[0]; }},
       {"binarycrossentropy", {{3, 4}, {3, 4}}, [](const V& v) { return binarycrossentropy(sigmoid(v[0]), sigmoid(v[1])); }},
   };
   return c;
@@ -202,4 +205,19 @@ TEST_P(Conformance, RandomNumbersMatchTheCpu) {
     EXPECT_EQ(back.dtype(), t);
     EXPECT_EQ(back.to_vector<double>(), x.to_vector<double>()) << dtype_name(t);
   }
+}
+
+TEST_P(Conformance, PrintingWorksOnTheDevice) {
+  skip_without_accelerator(GetParam());
+  const Device dev = GetParam().device;
+  Tensor x = tensor(std::vector<float>{1, 2.5f, -3, 0.125f}, {2, 2}).to(GetParam().dtype);
+  std::ostringstream on_cpu, on_dev;
+  on_cpu << x;
+  on_dev << x.to(dev);
+  std::string expected = on_cpu.str();
+  expected.replace(expected.find("on CPU"), 6, "on " + dev.str());
+  EXPECT_EQ(on_dev.str(), expected);
+  std::ostringstream model;
+  model << (Chain(Dense(3, 2, relu), softmax) | dev);
+  EXPECT_EQ(model.str(), "Chain(Dense(3 => 2, relu), softmax)  # 8 parameters");
 }
