@@ -207,7 +207,7 @@ namespace {
 
 // Fused Adam over a chunk; In_place writes x -= step, else dx = step.
 template <class T, bool In_place>
-void adam_chunk(const flx_optim_desc& d, int64_t lo, int64_t hi) {
+inline __attribute__((always_inline)) void adam_chunk(const flx_optim_desc& d, int64_t lo, int64_t hi) {
   using C = compute_t<T>;
   const T* __restrict g = reinterpret_cast<const T*>(addr(d.grad));
   T* __restrict m = reinterpret_cast<T*>(addr(d.m));
@@ -233,6 +233,14 @@ void adam_chunk(const flx_optim_desc& d, int64_t lo, int64_t hi) {
   }
 }
 
+// Float32, the common case, also gets an AVX2 build picked at run time
+// (sqrt and division dominate; 8 lanes instead of 4).
+__attribute__((target_clones("avx2", "default"))) void adam_f32(const flx_optim_desc& d, int64_t lo, int64_t hi,
+                                                                 bool in_place) {
+  if (in_place) adam_chunk<float, true>(d, lo, hi);
+  else adam_chunk<float, false>(d, lo, hi);
+}
+
 }  // namespace
 
 int optim_step(void*, int, const flx_optim_desc* dp, flx_stream) {
@@ -248,7 +256,8 @@ int optim_step(void*, int, const flx_optim_desc* dp, flx_stream) {
 #pragma omp parallel for schedule(static) if (d.n >= parallel_threshold)
       for (int64_t c = 0; c < chunks; ++c) {
         int64_t lo = c * chunk, hi = std::min(d.n, lo + chunk);
-        if (in_place) adam_chunk<T, true>(d, lo, hi);
+        if constexpr (std::is_same_v<T, float>) adam_f32(d, lo, hi, in_place);
+        else if (in_place) adam_chunk<T, true>(d, lo, hi);
         else adam_chunk<T, false>(d, lo, hi);
       }
     } else {
