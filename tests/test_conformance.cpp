@@ -221,3 +221,29 @@ TEST_P(Conformance, PrintingWorksOnTheDevice) {
   model << (Chain(Dense(3, 2, relu), softmax) | dev);
   EXPECT_EQ(model.str(), "Chain(Dense(3 => 2, relu), softmax)  # 8 parameters");
 }
+
+TEST_P(Conformance, DeviceMemoryIsCountedAndFreedDeterministically) {
+  skip_without_accelerator(GetParam());
+  const Device dev = GetParam().device;
+  MemoryStats before = memory_stats(dev);
+  {
+    Tensor t = zeros(1000).to(dev);
+    MemoryStats during = memory_stats(dev);
+    EXPECT_EQ(during.in_use - before.in_use, 4000);
+    EXPECT_EQ(during.allocations - before.allocations, 1);
+    EXPECT_EQ(t.to(dev).id(), t.id());  // already there: the same tensor
+    EXPECT_EQ((t | dev).id(), t.id());
+  }
+  EXPECT_EQ(memory_stats(dev).in_use, before.in_use);
+  EXPECT_EQ(memory_stats(dev).allocations, before.allocations);
+}
+
+TEST_P(Conformance, MixedDevicesAreRejected) {
+  skip_without_accelerator(GetParam());
+  const Device dev = GetParam().device;
+  Tensor a = ones(3), b = ones(3).to(dev);
+  EXPECT_THROW((void)(a + b), DeviceMismatch);
+  auto m = Chain(Dense(2, 2), Dense(2, 1));
+  std::get<1>(m.layers).weight = std::get<1>(m.layers).weight.to(dev);
+  EXPECT_THROW(get_device(m), DeviceMismatch);
+}

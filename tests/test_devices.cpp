@@ -64,7 +64,7 @@ TEST(PluginLoader, NotFunctionalKeepsThePluginsReason) {
   std::string out = probe(plugin_dir("not_functional"), "CUDA gpu");
   EXPECT_TRUE(has(out, "found=1 functional=0")) << out;
   EXPECT_TRUE(has(out, "reason=not functional: no driver")) << out;
-  EXPECT_TRUE(has(out, "gpu -> CPU")) << out;                                     // falls back ...
+  EXPECT_TRUE(has(out, "gpu -> CPU Float64")) << out;  // falls back, types kept ...
   EXPECT_TRUE(has(out, "Warning: flx: gpu() found no functional GPU")) << out;   // ... never silently
   EXPECT_TRUE(has(out, "Preferred backend CUDA: not functional: no driver")) << out;
 }
@@ -159,3 +159,16 @@ TEST(MemoryStats, CountsLiveTensorsDeterministically) {
   }
   EXPECT_EQ(memory_stats(Device::cpu()).in_use, before.in_use);  // freed when the last handle went
 }
+
+#ifdef FLX_TEST_HAVE_OPENCL
+TEST(Selection, OpenClIsUsedWhenAskedForByNameOnly) {
+  // PoCL's devices are CPUs: automatic selection skips them ...
+  std::string out = probe("", "OpenCL get_device");
+  EXPECT_TRUE(has(out, "device CPU")) << out;
+  // ... a preference for OpenCL uses them, and gpu() turns Float64 into Float32.
+  out = probe("FLX_GPU_BACKEND=OpenCL", "OpenCL gpu");
+  EXPECT_TRUE(has(out, "found=1 functional=1")) << out;
+  EXPECT_TRUE(has(out, "gpu -> OpenCL:0 Float32")) << out;
+  EXPECT_FALSE(has(out, "Warning")) << out;
+}
+#endif

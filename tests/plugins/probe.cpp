@@ -13,7 +13,10 @@ int main(int argc, char** argv) {
               s.reason.c_str());
   std::string what = argc > 2 ? argv[2] : "";
   try {
-    if (what == "gpu") std::printf("gpu -> %s\n", flx::get_device(flx::rand(2) | flx::gpu).str().c_str());
+    if (what == "gpu") {
+      flx::Tensor moved = flx::rand(flx::Float64, 2) | flx::gpu;
+      std::printf("gpu -> %s %s\n", flx::get_device(moved).str().c_str(), std::string(flx::dtype_name(moved.dtype())).c_str());
+    }
     if (what == "cu") (void)(flx::rand(2) | flx::cu);
     if (what == "get_device") std::printf("device %s\n", flx::get_device({.verbose = true}).str().c_str());
     if (what == "force") (void)flx::get_device({.force = true});
