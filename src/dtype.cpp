@@ -64,43 +64,4 @@ DType promote_types(DType a, DType b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
-float half_to_float(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else {  // subnormal: renormalise
-      int e = -1;
-      do {
-        ++e;
-        man <<= 1;
-      } while (!(man & 0x400u));
-      u = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ffu) << 13;
-    }
-  } else if (exp == 31) {
-    u = sign | 0x7f800000u | man << 13;
-  } else {
-    u = sign | (exp + 112) << 23 | man << 13;
-  }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint16_t float_to_half(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
-  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow → Inf
-  if (a < 0x38800000u) {  // subnormal or zero: scale into the 10-bit field with rounding
-    float af;
-    std::memcpy(&af, &a, 4);
-    return uint16_t(sign | uint16_t(std::nearbyint(af * 16777216.0f)));  // 2^24
-  }
-  uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);  // rebias, round to nearest even
-  return uint16_t(sign | (r >> 13));
-}
-
 }  // namespace flx

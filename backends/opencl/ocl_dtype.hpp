@@ -1,6 +1,5 @@
 // Element types on the host side of the OpenCL backend: sizes, names, the
-// half/bfloat16 rounding of include/flx/dtype.hpp (re-expressed here since the
-// plugin does not link libflx), and scalars in a dtype's compute type.
+// half/bfloat16 rounding, and scalars in a dtype's compute type.
 #pragma once
 
 #include <cmath>
@@ -8,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "flx/dtype.hpp"
 #include "ocl_common.hpp"
 
 namespace flx_ocl {
@@ -24,56 +24,11 @@ inline const char* dtype_name(int32_t t) {
   return valid_dtype(t) ? names[t] : "unknown dtype";
 }
 
-inline float half_bits_to_float(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else {
-      int e = -1;
-      do {
-        ++e;
-        man <<= 1;
-      } while (!(man & 0x400u));
-      u = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ffu) << 13;
-    }
-  } else if (exp == 31) {
-    u = sign | 0x7f800000u | man << 13;
-  } else {
-    u = sign | (exp + 112) << 23 | man << 13;
-  }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline uint16_t float_to_half_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);
-  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);
-  if (a < 0x38800000u) {
-    float af;
-    std::memcpy(&af, &a, 4);
-    return uint16_t(sign | uint16_t(std::nearbyint(af * 16777216.0f)));
-  }
-  uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
-  return uint16_t(sign | (r >> 13));
-}
-inline float bf16_bits_to_float(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline uint16_t float_to_bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
+// The host-side rounding is flx's own (header-only in flx/dtype.hpp).
+inline float half_bits_to_float(uint16_t h) { return flx::half_to_float(h); }
+inline uint16_t float_to_half_bits(float f) { return flx::float_to_half(f); }
+inline float bf16_bits_to_float(uint16_t h) { return flx::bf16_to_float(h); }
+inline uint16_t float_to_bf16_bits(float f) { return flx::float_to_bf16(f); }
 
 // C(v) in the dtype's compute type (halves compute in float, Bool in bool):
 // how the CPU backend converts alpha and beta.
