@@ -155,6 +155,12 @@ OptState::OptState(std::shared_ptr<const OptRule> rule, const std::vector<std::p
   }
 }
 
+void OptState::adjust(double eta) {
+  auto r = rule_->clone();
+  r->set_eta(eta);
+  rule_ = std::move(r);
+}
+
 void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
   autograd::PauseScope pause;
   std::unordered_map<const void*, size_t> index;

@@ -120,3 +120,15 @@ TEST(Optimisers, TrainsADenseLayerAndChecksShapes) {
   Dense other(3, 2);
   EXPECT_THROW(update(st, other, other), ArgumentError);  // not the model setup() saw
 }
+
+TEST(Optimisers, AdjustChangesTheLearningRateKeepingState) {
+  Tensor x = tensor({1.0});
+  auto st = setup(OptimiserChain(ClipGrad(10), Descent(0.1)), x);
+  update(st, x, tensor({1.0}));
+  adjust(st, 0.01);
+  update(st, x, tensor({1.0}));
+  EXPECT_NEAR(x.item<double>(), 1.0 - 0.1 - 0.01, 1e-15);
+  std::ostringstream os;
+  os << st.rule();
+  EXPECT_EQ(os.str(), "OptimiserChain(ClipGrad(10), Descent(0.01))");
+}

@@ -38,9 +38,13 @@ class OptRule {
   virtual bool apply_in_place(RuleState&, const Tensor&, const Tensor&) const { return false; }
   virtual void print(std::ostream& os) const = 0;
   virtual std::shared_ptr<OptRule> clone() const = 0;
+  // Set the learning rate (rules without one ignore it; chains pass it on).
+  virtual void set_eta(double) {}
 };
 std::ostream& operator<<(std::ostream& os, const OptRule& r);
 
+#define FLX_RULE_ETA \
+  void set_eta(double e) override { eta = e; }
 #define FLX_RULE_METHODS(T)                                                            \
   RuleState init(const Tensor& x) const override;                                      \
   Tensor apply(RuleState& st, const Tensor& x, const Tensor& dx) const override;       \
@@ -50,16 +54,19 @@ std::ostream& operator<<(std::ostream& os, const OptRule& r);
 struct Descent : OptRule {  // x -= η dx
   double eta;
   explicit Descent(double eta = 0.1) : eta(eta) {}
+  FLX_RULE_ETA
   FLX_RULE_METHODS(Descent)
 };
 struct Momentum : OptRule {  // v = ρv + η dx; x -= v
   double eta, rho;
   explicit Momentum(double eta = 0.01, double rho = 0.9) : eta(eta), rho(rho) {}
+  FLX_RULE_ETA
   FLX_RULE_METHODS(Momentum)
 };
 struct Nesterov : OptRule {
   double eta, rho;
   explicit Nesterov(double eta = 0.001, double rho = 0.9) : eta(eta), rho(rho) {}
+  FLX_RULE_ETA
   FLX_RULE_METHODS(Nesterov)
 };
 struct RMSProp : OptRule {
@@ -67,6 +74,7 @@ struct RMSProp : OptRule {
   bool centred;
   explicit RMSProp(double eta = 0.001, double rho = 0.9, double epsilon = 1e-8, bool centred = false)
       : eta(eta), rho(rho), epsilon(epsilon), centred(centred) {}
+  FLX_RULE_ETA
   FLX_RULE_METHODS(RMSProp)
 };
 struct Adam : OptRule {
@@ -76,6 +84,7 @@ struct Adam : OptRule {
   explicit Adam(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
   bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override;
+  FLX_RULE_ETA
   FLX_RULE_METHODS(Adam)
 };
 // Adam with decoupled weight decay (Optimisers.jl 0.4): the step is
@@ -88,6 +97,7 @@ struct AdamW : OptRule {
   explicit AdamW(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double lambda = 0,
                  double epsilon = 1e-8, bool couple = true)
       : eta(eta), beta(beta), lambda(lambda), epsilon(epsilon), couple(couple) {}
+  FLX_RULE_ETA
   FLX_RULE_METHODS(AdamW)
 };
 struct ClipGrad : OptRule {  // clamp each gradient entry to [-δ, δ]
@@ -110,9 +120,13 @@ struct OptimiserChain : OptRule {
   template <class... R>
     requires(std::is_base_of_v<OptRule, R> && ...)
   explicit OptimiserChain(const R&... rs) : rules{rs.clone()...} {}
+  void set_eta(double e) override {
+    for (auto& r : rules) r->set_eta(e);
+  }
   FLX_RULE_METHODS(OptimiserChain)
 };
 #undef FLX_RULE_METHODS
+#undef FLX_RULE_ETA
 
 // The optimiser state of a model: one entry per distinct trainable tensor.
 class OptState {
@@ -128,6 +142,8 @@ class OptState {
   std::vector<Leaf>& entries() { return leaves_; }
   // One step from (parameter, gradient) pairs in walk order.
   void step(const std::vector<std::pair<Tensor, Tensor>>& param_grads);
+  // A new learning rate for every rule that has one; the moments are kept.
+  void adjust(double eta);
 
  private:
   std::shared_ptr<const OptRule> rule_;
@@ -142,6 +158,9 @@ OptState setup(const R& rule, const M& model) {
   detail::walk<true>(visit, "", model);
   return OptState(rule.clone(), params);
 }
+
+// Optimisers.adjust!: change the learning rate of a state tree in place.
+inline void adjust(OptState& state, double eta) { state.adjust(eta); }
 
 template <class M>
 void update(OptState& state, const M& model, const M& grads) {

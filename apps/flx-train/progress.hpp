@@ -1,0 +1,44 @@
+// Training output as DESIGN §4 has it: on a terminal, a progress bar on
+// stderr redrawn in place at most ~10 times a second (batches done, loss,
+// samples/s, ETA); otherwise one plain line per epoch. Metrics go to a JSON
+// lines file for other tools.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace flx_train {
+
+class ProgressBar {
+ public:
+  ProgressBar(int epoch, int epochs, int64_t batches, bool terminal);
+  // After each batch: the running mean loss and the samples seen so far.
+  void step(int64_t batch, double mean_loss, int64_t samples);
+  // Ends the bar (or prints the one plain line) with the epoch's results.
+  void finish(double mean_loss, double accuracy, int64_t samples);
+
+ private:
+  void draw(int64_t batch, double mean_loss, int64_t samples, bool final);
+  int epoch_, epochs_;
+  int64_t batches_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+// {"epoch":…, "step":…, "loss":…, ...} one object per line, flushed.
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::string& path);  // empty: disabled
+  ~MetricsLog();
+  void write(const std::string& json_object);
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+ private:
+  std::FILE* f_ = nullptr;
+};
+
+std::string format_duration(double seconds);  // "1:05", "12s"
+
+}  // namespace flx_train

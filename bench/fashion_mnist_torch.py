@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The Fashion-MNIST MLP of flx-train, in PyTorch, for bench/compare_train.py.
+
+Same model (784→256→256→10, relu), loss (cross-entropy on logits), optimiser
+(Adam, lr 1e-3 decayed by 0.75 each epoch), batch size, epochs and shuffling, on the CPU with the given
+thread count. Prints one JSON line per epoch: epoch, seconds, samples_per_s,
+loss, test_accuracy.
+"""
+import argparse
+import gzip
+import json
+import os
+import time
+
+import numpy as np
+import torch
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load(root, split):
+    prefix = "train" if split == "train" else "t10k"
+    x = read_idx(os.path.join(root, f"{prefix}-images-idx3-ubyte.gz")).reshape(-1, 784).astype(np.float32) / 255
+    y = read_idx(os.path.join(root, f"{prefix}-labels-idx1-ubyte.gz")).astype(np.int64)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--batchsize", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--decay", type=float, default=0.75, help="learning rate factor per epoch")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--data", default=os.environ.get("FLX_DATA", "/usr/share/datasets/fashion-mnist"))
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    xtr, ytr = load(a.data, "train")
+    xte, yte = load(a.data, "test")
+    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xtr, ytr), batch_size=a.batchsize,
+                                         shuffle=True)
+    for epoch in range(1, a.epochs + 1):
+        for g in opt.param_groups:
+            g["lr"] = a.lr * a.decay ** (epoch - 1)
+        t0 = time.perf_counter()
+        total, n = 0.0, 0
+        model.train()
+        for x, y in loader:
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(y)
+            n += len(y)
+        seconds = time.perf_counter() - t0
+        with torch.no_grad():
+            acc = (model(xte).argmax(1) == yte).float().mean().item()
+        print(json.dumps({"epoch": epoch, "seconds": seconds, "samples_per_s": n / seconds, "loss": total / n,
+                          "test_accuracy": acc}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
