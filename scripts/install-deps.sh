@@ -8,6 +8,7 @@ packages=(
   libopenblas-openmp-dev libtomlplusplus-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist
   python3 python3-pip
 )
 
@@ -23,7 +24,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Python packages for the benchmarks (optional: tests do not need them).
+# Python packages: numpy + safetensors for the checkpoint interop test (the
+# reference reader/writer); torch only for the benchmarks.
+pip_install() {
+  python3 -m pip install -q "$@" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "$@"
+}
+python3 -c "import numpy, safetensors" 2>/dev/null || pip_install numpy safetensors
 if [ "${FLX_BENCH_DEPS:-0}" = "1" ]; then
-  python3 -m pip install -q numpy torch
+  python3 -c "import torch" 2>/dev/null || pip_install torch
 fi

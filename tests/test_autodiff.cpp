@@ -83,6 +83,9 @@ TEST(GradCheck, LinearAlgebraAndShapes) {
   check_gradients([&](const V& v) { return sum(transpose(v[0]) * w); }, {rand64({3, 4})}, 1e-6, 1e-6, "transpose");
   check_gradients([&](const V& v) { return sum(v[0].slice_last(1, 3) * w.slice_last(0, 2)); }, {rand64({4, 3})}, 1e-6,
                   1e-6, "slice_last");
+  Tensor idx = tensor(std::vector<int64_t>{2, 0, 2, 1, 3}, {5}), w45 = rand64({4, 5});
+  check_gradients([&](const V& v) { return sum(square(gather(v[0], idx)) * w45); }, {rand64({4, 4})}, 1e-6,
+                  1e-6, "gather");
   check_gradients([](const V& v) { return sum(square(v[0].to(Float32).to(Float64))); }, {rand64({3})}, 1e-4, 1e-3,
                   "cast");
   check_gradients([](const V& v) { return sum(square(v[0].to(Device::cpu()))); }, {rand64({3})}, 1e-6, 1e-6, "move");

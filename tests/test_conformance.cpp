@@ -75,6 +75,10 @@ std::vector<Case> cases() {
       {"reshape", {{4, 6}}, [](const V& v) { return reshape(v[0], {6, 4}) * 2.0; }},
       {"permutedims", {{2, 3, 4}}, [](const V& v) { return permutedims(v[0], {2, 0, 1}); }},
       {"slice_last", {{3, 5}}, [](const V& v) { return v[0].slice_last(1, 4) * 1.0; }},
+      {"gather", {{3, 5}},  // repeated indices: their gradients add up
+       [](const V& v) { return gather(v[0], tensor(std::vector<int64_t>{4, 0, 4, 2}, {4}).to(v[0].device())); }},
+      {"gather_2d_index", {{2, 3, 4}},
+       [](const V& v) { return gather(v[0], tensor(std::vector<int64_t>{3, 1, 0, 3, 2, 2}, {2, 3}).to(v[0].device())); }},
       {"softmax", {{5, 3}}, [](const V& v) { return softmax(v[0]); }},
       {"softmax_dim1", {{5, 3}}, [](const V& v) { return softmax(v[0], 1); }},
       {"logsoftmax", {{5, 3}}, [](const V& v) { return logsoftmax(v[0]); }},

@@ -219,3 +219,19 @@ TEST_P(Ops, SoftmaxAndOneHot) {
   EXPECT_THROW(onehotbatch({3}, 3), ArgumentError);
   EXPECT_THROW(onehotbatch({-1}, 3), ArgumentError);
 }
+
+TEST_P(Ops, Gather) {
+  // x = [1 3 5 7; 2 4 6 8] (2×4): columns picked by 0-based index.
+  Tensor x = vec({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+  Tensor g = gather(x, on(tensor(std::vector<int64_t>{3, 0, 3})));
+  EXPECT_EQ(g.shape(), (Shape{2, 3}));
+  expect_values(g, {7, 8, 1, 2, 7, 8});
+  // Any integer index type; the index's shape follows the leading dims.
+  Tensor g2 = gather(x, on(tensor(std::vector<int32_t>{1, 2, 0, 1}, {2, 2})));
+  EXPECT_EQ(g2.shape(), (Shape{2, 2, 2}));
+  expect_values(g2, {3, 4, 5, 6, 1, 2, 3, 4});
+  EXPECT_EQ(gather(x, on(tensor(std::vector<int64_t>{}, {0}))).shape(), (Shape{2, 0}));
+  EXPECT_THROW(gather(x, on(tensor(std::vector<int64_t>{4}))), ArgumentError);
+  EXPECT_THROW(gather(x, on(tensor(std::vector<int64_t>{-1}))), ArgumentError);
+  EXPECT_THROW(gather(x, on(tensor(std::vector<float>{1}))), TypeError);
+}

@@ -91,6 +91,11 @@ Tensor reshape(const Tensor& x, const Shape& s);  // shares storage; one dim may
 Tensor permutedims(const Tensor& x, const std::vector<int>& perm);
 Tensor transpose(const Tensor& x);  // 2-d permutedims(x, {1, 0})
 
+// gather(x, idx): x[.., idx] along the last dim (NNlib.gather): the result
+// has x's leading dims followed by idx's shape; indices are 0-based integers.
+// Differentiable in x (repeated indices add up their gradients).
+Tensor gather(const Tensor& x, const Tensor& idx);
+
 // onehotbatch(labels, n): (n, N) Bool, column j has a 1 at labels[j] (0-based).
 Tensor onehotbatch(const Tensor& labels, int64_t nclasses);
 Tensor onehotbatch(const std::vector<int64_t>& labels, int64_t nclasses);
