@@ -5,6 +5,7 @@
 #include "autograd.hpp"
 #include "devices/registry.hpp"
 #include "flx/ops.hpp"
+#include "common/philox.hpp"
 #include "tensor_impl.hpp"
 
 namespace flx {
@@ -159,6 +160,13 @@ void set_seed(uint64_t seed) {
   g_seed = seed;
   g_counter = 0;
 }
+
+namespace detail {
+uint64_t draw_seed() {
+  auto r = philox::bits(g_seed.load(), g_counter.fetch_add(1), 0);
+  return uint64_t(r.x[0]) << 32 | r.x[1];
+}
+}  // namespace detail
 
 Tensor empty(DType t, const Shape& s, Device d) {
   for (auto e : s) FLX_CHECK(e >= 0, DimensionMismatch, "dims must be non-negative; got ", s);

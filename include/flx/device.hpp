@@ -29,10 +29,10 @@ class Device {
 
   bool operator==(const Device&) const = default;
 
-  // A device is a function: dev(x) moves a tensor or a whole model to it,
-  // keeping element types (defined in movement.hpp).
+  // A device is a function: dev(x) moves a tensor, a whole model or a
+  // DataLoader to it, keeping element types (defined in movement.hpp).
   template <class T>
-  T operator()(const T& x) const;
+  auto operator()(const T& x) const;
 
   static Device cpu() { return {}; }
 

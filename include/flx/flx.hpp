@@ -4,6 +4,7 @@
 #include "flx/activations.hpp"
 #include "flx/autodiff.hpp"
 #include "flx/backend.h"
+#include "flx/data.hpp"
 #include "flx/device.hpp"
 #include "flx/devices.hpp"
 #include "flx/dtype.hpp"

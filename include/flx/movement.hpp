@@ -18,24 +18,32 @@ Device cuda_target();
 Tensor to_gpu_eltype(const Tensor& t, Device d);
 }  // namespace detail
 
+// Move x to device d: every tensor leaf of a model, tuple or tensor, with
+// Float64 becoming Float32 when gpu_eltype (gpu/cu do that, as Flux does).
+// A more specialised overload for DataLoader (data.hpp), found by ADL, gives a
+// loader that yields batches on d.
+template <class T>
+T move_to(const T& x, Device d, bool gpu_eltype) {
+  if (gpu_eltype) return fmap([d](const Tensor& t) { return detail::to_gpu_eltype(t, d); }, x);
+  return fmap([d](const Tensor& t) { return t.to(d); }, x);
+}
+
 struct CpuFn {
   template <class T>
-  T operator()(const T& x) const {
-    return fmap([](const Tensor& t) { return t.to(Device::cpu()); }, x);
+  auto operator()(const T& x) const {
+    return move_to(x, Device::cpu(), false);
   }
 };
 struct GpuFn {
   template <class T>
-  T operator()(const T& x) const {
-    Device d = detail::gpu_target();
-    return fmap([d](const Tensor& t) { return detail::to_gpu_eltype(t, d); }, x);
+  auto operator()(const T& x) const {
+    return move_to(x, detail::gpu_target(), true);
   }
 };
 struct CuFn {
   template <class T>
-  T operator()(const T& x) const {
-    Device d = detail::cuda_target();
-    return fmap([d](const Tensor& t) { return detail::to_gpu_eltype(t, d); }, x);
+  auto operator()(const T& x) const {
+    return move_to(x, detail::cuda_target(), true);
   }
 };
 
@@ -49,16 +57,16 @@ template <class T>
 concept Mover = std::is_same_v<T, CpuFn> || std::is_same_v<T, GpuFn> || std::is_same_v<T, CuFn> ||
                 std::is_same_v<T, Device>;
 
-// x | gpu, model | cpu, (x, y) | dev
+// x | gpu, model | cpu, (x, y) | dev, loader | dev
 template <class T, class M>
   requires Mover<M>
-T operator|(const T& x, const M& mover) {
-  if constexpr (std::is_same_v<M, Device>) return fmap([&](const Tensor& t) { return t.to(mover); }, x);
+auto operator|(const T& x, const M& mover) {
+  if constexpr (std::is_same_v<M, Device>) return move_to(x, mover, false);
   else return mover(x);
 }
 
 template <class T>
-T Device::operator()(const T& x) const {
+auto Device::operator()(const T& x) const {
   return x | *this;
 }
 

@@ -1,0 +1,201 @@
+// DataLoader: batching, shuffling, tuples, mapobs, bad input, and
+// `loader | device` (background prefetch) on every available device.
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "tensor_impl.hpp"
+#include "test_util.hpp"
+
+using namespace flx;
+
+namespace {
+
+// (2, n) data whose column j is (j, 10 j), and labels j: a batch names its
+// own observations, so any mix-up shows.
+Tensor columns(int64_t n) {
+  std::vector<float> v;
+  for (int64_t j = 0; j < n; ++j) v.insert(v.end(), {float(j), float(10 * j)});
+  return tensor(v, {2, n});
+}
+Tensor labels(int64_t n) {
+  auto v = std::vector<int64_t>(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return tensor(v, {n});
+}
+
+// The observation indices a batch holds, checked against its data column.
+std::vector<int64_t> ids(const std::tuple<Tensor, Tensor>& b) {
+  auto [x, y] = b;
+  auto xv = x.to_vector<double>();
+  auto yv = y.to_vector<int64_t>();
+  EXPECT_EQ(x.size(1), y.size(0));
+  for (size_t j = 0; j < yv.size(); ++j) {
+    EXPECT_EQ(xv[2 * j], double(yv[j]));
+    EXPECT_EQ(xv[2 * j + 1], 10.0 * double(yv[j]));
+  }
+  return yv;
+}
+
+template <class L>
+std::vector<std::vector<int64_t>> epoch_ids(const L& loader) {
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& b : loader) out.push_back(ids(b));
+  return out;
+}
+
+}  // namespace
+
+TEST(DataLoader, BatchesInOrderAreViews) {
+  Tensor x = columns(10);
+  DataLoader loader(x, {.batchsize = 4});
+  EXPECT_EQ(loader.size(), 3);
+  std::vector<int64_t> sizes;
+  int64_t first = 0;
+  for (Tensor b : loader) {
+    sizes.push_back(b.size(1));
+    EXPECT_EQ(detail::impl(b).storage, detail::impl(x).storage) << "an unshuffled batch is a view";
+    EXPECT_EQ(b.to_vector<float>()[0], float(first));
+    first += b.size(1);
+  }
+  EXPECT_EQ(sizes, (std::vector<int64_t>{4, 4, 2}));
+  DataLoader whole(x, {.batchsize = 4, .partial = false});
+  EXPECT_EQ(whole.size(), 2);
+  int n = 0;
+  for (Tensor b : whole) n += int(b.size(1) == 4);
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(DataLoader(x).size(), 10) << "batchsize defaults to 1, as in Flux";
+}
+
+TEST(DataLoader, ShuffleIsAFreshSeededPermutationEachEpoch) {
+  DataLoader loader(std::tuple{columns(50), labels(50)}, {.batchsize = 8, .shuffle = true, .seed = 7});
+  auto e1 = epoch_ids(loader), e2 = epoch_ids(loader);
+  for (const auto& e : {e1, e2}) {
+    std::vector<int64_t> all;
+    for (const auto& b : e) all.insert(all.end(), b.begin(), b.end());
+    std::vector<int64_t> sorted = all;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int64_t> expect(50);
+    std::iota(expect.begin(), expect.end(), 0);
+    EXPECT_EQ(sorted, expect) << "each observation exactly once per epoch";
+    EXPECT_NE(all, expect) << "shuffled";
+  }
+  EXPECT_NE(e1, e2) << "a new permutation each epoch";
+  DataLoader again(std::tuple{columns(50), labels(50)}, {.batchsize = 8, .shuffle = true, .seed = 7});
+  EXPECT_EQ(epoch_ids(again), e1) << "the same seed gives the same epochs";
+  DataLoader other(std::tuple{columns(50), labels(50)}, {.batchsize = 8, .shuffle = true, .seed = 8});
+  EXPECT_NE(epoch_ids(other), e1);
+}
+
+TEST(DataLoader, BadInputIsATypedError) {
+  try {
+    DataLoader bad(std::tuple{columns(5), labels(4)}, {.batchsize = 2});
+    FAIL() << "mismatched observation counts must throw";
+  } catch (const DimensionMismatch& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("(2×5) with 5"), std::string::npos) << m;
+    EXPECT_NE(m.find("(4) with 4"), std::string::npos) << m;
+  }
+  EXPECT_THROW(DataLoader(columns(5), {.batchsize = 0}), ArgumentError);
+  EXPECT_THROW(DataLoader(columns(5), {.batchsize = -3}), ArgumentError);
+  EXPECT_THROW(DataLoader<Tensor>{Tensor()}, ArgumentError);
+  Tensor x = columns(4);
+  const int64_t out_of_range[] = {1, 4};
+  EXPECT_THROW(getobs(x, std::span<const int64_t>(out_of_range)), ArgumentError);
+}
+
+TEST(DataLoader, MapobsAppliesToEachBatch) {
+  auto data = mapobs([](const std::tuple<Tensor, Tensor>& b) { return std::tuple{std::get<0>(b) * 2.0, std::get<1>(b)}; },
+                     std::tuple{columns(6), labels(6)});
+  DataLoader loader(data, {.batchsize = 4, .shuffle = true, .seed = 1});
+  int64_t seen = 0;
+  for (auto [x, y] : loader) {
+    auto xv = x.to_vector<double>();
+    auto yv = y.to_vector<int64_t>();
+    for (size_t j = 0; j < yv.size(); ++j) EXPECT_EQ(xv[2 * j], 2.0 * double(yv[j]));
+    seen += y.numel();
+  }
+  EXPECT_EQ(seen, 6);
+}
+
+TEST(DataLoader, ErrorsInThePrefetchThreadReachTheCaller) {
+  auto data = mapobs(
+      [](const Tensor& b) {
+        if (b.to_vector<float>()[0] >= 4) throw ArgumentError("batch three is bad");
+        return b;
+      },
+      columns(10));
+  DataLoader loader(data, {.batchsize = 2});
+  int batches = 0;
+  try {
+    for (const Tensor& b : loader | cpu) batches += int(b.size(1));
+    FAIL() << "the error must reach the loop";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch three"), std::string::npos);
+  }
+  EXPECT_EQ(batches, 4) << "the two good batches came first";
+}
+
+TEST(DataLoader, LeavingTheLoopEarlyStopsThePrefetcher) {
+  DataLoader loader(std::tuple{columns(100), labels(100)}, {.batchsize = 3, .shuffle = true, .seed = 3});
+  int n = 0;
+  for (const auto& b : loader | cpu) {
+    ids(b);
+    if (++n == 2) break;  // the background thread must stop, not hang or crash
+  }
+  EXPECT_EQ(n, 2);
+}
+
+// ---- loader | device, on every device ---------------------------------------
+
+class DeviceLoaderTest : public ::testing::TestWithParam<Device> {};
+
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceLoaderTest, ::testing::ValuesIn(flx::testing::conformance_devices()),
+                         [](const auto& info) { return std::string(info.param.backend()) + std::to_string(info.param.ordinal()); });
+
+TEST_P(DeviceLoaderTest, BatchesArriveOnTheDeviceAndStayValid) {
+  Device dev = GetParam();
+  auto data = std::tuple{columns(23), labels(23)};
+  DataLoader host(data, {.batchsize = 5, .shuffle = true, .seed = 11});
+  DataLoader twin(data, {.batchsize = 5, .shuffle = true, .seed = 11});
+  std::vector<std::tuple<Tensor, Tensor>> held;  // kept past the loop: still valid
+  auto on_dev = twin | dev;
+  EXPECT_EQ(on_dev.size(), 5);
+  for (const auto& b : on_dev) {
+    EXPECT_EQ(std::get<0>(b).device(), dev);
+    EXPECT_EQ(std::get<1>(b).device(), dev);
+    held.push_back(b);
+  }
+  auto expected = epoch_ids(host);
+  ASSERT_EQ(held.size(), expected.size());
+  for (size_t k = 0; k < held.size(); ++k) EXPECT_EQ(ids(held[k]), expected[k]) << "batch " << k;
+  // The next epoch is a new permutation, the same one the host loader draws.
+  auto e2 = epoch_ids(on_dev);
+  EXPECT_EQ(e2, epoch_ids(host));
+  EXPECT_NE(e2, expected);
+}
+
+TEST_P(DeviceLoaderTest, DataAlreadyOnTheDeviceIsGatheredThere) {
+  Device dev = GetParam();
+  auto data = std::tuple{columns(17).to(dev), labels(17).to(dev)};
+  DataLoader loader(data, {.batchsize = 4, .shuffle = true, .seed = 5});
+  DataLoader host(std::tuple{columns(17), labels(17)}, {.batchsize = 4, .shuffle = true, .seed = 5});
+  auto expected = epoch_ids(host);
+  std::vector<std::vector<int64_t>> got;
+  for (const auto& b : loader) {
+    EXPECT_EQ(std::get<0>(b).device(), dev);
+    got.push_back(ids(b));
+  }
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(epoch_ids(loader | dev), epoch_ids(host)) << "loader | dev with data already there";
+}
+
+TEST_P(DeviceLoaderTest, GpuStyleMovesTurnFloat64IntoFloat32) {
+  Device dev = GetParam();
+  DataLoader loader(columns(6).to(Float64), {.batchsize = 4});
+  for (const Tensor& b : move_to(loader, dev, /*gpu_eltype=*/true)) {
+    EXPECT_EQ(b.dtype(), Float32);
+    EXPECT_EQ(b.device(), dev);
+  }
+  for (const Tensor& b : loader | dev) EXPECT_EQ(b.dtype(), Float64) << "device objects keep element types";
+}
