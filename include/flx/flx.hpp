@@ -5,6 +5,7 @@
 #include "flx/autodiff.hpp"
 #include "flx/backend.h"
 #include "flx/data.hpp"
+#include "flx/datasets.hpp"
 #include "flx/device.hpp"
 #include "flx/devices.hpp"
 #include "flx/dtype.hpp"

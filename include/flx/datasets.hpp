@@ -1,0 +1,31 @@
+// Datasets: MNIST and Fashion-MNIST from their IDX files.
+//
+//   auto [x, y] = datasets::fashion_mnist("train");  // x (28, 28, 1, 60000) Float32 in [0, 1]
+//                                                     // y (60000) Int64 labels 0..9
+//
+// Files are looked up in $FLX_DATA/<name>, then $FLX_DATA, then
+// /usr/share/datasets/<name> (Debian's dataset-fashion-mnist puts
+// Fashion-MNIST there), as train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
+// t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz (gzipped or not).
+#pragma once
+
+#include <string>
+
+#include "flx/tensor.hpp"
+
+namespace flx::datasets {
+
+struct Dataset {
+  Tensor features;  // (28, 28, 1, N) Float32: width, height, channel, observation
+  Tensor targets;   // (N) Int64 class labels
+};
+
+// split: "train" (60,000 images) or "test" (10,000).
+Dataset fashion_mnist(const std::string& split = "train");
+Dataset mnist(const std::string& split = "train");
+
+// The class names of Fashion-MNIST, by label.
+inline constexpr const char* fashion_mnist_classes[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                                          "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+
+}  // namespace flx::datasets
