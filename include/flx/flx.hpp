@@ -4,6 +4,7 @@
 #include "flx/activations.hpp"
 #include "flx/autodiff.hpp"
 #include "flx/backend.h"
+#include "flx/checkpoints.hpp"
 #include "flx/data.hpp"
 #include "flx/datasets.hpp"
 #include "flx/device.hpp"

@@ -1,0 +1,216 @@
+// Checkpoints on top of the safetensors format layer: State, save, load,
+// loadmodel for models and optimiser states. flx tensors are column-major,
+// safetensors row-major with the same shape: saving reverses the dims with
+// permutedims and loading reverses them back.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "../autograd.hpp"
+#include "../tensor_impl.hpp"
+#include "flx/checkpoints.hpp"
+#include "flx/ops.hpp"
+#include "safetensors.hpp"
+
+namespace flx {
+
+// ---- State ---------------------------------------------------------------------
+
+void State::insert(const std::string& name, const Tensor& t) {
+  FLX_CHECK(!name.empty(), ArgumentError, "State: a tensor needs a name");
+  FLX_CHECK(t.defined(), ArgumentError, "State: \"", name, "\" is an undefined tensor");
+  FLX_CHECK(index_.emplace(name, entries_.size()).second, ArgumentError, "State: \"", name, "\" is there already");
+  entries_.emplace_back(name, t);
+}
+
+bool State::contains(const std::string& name) const { return index_.count(name) != 0; }
+
+const Tensor& State::at(const std::string& name) const {
+  auto it = index_.find(name);
+  FLX_CHECK(it != index_.end(), CheckpointError, "State: no tensor \"", name, "\"; it holds ", size(), " tensors");
+  return entries_[it->second].second;
+}
+
+std::ostream& operator<<(std::ostream& os, const State& s) {
+  os << "State with " << s.size() << " tensors:";
+  for (const auto& [name, t] : s) os << "\n  " << name << " " << t.shape() << " " << t.dtype();
+  for (const auto& [k, v] : s.metadata()) os << "\n  [" << k << "] " << v;
+  return os;
+}
+
+namespace {
+
+// Reversing the dims turns column-major storage into the row-major order of
+// the same shape, and back.
+std::vector<int> reversed_dims(int n) {
+  std::vector<int> p(size_t(n));
+  std::iota(p.rbegin(), p.rend(), 0);
+  return p;
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
+std::string names_of(const State& s) {
+  std::string out;
+  size_t k = 0;
+  for (const auto& [name, t] : s) {
+    if (k++ == 8) return out + ", ... (" + std::to_string(s.size()) + " in all)";
+    out += (out.empty() ? "" : ", ") + name;
+  }
+  return out.empty() ? "nothing" : out;
+}
+
+}  // namespace
+
+void save(const std::string& path, const State& s) {
+  autograd::PauseScope pause;
+  std::vector<Tensor> host;  // keeps the bytes alive until written
+  std::vector<safetensors::WriteEntry> entries;
+  for (const auto& [name, t] : s) {
+    Tensor c = t.to(Device::cpu());
+    if (c.ndims() >= 2) c = permutedims(c, reversed_dims(c.ndims()));
+    host.push_back(c);
+    safetensors::WriteEntry e;
+    e.name = name;
+    e.dtype = c.dtype();
+    e.shape.assign(t.shape().begin(), t.shape().end());
+    e.data = detail::host_data(c);
+    e.nbytes = size_t(c.numel()) * dtype_size(c.dtype());
+    entries.push_back(std::move(e));
+  }
+  auto bytes = safetensors::serialize(entries, s.metadata());
+  safetensors::write_atomic(path, bytes);
+}
+
+namespace detail {
+
+State load_bytes(std::span<const uint8_t> bytes, const std::string& origin) {
+  // parse() checks the whole header against the file before anything below
+  // allocates a tensor.
+  const safetensors::Header h = safetensors::parse(bytes, origin);
+  autograd::PauseScope pause;
+  State s;
+  for (const auto& e : h.entries) {
+    Shape file_shape;
+    for (auto d : e.shape) file_shape.push_back(d);
+    Shape stored;  // the dims reversed: column-major storage of the row-major bytes
+    for (auto it = e.shape.rbegin(); it != e.shape.rend(); ++it) stored.push_back(*it);
+    const uint8_t* src = bytes.data() + h.data_start + e.begin;
+    Tensor t = empty(e.dtype, stored);
+    if (size_t n = e.end - e.begin) {
+      auto* dst = static_cast<uint8_t*>(host_data(t));
+      if (e.dtype == DType::Bool)  // a byte other than 0 or 1 is not a valid bool
+        for (size_t i = 0; i < n; ++i) dst[i] = src[i] != 0;
+      else
+        std::memcpy(dst, src, n);
+    }
+    if (file_shape.ndims() >= 2) t = permutedims(t, reversed_dims(file_shape.ndims()));
+    s.insert(e.name, t);
+  }
+  s.metadata() = h.metadata;
+  return s;
+}
+
+void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what) {
+  std::set<std::string> wanted;
+  for (const auto& [name, t] : targets) {
+    wanted.insert(name);
+    FLX_CHECK(s.contains(name), CheckpointError, what, ": the checkpoint has no tensor \"", name,
+              "\", which the model needs; it holds ", names_of(s), ". Is it a checkpoint of another model?");
+    const Tensor& v = s.at(name);
+    FLX_CHECK(v.shape() == t.shape(), CheckpointError, what, ": \"", name, "\" has shape ", shape_str(v.shape()),
+              " in the checkpoint but ", shape_str(t.shape()), " in the model; the checkpoint is for another model");
+    FLX_CHECK(v.dtype() == t.dtype(), CheckpointError, what, ": \"", name, "\" is ", v.dtype(),
+              " in the checkpoint but ", t.dtype(), " in the model; convert one so they agree (e.g. fmap with ",
+              "t.to(", v.dtype(), ") on the model)");
+  }
+  for (const auto& [name, v] : s)
+    FLX_CHECK(wanted.count(name), CheckpointError, what, ": the checkpoint holds \"", name,
+              "\", which the model has no place for; it is a checkpoint of another model");
+  // Every key checked: now copy, so a bad checkpoint changes nothing.
+  autograd::PauseScope pause;
+  for (const auto& [name, t] : targets) {
+    Tensor v = s.at(name).to(t.device());
+    if (const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype()); bytes && v.id() != t.id()) {
+      const auto& b = be(t);
+      b.check(b.f->copy_d2d(b.f->ctx, dev(t), mem(t), mem(v), bytes, nullptr), "copying a checkpoint into the model");
+    }
+  }
+}
+
+}  // namespace detail
+
+State load(const std::string& path) {
+  const auto bytes = safetensors::read_file(path);
+  return detail::load_bytes(bytes, path);
+}
+
+// ---- optimiser state --------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kKind = "flx.kind";
+constexpr const char* kOptKind = "optimiser state";
+constexpr const char* kRule = "flx.rule";
+
+std::string rule_text(const OptRule& r) {
+  std::ostringstream os;
+  os << r;
+  return os.str();
+}
+std::string rule_name(const std::string& text) { return text.substr(0, text.find('(')); }
+
+// The tensors of a rule state under `prefix`: t<i> for its tensors, scalars
+// (Float64) for its host numbers, child<j>. for sub-rules. Scalars go through
+// temporary tensors; `scalars` remembers where they belong.
+void flatten(RuleState& st, const std::string& prefix, std::vector<State::Entry>& out,
+             std::vector<std::pair<Tensor, std::vector<double>*>>& scalars) {
+  for (size_t i = 0; i < st.tensors.size(); ++i)
+    if (st.tensors[i].defined()) out.emplace_back(prefix + "t" + std::to_string(i), st.tensors[i]);
+  if (!st.scalars.empty()) {
+    Tensor t = tensor(st.scalars, Shape{int64_t(st.scalars.size())});
+    out.emplace_back(prefix + "scalars", t);
+    scalars.emplace_back(t, &st.scalars);
+  }
+  for (size_t j = 0; j < st.children.size(); ++j)
+    flatten(st.children[j], prefix + "child" + std::to_string(j) + ".", out, scalars);
+}
+
+}  // namespace
+
+State state(const OptState& opt0) {
+  auto& opt = const_cast<OptState&>(opt0);  // flatten only reads here
+  std::vector<State::Entry> entries;
+  std::vector<std::pair<Tensor, std::vector<double>*>> scalars;
+  for (auto& leaf : opt.entries()) flatten(leaf.state, (leaf.path.empty() ? "tensor" : leaf.path) + ".state.", entries, scalars);
+  State s;
+  for (const auto& [name, t] : entries) s.insert(name, t);
+  s.metadata()[kKind] = kOptKind;
+  s.metadata()[kRule] = rule_text(opt.rule());
+  return s;
+}
+
+void loadmodel(OptState& opt, const State& s) {
+  auto kind = s.metadata().find(kKind);
+  FLX_CHECK(kind != s.metadata().end() && kind->second == kOptKind, CheckpointError,
+            "loadmodel: this checkpoint holds no optimiser state (its metadata has no \"", kKind, "\": \"", kOptKind,
+            "\"); load it into a model instead, or load the file that save(path, opt_state) wrote");
+  const std::string mine = rule_text(opt.rule());
+  auto rule = s.metadata().find(kRule);
+  const std::string theirs = rule == s.metadata().end() ? "(none)" : rule->second;
+  FLX_CHECK(rule_name(theirs) == rule_name(mine), CheckpointError, "loadmodel: the checkpoint holds the state of ",
+            theirs, " but the optimiser is ", mine, "; setup() the same rule before loading");
+  std::vector<State::Entry> targets;
+  std::vector<std::pair<Tensor, std::vector<double>*>> scalars;
+  for (auto& leaf : opt.entries()) flatten(leaf.state, (leaf.path.empty() ? "tensor" : leaf.path) + ".state.", targets, scalars);
+  detail::load_into(targets, s, "loadmodel (optimiser state)");
+  for (auto& [t, dst] : scalars) *dst = t.to_vector<double>();
+}
+
+}  // namespace flx
