@@ -1,0 +1,557 @@
+// The safetensors format: strict header validation, serialisation, atomic writes.
+#include "safetensors.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "flx/error.hpp"
+
+namespace flx::safetensors {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* metadata_key = "__metadata__";
+
+struct DTypeCode {
+  std::string_view code;
+  DType dtype;
+};
+constexpr std::array<DTypeCode, 8> dtype_codes{{
+    {"F32", DType::Float32},
+    {"F64", DType::Float64},
+    {"F16", DType::Float16},
+    {"BF16", DType::BFloat16},
+    {"I32", DType::Int32},
+    {"I64", DType::Int64},
+    {"U8", DType::UInt8},
+    {"BOOL", DType::Bool},
+}};
+// Valid safetensors dtypes that flx has no element type for.
+constexpr std::array<std::string_view, 11> unsupported_codes{
+    "I8", "I16", "U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4"};
+
+bool is_unsupported_code(std::string_view s) {
+  if (std::find(unsupported_codes.begin(), unsupported_codes.end(), s) != unsupported_codes.end()) return true;
+  // Newer low-precision float formats all follow the F8_/F6_/F4_ pattern.
+  return s.starts_with("F8_") || s.starts_with("F6_") || s.starts_with("F4_");
+}
+
+// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
+// Returns the offset of the first bad byte, or npos.
+size_t utf8_error_at(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) len = 2;
+    else if (c == 0xe0) len = 3, lo = 0xa0;
+    else if (c == 0xed) len = 3, hi = 0x9f;
+    else if (c >= 0xe1 && c <= 0xef) len = 3;
+    else if (c == 0xf0) len = 4, lo = 0x90;
+    else if (c == 0xf4) len = 4, hi = 0x8f;
+    else if (c >= 0xf1 && c <= 0xf3) len = 4;
+    else return i;
+    if (n - i < len) return i;
+    if (p[i + 1] < lo || p[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k)
+      if (p[i + k] < 0x80 || p[i + k] > 0xbf) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+// A name as it appears in messages: quoted, with control and non-ASCII bytes
+// escaped, and cut short (names come from untrusted files).
+std::string show(std::string_view s) {
+  std::string out = "\"";
+  static const char* hex = "0123456789abcdef";
+  size_t shown = 0;
+  for (unsigned char c : s) {
+    if (++shown > 80) {
+      out += "...";
+      break;
+    }
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += char(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out + "\"";
+}
+
+std::string show_shape(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+template <class... Parts>
+[[noreturn]] void fail(const std::string& origin, const Parts&... parts) {
+  FLX_THROW(CheckpointError, origin, ": ", parts...);
+}
+
+constexpr const char* not_safetensors =
+    "; the file is corrupt, truncated or not a safetensors checkpoint: re-create or re-download it";
+
+// Builds a JSON DOM like nlohmann's own SAX DOM parser, but rejects duplicate
+// keys at every level (nlohmann silently keeps the last one) and nesting
+// deeper than a safetensors header ever needs, and stops at the first error.
+class StrictBuilder : public nlohmann::json_sax<json> {
+ public:
+  json root;
+  std::string error;  // set when parsing stopped early
+
+  bool null() override { return add(json(nullptr)); }
+  bool boolean(bool v) override { return add(json(v)); }
+  bool number_integer(number_integer_t v) override { return add(json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return add(json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return add(json(v)); }
+  bool string(string_t& v) override { return add(json(std::move(v))); }
+  bool binary(binary_t&) override {
+    error = "header holds binary data, which JSON text cannot";
+    return false;
+  }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    Frame& f = stack_.back();
+    if (!f.keys.insert(k).second) {
+      error = "duplicate key " + show(k) + (f.name.empty() ? " at the top level" : " in " + show(f.name));
+      return false;
+    }
+    pending_key_ = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override {
+    error = ex.what();
+    return false;
+  }
+
+ private:
+  struct Frame {
+    json* value;
+    std::string name;  // the key this container sits under (top level: empty)
+    std::set<std::string> keys;
+  };
+  // Top-level object, an entry object, its shape / data_offsets array.
+  static constexpr size_t max_depth = 3;
+  std::vector<Frame> stack_;
+  std::string pending_key_;
+
+  json* place(json&& v) {
+    if (stack_.empty()) {
+      root = std::move(v);
+      return &root;
+    }
+    json& top = *stack_.back().value;
+    if (top.is_array()) {
+      top.push_back(std::move(v));
+      return &top.back();
+    }
+    json& slot = top[pending_key_];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool add(json&& v) {
+    place(std::move(v));
+    return true;
+  }
+  bool open(json&& v) {
+    if (stack_.size() >= max_depth) {
+      error = "header nests containers more than " + std::to_string(max_depth) +
+              " deep (a safetensors header is an object of objects holding arrays of integers)";
+      return false;
+    }
+    std::string name = stack_.empty() ? std::string() : stack_.back().value->is_object() ? pending_key_ : stack_.back().name;
+    json* p = place(std::move(v));
+    stack_.push_back(Frame{p, std::move(name), {}});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+};
+
+// A non-negative integer of the header as uint64, or false.
+bool as_u64(const json& v, uint64_t& out) {
+  if (v.is_number_unsigned()) {
+    out = v.get<uint64_t>();
+    return true;
+  }
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+    out = uint64_t(v.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
+std::string describe(const json& v) {
+  std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+Entry parse_entry(const std::string& name, const json& info, const std::string& origin) {
+  const std::string who = "tensor " + show(name);
+  if (name.empty()) fail(origin, "a tensor has an empty name; every tensor needs a non-empty name", not_safetensors);
+  if (!info.is_object())
+    fail(origin, who, ": expected an object with keys dtype, shape and data_offsets, found ", describe(info),
+         not_safetensors);
+  for (const auto& [key, value] : info.items()) {
+    if (key != "dtype" && key != "shape" && key != "data_offsets")
+      fail(origin, who, ": unexpected key ", show(key),
+           "; an entry must have exactly the keys dtype, shape and data_offsets", not_safetensors);
+  }
+  for (const char* key : {"dtype", "shape", "data_offsets"}) {
+    if (!info.contains(key))
+      fail(origin, who, ": missing key \"", key, "\"; an entry must have exactly the keys dtype, shape and data_offsets",
+           not_safetensors);
+  }
+  Entry e;
+  e.name = name;
+
+  const json& dt = info["dtype"];
+  if (!dt.is_string()) fail(origin, who, ": dtype must be a string such as \"F32\", found ", describe(dt), not_safetensors);
+  const auto& code = dt.get_ref<const std::string&>();
+  auto it = std::find_if(dtype_codes.begin(), dtype_codes.end(), [&](const DTypeCode& c) { return c.code == code; });
+  if (it == dtype_codes.end()) {
+    if (is_unsupported_code(code))
+      fail(origin, who, ": dtype ", show(code),
+           " is valid safetensors but not supported by flx (supported: F32 F64 F16 BF16 I32 I64 U8 BOOL); "
+           "convert the tensor to a supported dtype before saving it");
+    fail(origin, who, ": unknown dtype ", show(code), " (flx reads F32 F64 F16 BF16 I32 I64 U8 BOOL)", not_safetensors);
+  }
+  e.dtype = it->dtype;
+
+  const json& shape = info["shape"];
+  if (!shape.is_array())
+    fail(origin, who, ": shape must be an array of non-negative integers, found ", describe(shape), not_safetensors);
+  e.shape.reserve(shape.size());
+  // numel in overflow-checked arithmetic: a product that wraps is an error,
+  // never a small or empty tensor (as in the reference implementation).
+  uint64_t numel = 1;
+  for (const json& d : shape) {
+    uint64_t dim;
+    if (!as_u64(d, dim))
+      fail(origin, who, ": shape must be an array of non-negative integers, found element ", describe(d),
+           not_safetensors);
+    if (dim > uint64_t(std::numeric_limits<int64_t>::max()))
+      fail(origin, who, ": shape dimension ", dim, " overflows int64 (largest allowed ",
+           std::numeric_limits<int64_t>::max(), ")", not_safetensors);
+    if (dim != 0 && numel > std::numeric_limits<uint64_t>::max() / dim)
+      fail(origin, who, ": element count of shape ", describe(shape), " overflows 64 bits", not_safetensors);
+    numel *= dim;
+    e.shape.push_back(int64_t(dim));
+  }
+  const uint64_t esize = dtype_size(e.dtype);
+  if (numel > uint64_t(std::numeric_limits<int64_t>::max()) / esize)
+    fail(origin, who, ": byte size of shape ", describe(shape), " with dtype ", code, " overflows 64 bits",
+         not_safetensors);
+  const uint64_t nbytes = numel * esize;
+
+  const json& off = info["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !as_u64(off[0], e.begin) || !as_u64(off[1], e.end))
+    fail(origin, who, ": data_offsets must be an array of exactly two non-negative integers [begin, end], found ",
+         describe(off), not_safetensors);
+  if (e.begin > e.end)
+    fail(origin, who, ": data_offsets begin ", e.begin, " is after end ", e.end, not_safetensors);
+  if (e.end - e.begin != nbytes)
+    fail(origin, who, ": data_offsets [", e.begin, ", ", e.end, "] hold ", e.end - e.begin, " bytes but shape ",
+         show_shape(e.shape), " of dtype ", code, " needs ", nbytes, " bytes (size mismatch)", not_safetensors);
+  return e;
+}
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+}  // namespace
+
+std::string_view dtype_code(DType t) {
+  for (const auto& c : dtype_codes)
+    if (c.dtype == t) return c.code;
+  FLX_THROW(ArgumentError, "no safetensors code for dtype ", int(t));
+}
+
+Header parse(std::span<const uint8_t> file, const std::string& origin) {
+  if (file.size() < 8)
+    fail(origin, "file is too small: ", file.size(),
+         " bytes, expected at least the 8-byte header length of a safetensors file", not_safetensors);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | file[size_t(i)];
+  if (n > max_header_size)
+    fail(origin, "header too large: its length prefix says ", n, " bytes, the limit is ", max_header_size,
+         not_safetensors);
+  // n <= 1e8, so 8 + n cannot overflow.
+  if (8 + n > file.size())
+    fail(origin, "header length ", n, " runs past the end of the file (", file.size(), " bytes)", not_safetensors);
+
+  std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, size_t(n));
+  if (size_t at = utf8_error_at(text); at != std::string_view::npos)
+    fail(origin, "header is not valid UTF-8 (bad byte at header offset ", at, ")", not_safetensors);
+
+  StrictBuilder builder;
+  // strict: nothing but whitespace after the object; no comments.
+  bool ok = json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json, true, false);
+  if (!ok) {
+    if (builder.error.starts_with("duplicate key"))
+      fail(origin, "header has a ", builder.error, "; each key may appear once", not_safetensors);
+    fail(origin, "header is not valid JSON: ", builder.error, not_safetensors);
+  }
+  const json& root = builder.root;
+  if (!root.is_object())
+    fail(origin, "header is not a JSON object: found ", describe(root), not_safetensors);
+
+  Header h;
+  h.data_start = 8 + n;
+  for (const auto& [key, value] : root.items()) {
+    if (key == metadata_key) {
+      if (!value.is_object())
+        fail(origin, "__metadata__ must be an object of string to string, found ", describe(value), not_safetensors);
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string())
+          fail(origin, "__metadata__ must be an object of string to string; key ", show(mk), " has value ",
+               describe(mv), not_safetensors);
+        h.metadata.emplace(mk, mv.get<std::string>());
+      }
+      continue;
+    }
+    h.entries.push_back(parse_entry(key, value, origin));
+  }
+
+  std::sort(h.entries.begin(), h.entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  // The byte ranges, sorted, must tile the data section exactly.
+  uint64_t pos = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : h.entries) {
+    if (e.begin < pos)
+      fail(origin, "tensor ", show(e.name), ": data_offsets [", e.begin, ", ", e.end, "] overlap tensor ",
+           show(prev->name), " which ends at ", pos, not_safetensors);
+    if (e.begin > pos)
+      fail(origin, "tensor ", show(e.name), ": data_offsets begin ", e.begin, " leaves a hole in the data section (",
+           prev ? "tensor " + show(prev->name) + " ends at " + std::to_string(pos) : std::string("data starts at 0"),
+           ")", not_safetensors);
+    pos = e.end;
+    prev = &e;
+  }
+  const uint64_t data_size = file.size() - h.data_start;
+  if (pos > data_size)
+    fail(origin, "tensor ", show(prev->name), " ends at data offset ", pos, " but the data section has only ",
+         data_size, " bytes: the file is truncated (incomplete buffer)", not_safetensors);
+  if (pos < data_size)
+    fail(origin, "the tensors end at data offset ", pos, " but the data section has ", data_size, " bytes: ",
+         data_size - pos, " trailing bytes after the last tensor", not_safetensors);
+  return h;
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    fail(path, "cannot open checkpoint for reading: ", errno_text(err),
+         err == ENOENT ? "; check the path" : "; check the path and its permissions");
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(path, "cannot stat checkpoint: ", errno_text(errno));
+  if (!S_ISREG(st.st_mode))
+    fail(path, "is not a regular file", S_ISDIR(st.st_mode) ? " (it is a directory)" : "",
+         "; pass the path of a .safetensors file");
+  const uint64_t size = uint64_t(st.st_size);
+
+  auto read_exact = [&](uint8_t* dst, size_t count, uint64_t at) {
+    size_t done = 0;
+    while (done < count) {
+      ssize_t r = ::pread(fd, dst + done, count - done, off_t(at + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) fail(path, "read error: ", errno_text(errno));
+      if (r == 0) fail(path, "file shrank while being read (expected ", size, " bytes); is another process writing it?");
+      done += size_t(r);
+    }
+  };
+
+  if (size < 8)
+    fail(path, "file is too small: ", size, " bytes, expected at least the 8-byte header length of a safetensors file",
+         not_safetensors);
+  uint8_t prefix[8];
+  read_exact(prefix, 8, 0);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | prefix[i];
+  // Checked before allocating anything the size of the file.
+  if (n > max_header_size)
+    fail(path, "header too large: its length prefix says ", n, " bytes, the limit is ", max_header_size,
+         not_safetensors);
+  if (8 + n > size)
+    fail(path, "header length ", n, " runs past the end of the file (", size, " bytes)", not_safetensors);
+  if (size > uint64_t(std::numeric_limits<size_t>::max() / 2))
+    fail(path, "file of ", size, " bytes is too large to read into memory");
+
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  std::memcpy(bytes.data(), prefix, 8);
+  read_exact(bytes.data() + 8, size_t(size - 8), 8);
+  return bytes;
+}
+
+std::vector<uint8_t> serialize(const std::vector<WriteEntry>& entries,
+                               const std::map<std::string, std::string>& metadata) {
+  std::set<std::string_view> names;
+  for (const WriteEntry& e : entries) {
+    FLX_CHECK(!e.name.empty(), ArgumentError, "safetensors: a tensor has an empty name; give every tensor a name");
+    FLX_CHECK(e.name != metadata_key, ArgumentError, "safetensors: the tensor name \"__metadata__\" is reserved by "
+              "the format; rename the tensor");
+    FLX_CHECK(utf8_error_at(e.name) == std::string_view::npos, ArgumentError, "safetensors: tensor name ",
+              show(e.name), " is not valid UTF-8; names must be UTF-8 text");
+    FLX_CHECK(names.insert(e.name).second, ArgumentError, "safetensors: duplicate tensor name ", show(e.name),
+              "; every tensor needs a distinct name");
+    uint64_t numel = 1;
+    for (int64_t d : e.shape) {
+      FLX_CHECK(d >= 0, ArgumentError, "safetensors: tensor ", show(e.name), " has negative dimension ", d,
+                " in shape ", show_shape(e.shape));
+      FLX_CHECK(d == 0 || numel <= std::numeric_limits<uint64_t>::max() / uint64_t(d), ArgumentError,
+                "safetensors: tensor ", show(e.name), ": element count of shape ", show_shape(e.shape),
+                " overflows 64 bits");
+      numel *= uint64_t(d);
+    }
+    const uint64_t esize = dtype_size(e.dtype);
+    FLX_CHECK(numel <= std::numeric_limits<uint64_t>::max() / esize && numel * esize == e.nbytes, ArgumentError,
+              "safetensors: tensor ", show(e.name), " of shape ", show_shape(e.shape), " and dtype ",
+              dtype_code(e.dtype), " needs ", numel, " x ", esize, " bytes, but ", e.nbytes, " were given");
+    FLX_CHECK(e.nbytes == 0 || e.data != nullptr, ArgumentError, "safetensors: tensor ", show(e.name),
+              " has no data pointer for its ", e.nbytes, " bytes");
+  }
+  for (const auto& [k, v] : metadata) {
+    FLX_CHECK(utf8_error_at(k) == std::string_view::npos && utf8_error_at(v) == std::string_view::npos,
+              ArgumentError, "safetensors: metadata entry ", show(k), " is not valid UTF-8; metadata must be UTF-8 text");
+  }
+
+  // Largest elements first, so that every offset is a multiple of its
+  // element size (sizes are powers of two and the data section starts at a
+  // multiple of 8).
+  std::vector<const WriteEntry*> order;
+  order.reserve(entries.size());
+  for (const WriteEntry& e : entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const WriteEntry* a, const WriteEntry* b) {
+    size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
+    return sa != sb ? sa > sb : a->name < b->name;
+  });
+
+  // ordered_json: entries appear in data order, metadata first, as the reference writer does.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    header[metadata_key] = std::move(m);
+  }
+  uint64_t offset = 0;
+  for (const WriteEntry* e : order) {
+    nlohmann::ordered_json info = nlohmann::ordered_json::object();
+    info["dtype"] = std::string(dtype_code(e->dtype));
+    info["shape"] = e->shape;
+    FLX_CHECK(e->nbytes <= std::numeric_limits<uint64_t>::max() - offset, ArgumentError,
+              "safetensors: the total size of the tensors overflows 64 bits");
+    info["data_offsets"] = {offset, offset + e->nbytes};
+    offset += e->nbytes;
+    header[e->name] = std::move(info);
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  FLX_CHECK(text.size() <= max_header_size, ArgumentError, "safetensors: the header would be ", text.size(),
+            " bytes, over the format's limit of ", max_header_size, "; save fewer tensors per file");
+
+  std::vector<uint8_t> out;
+  out.reserve(8 + text.size() + offset);
+  const uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out.push_back(uint8_t(n >> (8 * i)));
+  out.insert(out.end(), text.begin(), text.end());
+  for (const WriteEntry* e : order) {
+    const auto* p = static_cast<const uint8_t*>(e->data);
+    if (e->nbytes) out.insert(out.end(), p, p + e->nbytes);
+  }
+  return out;
+}
+
+void write_atomic(const std::string& path, std::span<const uint8_t> bytes) {
+  FLX_CHECK(!path.empty(), CheckpointError, "<empty path>: cannot write a checkpoint to an empty path");
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) {
+    int err = errno;
+    fail(path, "cannot create a temporary file in ", show(dir), " to write the checkpoint: ", errno_text(err),
+         "; check that the directory exists and is writable");
+  }
+  // Everything after this point removes the temp file on failure.
+  auto abandon = [&](const char* what, int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    fail(path, what, ": ", errno_text(err), "; the previous file at this path (if any) is unchanged");
+  };
+  // mkstemp creates 0600: keep the mode of the file being replaced, else the usual 0644.
+  struct stat old {};
+  mode_t mode = (::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode)) ? (old.st_mode & 07777) : 0644;
+  if (::fchmod(fd, mode) != 0) abandon("cannot set the temporary file's permissions", errno);
+
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) abandon("write error", errno);
+    done += size_t(w);
+  }
+  if (::fsync(fd) != 0) abandon("fsync failed", errno);
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail(path, "close failed: ", errno_text(err), "; the previous file at this path (if any) is unchanged");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail(path, "cannot rename the temporary file over the checkpoint: ", errno_text(err),
+         err == EISDIR ? " (the path is a directory)" : "", "; the previous file at this path (if any) is unchanged");
+  }
+  // The rename is durable only once the directory entry is on disk.
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) fail(path, "written, but cannot open its directory to fsync it: ", errno_text(errno));
+  int rc = ::fsync(dfd);
+  int err = errno;
+  ::close(dfd);
+  // Some file systems do not support fsync on directories; that is not a failure to write.
+  if (rc != 0 && err != EINVAL && err != ENOTSUP)
+    fail(path, "written, but fsync of its directory failed: ", errno_text(err));
+}
+
+}  // namespace flx::safetensors
