@@ -65,6 +65,8 @@ std::vector<State::Entry> named_tensors(const M& model) {
 // Check every name, shape and dtype of `targets` against s (nothing extra,
 // nothing missing), then copy the values in place, on the targets' devices.
 void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what);
+// load_into for a model: also refuses an optimiser state with a clear word.
+void load_model(const std::vector<State::Entry>& targets, const State& s);
 // load() on bytes in memory; origin names them in errors (fuzzing, tests).
 State load_bytes(std::span<const uint8_t> bytes, const std::string& origin);
 }  // namespace detail
@@ -98,7 +100,7 @@ State load(const std::string& path);
 // nothing is changed.
 template <class M>
 const M& loadmodel(const M& model, const State& s) {
-  detail::load_into(detail::named_tensors(model), s, "loadmodel");
+  detail::load_model(detail::named_tensors(model), s);
   return model;
 }
 // Restores an optimiser state saved with save(path, opt_state) into one

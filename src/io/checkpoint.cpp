@@ -42,10 +42,15 @@ std::ostream& operator<<(std::ostream& os, const State& s) {
 
 namespace {
 
+// Metadata that marks an optimiser state and names its rule.
+constexpr const char* kKind = "flx.kind";
+constexpr const char* kOptKind = "optimiser state";
+constexpr const char* kRule = "flx.rule";
+
 // Reversing the dims turns column-major storage into the row-major order of
 // the same shape, and back.
 std::vector<int> reversed_dims(int n) {
-  std::vector<int> p(size_t(n));
+  auto p = std::vector<int>(static_cast<size_t>(n));
   std::iota(p.rbegin(), p.rend(), 0);
   return p;
 }
@@ -144,6 +149,14 @@ void load_into(const std::vector<State::Entry>& targets, const State& s, const c
   }
 }
 
+void load_model(const std::vector<State::Entry>& targets, const State& s) {
+  auto kind = s.metadata().find(kKind);
+  FLX_CHECK(kind == s.metadata().end() || kind->second != kOptKind, CheckpointError,
+            "loadmodel: this checkpoint holds an optimiser state, not a model; load it with loadmodel(opt_state, s) "
+            "into the state that setup() made");
+  load_into(targets, s, "loadmodel");
+}
+
 }  // namespace detail
 
 State load(const std::string& path) {
@@ -154,10 +167,6 @@ State load(const std::string& path) {
 // ---- optimiser state --------------------------------------------------------------
 
 namespace {
-
-constexpr const char* kKind = "flx.kind";
-constexpr const char* kOptKind = "optimiser state";
-constexpr const char* kRule = "flx.rule";
 
 std::string rule_text(const OptRule& r) {
   std::ostringstream os;

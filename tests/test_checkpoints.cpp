@@ -1,0 +1,237 @@
+// Checkpoints: names, round trips of every dtype, the row-major layout of the
+// file, loadmodel on every device, strict checks that leave the model alone,
+// atomic writes, and optimiser state that resumes training exactly.
+#include <filesystem>
+#include <fstream>
+
+#include "io/safetensors.hpp"
+#include "test_util.hpp"
+
+using namespace flx;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path dir;
+  TempDir() {
+    dir = fs::temp_directory_path() / ("flx_ckpt_" + std::to_string(::getpid()) + "_" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~TempDir() { fs::remove_all(dir); }
+  std::string operator/(const std::string& f) const { return (dir / f).string(); }
+  size_t files() const { return size_t(std::distance(fs::directory_iterator(dir), fs::directory_iterator())); }
+};
+
+struct Encoder {
+  Tensor embed;
+  Dense proj;
+};
+FLX_FUNCTOR(Encoder, embed, proj)
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "(no CheckpointError)";
+}
+
+using MLP = decltype(Chain(Dense(3, 4, relu), Dense(4, 2)));
+MLP mlp() { return Chain(Dense(3, 4, relu), Dense(4, 2)); }
+
+}  // namespace
+
+TEST(Checkpoints, StateNamesFollowTheFunctorFields) {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : state(mlp())) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"}));
+  names.clear();
+  for (const auto& [name, t] : state(Encoder{rand(5, 3), Dense(5, 2)})) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"embed", "proj.weight", "proj.bias"}));
+  Tensor w = rand(2, 2);
+  State s = state(mlp());
+  EXPECT_EQ(s.at("layers.1.weight").shape(), (Shape{2, 4}));
+  EXPECT_THROW(s.at("layers.2.weight"), CheckpointError);
+  EXPECT_THROW(s.insert("layers.0.bias", w), ArgumentError);
+}
+
+TEST(Checkpoints, EveryDtypeRoundTrips) {
+  TempDir tmp;
+  State s;
+  s.insert("f32", rand(3, 4, 2));
+  s.insert("f64", randn(Float64, 5, 3));
+  s.insert("f16", rand(3, 2).to(Float16));
+  s.insert("bf16", rand(2, 3).to(BFloat16));
+  s.insert("i32", tensor(std::vector<int32_t>{1, -2, 3, -4, 5, -6}, {2, 3}));
+  s.insert("i64", tensor(std::vector<int64_t>{1LL << 40, -7, 9}, {3}));
+  s.insert("u8", tensor(std::vector<uint8_t>{0, 255, 7, 8}, {2, 2}));
+  s.insert("bool", tensor(std::vector<bool>{true, false, false, true, true, false}, {3, 2}));
+  s.insert("scalar", tensor(std::vector<float>{2.5f}, Shape{}));
+  s.insert("empty", zeros(4, 0));
+  s.metadata()["note"] = "round trip";
+  save(tmp / "all.safetensors", s);
+  State r = load(tmp / "all.safetensors");
+  ASSERT_EQ(r.size(), s.size());
+  EXPECT_EQ(r.metadata().at("note"), "round trip");
+  for (const auto& [name, t] : s) {
+    const Tensor& u = r.at(name);
+    EXPECT_EQ(u.shape(), t.shape()) << name;
+    EXPECT_EQ(u.dtype(), t.dtype()) << name;
+    EXPECT_TRUE(u.device().is_cpu());
+    EXPECT_EQ(u.to_vector<double>(), t.to_vector<double>()) << name;
+  }
+}
+
+TEST(Checkpoints, FilesHoldRowMajorBytesOfTheSameShape) {
+  // A Dense weight (out, in) is [out, in] in the file, element [i][j] at
+  // i*in + j: what PyTorch's nn.Linear.weight holds.
+  TempDir tmp;
+  std::vector<float> w;  // column-major (2, 3): w[i, j] = 10 i + j
+  for (int j = 0; j < 3; ++j)
+    for (int i = 0; i < 2; ++i) w.push_back(float(10 * i + j));
+  Dense d(tensor(w, {2, 3}), tensor(std::vector<float>{7, 8}, {2}));
+  save(tmp / "dense.safetensors", d);
+  auto bytes = safetensors::read_file(tmp / "dense.safetensors");
+  auto h = safetensors::parse(bytes, "dense");
+  bool seen = false;
+  for (const auto& e : h.entries) {
+    if (e.name != "weight") continue;
+    seen = true;
+    EXPECT_EQ(e.shape, (std::vector<int64_t>{2, 3}));
+    const float* p = reinterpret_cast<const float*>(bytes.data() + h.data_start + e.begin);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) EXPECT_EQ(p[i * 3 + j], float(10 * i + j));
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(Checkpoints, AFailedLoadChangesNothingAndNamesTheKey) {
+  TempDir tmp;
+  MLP model = mlp();
+  const auto before = model(ones(3, 1)).to_vector<float>();
+  auto expect_refused = [&](const State& s, const std::string& phrase) {
+    std::string m = error_of([&] { loadmodel(model, s); });
+    EXPECT_NE(m.find(phrase), std::string::npos) << m;
+    EXPECT_EQ(model(ones(3, 1)).to_vector<float>(), before) << "a refused checkpoint must not touch the model";
+  };
+  // Another model: a layer wider. The first tensors fit, so a loader that
+  // copied as it checked would have changed them.
+  save(tmp / "wide.safetensors", Chain(Dense(3, 4, relu), Dense(4, 3)));
+  expect_refused(load(tmp / "wide.safetensors"), "\"layers.1.weight\" has shape (3×4) in the checkpoint but (2×4)");
+  State missing = state(mlp());
+  State fewer;
+  for (const auto& [n, t] : missing)
+    if (n != "layers.1.bias") fewer.insert(n, t);
+  expect_refused(fewer, "no tensor \"layers.1.bias\"");
+  State extra = state(mlp());
+  extra.insert("layers.2.weight", rand(2, 2));
+  expect_refused(extra, "holds \"layers.2.weight\", which the model has no place for");
+  State f64;
+  for (const auto& [n, t] : state(mlp())) f64.insert(n, t.to(Float64));
+  expect_refused(f64, "is Float64 in the checkpoint but Float32 in the model");
+  // An optimiser state is not a model.
+  save(tmp / "opt.safetensors", setup(Adam(), mlp()));
+  expect_refused(load(tmp / "opt.safetensors"), "holds an optimiser state, not a model");
+}
+
+TEST(Checkpoints, WritesAreAtomic) {
+  TempDir tmp;
+  const std::string path = tmp / "m.safetensors";
+  MLP a = mlp(), b = mlp();
+  save(path, a);
+  save(path, b);  // replaced whole
+  EXPECT_EQ(tmp.files(), 1u) << "no temporary file is left behind";
+  MLP c = mlp();
+  loadmodel(c, load(path));
+  EXPECT_EQ(c(ones(3, 2)).to_vector<float>(), b(ones(3, 2)).to_vector<float>());
+  // Writing where it cannot: an error naming the path, the old file intact.
+  EXPECT_THROW(save(tmp / "no/such/dir/m.safetensors", a), CheckpointError);
+  fs::create_directory(tmp / "adir");
+  EXPECT_THROW(save(tmp / "adir", a), CheckpointError);
+  EXPECT_TRUE(fs::is_directory(tmp / "adir"));
+  EXPECT_EQ(tmp.files(), 2u);
+  loadmodel(c, load(path));
+  EXPECT_EQ(c(ones(3, 2)).to_vector<float>(), b(ones(3, 2)).to_vector<float>());
+}
+
+TEST(Checkpoints, TruncatedAndMissingFilesAreCheckpointErrors) {
+  TempDir tmp;
+  const std::string path = tmp / "m.safetensors";
+  save(path, mlp());
+  auto bytes = safetensors::read_file(path);
+  for (size_t keep : {size_t(0), size_t(7), size_t(8), size_t(40), bytes.size() - 1}) {
+    std::ofstream(tmp / "cut.safetensors", std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(keep));
+    std::string m = error_of([&] { load(tmp / "cut.safetensors"); });
+    EXPECT_NE(m.find(tmp / "cut.safetensors"), std::string::npos) << "cut at " << keep << ": " << m;
+  }
+  EXPECT_NE(error_of([&] { load(tmp / "absent.safetensors"); }).find("absent.safetensors"), std::string::npos);
+}
+
+TEST(Checkpoints, OptimiserStateResumesTrainingExactly) {
+  TempDir tmp;
+  set_seed(3);
+  Tensor x = randn(3, 16), y = randn(2, 16);
+  auto loss = [&](const MLP& m) { return mse(m(x), y); };
+  auto train = [&](MLP& m, OptState& opt, int steps) {
+    for (int i = 0; i < steps; ++i) update(opt, m, std::get<0>(gradient(loss, m)));
+  };
+  auto rule = OptimiserChain(ClipNorm(1.0), Adam(0.01));
+  MLP m = mlp();
+  OptState opt = setup(rule, m);
+  train(m, opt, 3);
+  save(tmp / "m.safetensors", m);
+  save(tmp / "opt.safetensors", opt);
+  train(m, opt, 4);  // the uninterrupted run
+
+  MLP r = mlp();  // a new process, in effect
+  OptState ropt = setup(rule, r);
+  loadmodel(r, load(tmp / "m.safetensors"));
+  loadmodel(ropt, load(tmp / "opt.safetensors"));
+  train(r, ropt, 4);
+  auto a = leaves(m), b = leaves(r);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].to_vector<float>(), b[i].to_vector<float>()) << "leaf " << i;
+
+  // The state of another rule, or a model file, is refused by name.
+  OptState mom = setup(Momentum(), r);
+  EXPECT_NE(error_of([&] { loadmodel(mom, load(tmp / "opt.safetensors")); }).find("but the optimiser is Momentum"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { loadmodel(ropt, load(tmp / "m.safetensors")); }).find("no optimiser state"),
+            std::string::npos);
+}
+
+// ---- every device --------------------------------------------------------------
+
+class CheckpointDevices : public ::testing::TestWithParam<Device> {};
+
+INSTANTIATE_TEST_SUITE_P(Devices, CheckpointDevices, ::testing::ValuesIn(flx::testing::conformance_devices()),
+                         [](const auto& info) { return std::string(info.param.backend()) + std::to_string(info.param.ordinal()); });
+
+TEST_P(CheckpointDevices, SaveFromTheDeviceLoadOntoTheDevice) {
+  TempDir tmp;
+  Device dev = GetParam();
+  MLP trained = mlp() | dev;
+  OptState opt = setup(Adam(0.1), trained);
+  Tensor x = randn(3, 8) | dev;
+  for (int i = 0; i < 2; ++i)
+    update(opt, trained, std::get<0>(gradient([&](const MLP& m) { return sum(square(m(x))); }, trained)));
+  save(tmp / "m.safetensors", trained);  // no `| cpu` first: save copies to the host
+  save(tmp / "opt.safetensors", opt);
+  MLP fresh = mlp() | dev;
+  loadmodel(fresh, load(tmp / "m.safetensors"));
+  for (const Tensor& t : leaves(fresh)) EXPECT_EQ(t.device(), dev) << "loadmodel keeps the model where it is";
+  EXPECT_EQ(fresh(x).to_vector<float>(), trained(x).to_vector<float>());
+  OptState fopt = setup(Adam(0.1), fresh);
+  loadmodel(fopt, load(tmp / "opt.safetensors"));
+  for (size_t i = 0; i < opt.entries().size(); ++i) {
+    EXPECT_EQ(fopt.entries()[i].state.scalars, opt.entries()[i].state.scalars);
+    for (size_t k = 0; k < opt.entries()[i].state.tensors.size(); ++k) {
+      EXPECT_EQ(fopt.entries()[i].state.tensors[k].device(), dev);
+      EXPECT_EQ(fopt.entries()[i].state.tensors[k].to_vector<float>(), opt.entries()[i].state.tensors[k].to_vector<float>());
+    }
+  }
+}
