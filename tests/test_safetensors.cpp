@@ -28,9 +28,9 @@ Bytes lit(const char (&s)[N]) {  // a byte string literal without its final NUL
 
 // A file from header text and data-section size (data bytes are i % 251).
 Bytes raw(const std::string& header, size_t data_size) {
-  Bytes f(8);
+  Bytes f(8 + header.size());
   for (int i = 0; i < 8; ++i) f[size_t(i)] = uint8_t(uint64_t(header.size()) >> (8 * i));
-  f.insert(f.end(), header.begin(), header.end());
+  std::memcpy(f.data() + 8, header.data(), header.size());
   for (size_t i = 0; i < data_size; ++i) f.push_back(uint8_t(i % 251));
   return f;
 }
