@@ -24,6 +24,7 @@
 #include "io/safetensors.hpp"
 
 bool fuzz_one(const uint8_t* data, size_t size);
+extern long fuzz_models_loaded, fuzz_opt_states_loaded;
 
 namespace {
 
@@ -61,6 +62,14 @@ std::vector<Bytes> make_seeds() {
                             {}));
   seeds.push_back(make_seed({}, {{"only", "metadata"}}));
   seeds.push_back(make_seed({{"scalar", DType::Float32, {}}}, {}));
+  // The Adam state of that Dense, as save(path, opt_state) writes it.
+  seeds.push_back(make_seed({{"weight.state.t0", DType::Float32, {4, 3}},
+                             {"weight.state.t1", DType::Float32, {4, 3}},
+                             {"weight.state.scalars", DType::Float64, {2}},
+                             {"bias.state.t0", DType::Float32, {4}},
+                             {"bias.state.t1", DType::Float32, {4}},
+                             {"bias.state.scalars", DType::Float64, {2}}},
+                            {{"flx.kind", "optimiser state"}, {"flx.rule", "Adam(0.001, (0.9, 0.999), 1.0e-8)"}}));
   return seeds;
 }
 
@@ -259,7 +268,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("flx_checkpoint_fuzz: %ld iterations (seed %llu): %ld parsed OK, %ld rejected with flx::Error, "
-              "%.2f s\n", iterations, static_cast<unsigned long long>(seed), accepted, rejected, secs);
+  std::printf("flx_checkpoint_fuzz: %ld iterations (seed %llu): %ld parsed OK, %ld rejected with flx::Error; "
+              "loadmodel took %ld into a Dense, %ld into an optimiser state; %.2f s\n", iterations,
+              static_cast<unsigned long long>(seed), accepted, rejected, fuzz_models_loaded, fuzz_opt_states_loaded, secs);
   return 0;
 }
