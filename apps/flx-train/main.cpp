@@ -1,6 +1,6 @@
 // flx-train: the main job. Trains an MLP on Fashion-MNIST on any device,
-// with a progress bar, test accuracy after each epoch, a checkpoint each
-// epoch, --resume, and metrics as JSON lines.
+// with a progress bar (stderr), test accuracy after each epoch, a checkpoint
+// each epoch, --resume, and metrics as JSON lines (stdout, and --metrics FILE).
 //
 //   flx-train [--epochs 10] [--batchsize 64] [--seed 1] [--device OpenCL[:1]]
 //             [--lr 1e-3] [--decay 0.75] [--checkpoint-dir DIR] [--resume]
@@ -8,6 +8,7 @@
 #include <flx/flx.hpp>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +43,9 @@ struct Args {
                "usage: flx-train [--epochs N] [--batchsize N] [--seed N] [--device NAME[:ORDINAL]]\n"
                "                 [--lr X] [--decay X] [--checkpoint-dir DIR] [--resume] [--metrics FILE] [--limit N]\n"
                "Trains a 784-256-256-10 MLP on Fashion-MNIST (Adam, learning rate lr * decay^(epoch-1)).\n"
-               "The device defaults to get_device(): the GPU backend preference, else a functional GPU, else the CPU.\n");
+               "The device defaults to get_device(): the GPU backend preference, else a functional GPU, else the CPU.\n"
+               "Progress goes to stderr; one JSON object per epoch to stdout (and appended to --metrics FILE).\n"
+               "Checkpoints: DIR/model.safetensors and DIR/optimiser.safetensors after each epoch.\n");
   std::exit(error.empty() ? 0 : 2);
 }
 
@@ -123,14 +126,22 @@ int main(int argc, char** argv) {
     const std::string model_path = (fs::path(args.checkpoint_dir) / "model.safetensors").string();
     const std::string opt_path = (fs::path(args.checkpoint_dir) / "optimiser.safetensors").string();
     int first_epoch = 1;
+    int64_t step = 0;
     if (args.resume) {
       if (!fs::exists(model_path) || !fs::exists(opt_path))
         throw ArgumentError("--resume: no checkpoint in " + args.checkpoint_dir + " (expected model.safetensors and "
                             "optimiser.safetensors); train without --resume first");
-      State ms = load(model_path);
+      State ms = load(model_path), os = load(opt_path);
+      const std::string epoch = ms.metadata().count("epoch") ? ms.metadata().at("epoch") : "?";
+      const std::string opt_epoch = os.metadata().count("epoch") ? os.metadata().at("epoch") : "?";
+      if (epoch == "?" || epoch != opt_epoch)
+        throw CheckpointError("--resume: " + model_path + " is from epoch " + epoch + " but " + opt_path +
+                              " from epoch " + opt_epoch + "; the run was cut off between the two writes. "
+                              "Train without --resume, or restore a matching pair");
       loadmodel(model, ms);
-      loadmodel(opt, load(opt_path));
-      first_epoch = std::stoi(ms.metadata().at("epoch")) + 1;
+      loadmodel(opt, os);
+      first_epoch = std::stoi(epoch) + 1;
+      if (ms.metadata().count("step")) step = std::stoll(ms.metadata().at("step"));
       std::fprintf(stderr, "flx-train: resumed after epoch %d\n", first_epoch - 1);
     }
 
@@ -138,13 +149,13 @@ int main(int argc, char** argv) {
     flx_train::MetricsLog metrics(args.metrics);
     const bool terminal = isatty(STDERR_FILENO);
     double acc = 0;
-    int64_t step = 0;
     for (int epoch = first_epoch; epoch <= args.epochs; ++epoch) {
       adjust(opt, args.lr * std::pow(args.decay, epoch - 1));
       // One seeded shuffle per epoch, so a resumed run sees the same batches.
       DataLoader loader(std::tuple{xtr, ytr},
                         {.batchsize = args.batchsize, .shuffle = true, .seed = args.seed * 1000003 + uint64_t(epoch)});
       flx_train::ProgressBar bar(epoch, args.epochs, loader.size(), terminal);
+      const auto t0 = std::chrono::steady_clock::now();
       double loss_sum = 0;
       int64_t seen = 0, batch = 0;
       for (auto [x, y] : loader | dev) {
@@ -157,20 +168,31 @@ int main(int argc, char** argv) {
         ++step;
         bar.step(++batch, loss_sum / double(seen), seen);
       }
+      const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       acc = accuracy(model, xte_d, yte_d);
       bar.finish(loss_sum / double(seen), acc, seen);
       std::ostringstream js;
       js << "{\"epoch\":" << epoch << ",\"step\":" << step << ",\"loss\":" << loss_sum / double(seen)
-         << ",\"test_accuracy\":" << acc << ",\"samples\":" << seen << "}";
+         << ",\"test_accuracy\":" << acc << ",\"samples\":" << seen << ",\"train_seconds\":" << train_s
+         << ",\"samples_per_second\":" << double(seen) / train_s << ",\"device\":\"" << dev.str() << "\"}";
       metrics.write(js.str());
-      State ms = state(model);
-      ms.metadata()["epoch"] = std::to_string(epoch);
+      std::printf("%s\n", js.str().c_str());
+      std::fflush(stdout);
+      // Each file is written atomically; the optimiser first, so that a model
+      // file of epoch N always has its optimiser state beside it.
+      State os = state(opt), ms = state(model);
+      os.metadata()["epoch"] = ms.metadata()["epoch"] = std::to_string(epoch);
+      ms.metadata()["step"] = std::to_string(step);
+      save(opt_path, os);
       save(model_path, ms);
-      save(opt_path, opt);
     }
-    std::printf("final test accuracy %.4f\n", acc);
+    if (first_epoch > args.epochs)
+      std::fprintf(stderr, "flx-train: the checkpoint is already at epoch %d of %d; nothing to do\n", first_epoch - 1,
+                   args.epochs);
+    else
+      std::fprintf(stderr, "flx-train: test accuracy %.4f after %d epochs\n", acc, args.epochs);
     return 0;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "flx-train: %s\n", e.what());
     return 1;
   }
