@@ -185,6 +185,11 @@ def main():
     ap.add_argument("--flx-env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for the flx binary, e.g. OMP_WAIT_POLICY=passive (repeatable)")
     ap.add_argument("--json", help="also write all results to this JSON file")
+    ap.add_argument("--train", action="store_true",
+                    help="also train the Fashion-MNIST MLP in flx-train and in PyTorch (bench/compare_train.py) "
+                         "and compare epoch times and accuracies")
+    ap.add_argument("--epochs", type=int, default=10, help="epochs for --train (default 10)")
+    ap.add_argument("--batchsize", type=int, default=64, help="batch size for --train (default 64)")
     args = ap.parse_args()
 
     binary = find_binary(args)
@@ -220,10 +225,15 @@ def main():
         print(f"{'':32} {'[' + fmt_time(f['min_ns']).strip() + ' .. ' + fmt_time(f['max_ns']).strip() + ']':>24}"
               f"  (flx min..max)   [{fmt_time(t['min_ns']).strip()} .. {fmt_time(t['max_ns']).strip()}] (PyTorch)")
         summary[name] = {"flx": f, "pytorch": t, "ratio": ratio, "target_met": ok}
+    training = None
+    if args.train:
+        import compare_train  # beside this script
+        print()
+        training = compare_train.compare(compare_train.find_exe(args.build), args.epochs, args.batchsize, args.threads)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"threads": args.threads, "pytorch_version": torch_version, "steady": args.steady,
-                       "flx_env": args.flx_env, "results": summary}, fh, indent=2)
+                       "flx_env": args.flx_env, "results": summary, "training": training}, fh, indent=2)
     return 0
 
 
