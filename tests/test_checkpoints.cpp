@@ -12,18 +12,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    dir = fs::temp_directory_path() / ("flx_ckpt_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& f) const { return (dir / f).string(); }
-  size_t files() const { return size_t(std::distance(fs::directory_iterator(dir), fs::directory_iterator())); }
-};
+using flx::testing::TempDir;
 
 struct Encoder {
   Tensor embed;
@@ -31,14 +20,7 @@ struct Encoder {
 };
 FLX_FUNCTOR(Encoder, embed, proj)
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "(no CheckpointError)";
-}
+std::string error_of(const std::function<void()>& f) { return flx::testing::error_message<CheckpointError>(f); }
 
 using MLP = decltype(Chain(Dense(3, 4, relu), Dense(4, 2)));
 MLP mlp() { return Chain(Dense(3, 4, relu), Dense(4, 2)); }
@@ -144,7 +126,7 @@ TEST(Checkpoints, WritesAreAtomic) {
   MLP a = mlp(), b = mlp();
   save(path, a);
   save(path, b);  // replaced whole
-  EXPECT_EQ(tmp.files(), 1u) << "no temporary file is left behind";
+  EXPECT_EQ(tmp.count(), 1u) << "no temporary file is left behind";
   MLP c = mlp();
   loadmodel(c, load(path));
   EXPECT_EQ(c(ones(3, 2)).to_vector<float>(), b(ones(3, 2)).to_vector<float>());
@@ -153,7 +135,7 @@ TEST(Checkpoints, WritesAreAtomic) {
   fs::create_directory(tmp / "adir");
   EXPECT_THROW(save(tmp / "adir", a), CheckpointError);
   EXPECT_TRUE(fs::is_directory(tmp / "adir"));
-  EXPECT_EQ(tmp.files(), 2u);
+  EXPECT_EQ(tmp.count(), 2u);
   loadmodel(c, load(path));
   EXPECT_EQ(c(ones(3, 2)).to_vector<float>(), b(ones(3, 2)).to_vector<float>());
 }

@@ -41,14 +41,7 @@ std::vector<uint8_t> idx(std::vector<uint32_t> dims, size_t payload, uint8_t val
   return b;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+std::string error_of(const std::function<void()>& f) { return flx::testing::error_message(f); }
 
 bool have_fashion_mnist() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
 

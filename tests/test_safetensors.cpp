@@ -13,6 +13,7 @@
 
 #include "flx/error.hpp"
 #include "io/safetensors.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -57,17 +58,7 @@ uint64_t header_length(const Bytes& f) {
   return n;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("flx_st_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  size_t count() const { return size_t(std::distance(fs::directory_iterator(path), fs::directory_iterator())); }
-};
+using flx::testing::TempDir;
 
 Bytes slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -2,9 +2,12 @@
 // closeness checks, and finite-difference gradient checks in Float64.
 #pragma once
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -71,6 +74,36 @@ inline std::string capture_stderr(const std::function<void()>& fn) {
   ::testing::internal::CaptureStderr();
   fn();
   return ::testing::internal::GetCapturedStderr();
+}
+
+// A fresh directory for one test, removed after it.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("flx_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& f) const { return (path / f).string(); }
+  size_t count() const {
+    return size_t(std::distance(std::filesystem::directory_iterator(path), std::filesystem::directory_iterator()));
+  }
+};
+
+// The message of the E that fn throws, or "(no error)".
+template <class E = Error>
+std::string error_message(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 }  // namespace flx::testing
