@@ -41,6 +41,22 @@ int main() {
   std::printf("%s %s %d\n", std::string(dev.backend()).c_str(), dev.str().c_str(), dev.ordinal());
   Tensor moved = rand(3) | gpu;
   std::printf("gpu -> %s, sum %.3f\n", get_device(moved).str().c_str(), sum(moved * 0.0 + 1.0).item<double>());
+  // Data and checkpoints, by their contract names.
+  auto loader = DataLoader(std::tuple{rand(10, 9), rand(2, 9)}, {.batchsize = 4, .shuffle = true, .seed = 1}) | gpu;
+  int64_t seen = 0;
+  for (auto [bx, by] : loader) seen += bx.size(1);
+  auto doubled = DataLoader(mapobs([](const Tensor& t) { return t * 2.0; }, ones(3, 5)), {.batchsize = 5});
+  double total = 0;
+  for (const Tensor& t : doubled) total += sum(t).item<double>();
+  save("consumer_model.safetensors", m);
+  State st = load("consumer_model.safetensors");
+  auto m2 = Chain(Dense(10, 5, sigmoid), Dense(5, 2), softmax);
+  loadmodel(m2, st);
+  Tensor probe = rand(10, 2);
+  bool same = m2(probe).to_vector<float>() == m(probe).to_vector<float>() && state(m2).size() == 4;
+  std::printf("loader %lld of %lld batches %lld, mapobs %.0f, checkpoint round trip %s\n", (long long)seen, 9LL,
+              (long long)loader.size(), total, same ? "ok" : "DIFFERS");
+  if (seen != 9 || total != 30 || !same) return 3;
   try {
     (void)(x | cu);
   } catch (const BackendUnavailable& e) {

@@ -14,10 +14,13 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build RESULT_VARIABLE r
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "building the consumer project failed")
 endif()
-execute_process(COMMAND ${WORK}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+execute_process(COMMAND ${WORK}/build/consumer WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message(STATUS "consumer printed: ${out}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the consumer failed (exit ${rc}): ${out} ${err}")
+endif()
+if(NOT out MATCHES "loader 9 of 9 batches 3, mapobs 30, checkpoint round trip ok")
+  message(FATAL_ERROR "DataLoader or checkpoints misbehaved in the consumer: ${out}")
 endif()
 if(NOT out MATCHES "cu unavailable")
   message(FATAL_ERROR "cu() did not report CUDA as unavailable: ${out}")
@@ -26,13 +29,13 @@ endif()
 # Built once, the program runs with the OpenCL plugin present and without it.
 set(plugin ${WORK}/prefix/lib/flx/libflx_backend_opencl.so)
 if(EXISTS ${plugin})
-  execute_process(COMMAND ${CMAKE_COMMAND} -E env FLX_GPU_BACKEND=OpenCL ${WORK}/build/consumer
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env FLX_GPU_BACKEND=OpenCL ${WORK}/build/consumer WORKING_DIRECTORY ${WORK}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0 OR NOT out MATCHES "gpu -> OpenCL:0, sum 3.000")
     message(FATAL_ERROR "with the OpenCL plugin and preference OpenCL, gpu() did not use OpenCL:0 (${rc}): ${out} ${err}")
   endif()
   file(REMOVE ${plugin})
-  execute_process(COMMAND ${CMAKE_COMMAND} -E env FLX_GPU_BACKEND=OpenCL ${WORK}/build/consumer
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env FLX_GPU_BACKEND=OpenCL ${WORK}/build/consumer WORKING_DIRECTORY ${WORK}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0 OR NOT out MATCHES "gpu -> CPU, sum 3.000" OR NOT err MATCHES "libflx_backend_opencl.so not found")
     message(FATAL_ERROR "without the OpenCL plugin the same program did not fall back to the CPU with the reason (${rc}): ${out} ${err}")
