@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <array>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -36,8 +37,9 @@ const char* last_error_fn(void*) { return t_error.c_str(); }
 
 // Large blocks are cached and reused: returning them to the OS (glibc
 // unmaps big blocks on free) would make every training step pay page faults
-// and page clearing for its activations. Small blocks come from malloc's own
-// free lists. Each block carries a header with its size class.
+// and page clearing for its activations. Small blocks are kept per thread, so
+// that the many tiny tensors of eager code skip aligned_alloc (glibc's slow
+// memalign path). Each block carries a header with its size class.
 constexpr size_t kHeader = 64;                 // keeps the data 64-byte aligned
 constexpr size_t kCacheFrom = 64 * 1024;       // cache blocks of this size or more
 constexpr size_t kCacheLimit = size_t(1) << 30;  // bytes kept for reuse at most
@@ -64,10 +66,32 @@ BlockCache& cache() {
   return c;
 }
 
+// Small blocks: per-thread free lists per size class (a block freed on
+// another thread joins that thread's list). After the thread's cache is gone
+// (thread exit), blocks go straight back to malloc.
+constexpr size_t kSmallMax = 4096;
+constexpr size_t kSmallKeep = 32;  // blocks kept per size class and thread
+thread_local bool t_small_gone = false;
+struct SmallCache {
+  std::array<std::vector<void*>, kSmallMax / 64 + 1> lists;
+  ~SmallCache() {
+    t_small_gone = true;
+    for (auto& l : lists)
+      for (void* p : l) std::free(p);
+  }
+};
+thread_local SmallCache t_small;
+
 int alloc(void*, int, size_t bytes, flx_buffer* out) {
   size_t cls = size_class(bytes ? bytes : 1);
   void* block = nullptr;
-  if (cls >= kCacheFrom) {
+  if (cls <= kSmallMax && !t_small_gone) {
+    auto& l = t_small.lists[cls / 64];
+    if (!l.empty()) {
+      block = l.back();
+      l.pop_back();
+    }
+  } else if (cls >= kCacheFrom) {
     BlockCache& c = cache();
     std::lock_guard lock(c.mutex);
     auto it = c.free_blocks.find(cls);
@@ -87,7 +111,13 @@ void free_fn(void*, int, flx_buffer b) {
   if (!b) return;
   void* block = reinterpret_cast<char*>(b) - kHeader;
   size_t cls = *static_cast<size_t*>(block);
-  if (cls >= kCacheFrom) {
+  if (cls <= kSmallMax && !t_small_gone) {
+    auto& l = t_small.lists[cls / 64];
+    if (l.size() < kSmallKeep) {
+      l.push_back(block);
+      return;
+    }
+  } else if (cls >= kCacheFrom) {
     BlockCache& c = cache();
     std::lock_guard lock(c.mutex);
     if (c.cached + cls <= kCacheLimit) {
