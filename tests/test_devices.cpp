@@ -33,15 +33,7 @@ std::string probe(const std::string& env, const std::string& args) {
 
 std::string plugin_dir(const char* kind) { return std::string("FLX_BACKEND_PATH=") + FLX_TEST_PLUGIN_DIR + "/" + kind; }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / ("flx_test_" + std::to_string(::getpid()) + "_" + std::to_string(++n));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using flx::testing::TempDir;
 
 bool has(const std::string& out, const std::string& s) { return out.find(s) != std::string::npos; }
 
@@ -136,6 +128,30 @@ TEST(Selection, GpuBackendWritesThePreferenceKeepingTheRest) {
   std::string out = run("cd " + dir.path.string() + " && env -u FLX_GPU_BACKEND " FLX_TEST_PROBE " CPU get_device");
   EXPECT_TRUE(has(out, "preferences: OpenCL.")) << out;  // a new process sees it
   EXPECT_THROW(gpu_backend("TPU"), ArgumentError);
+}
+
+TEST(Selection, GpuBackendKeepsCommentsAndLayout) {
+  auto set_in = [](const std::string& before) {
+    TempDir dir;
+    { std::ofstream(dir.path / "LocalPreferences.toml") << before; }
+    auto old = fs::current_path();
+    fs::current_path(dir.path);
+    flx::testing::capture_stderr([] { gpu_backend("OpenCL"); });
+    fs::current_path(old);
+    std::ifstream f(dir.path / "LocalPreferences.toml");
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  // The key replaced in place; every other line byte for byte.
+  EXPECT_EQ(set_in("# my settings\n[Other]\nkeep = 1  # why\n\n[ \"Flux\" ]\n# chosen by hand\ngpu_backend = 'CUDA'\nx = 2\n"),
+            "# my settings\n[Other]\nkeep = 1  # why\n\n[ \"Flux\" ]\n# chosen by hand\ngpu_backend = \"OpenCL\"\nx = 2\n");
+  // A [Flux] table without the key gets it first; a file without [Flux] gets the table at its end.
+  EXPECT_EQ(set_in("[Flux]\nx = 2\n"), "[Flux]\ngpu_backend = \"OpenCL\"\nx = 2\n");
+  EXPECT_EQ(set_in("# only a comment\n[A]\nb = 1\n"), "# only a comment\n[A]\nb = 1\n\n[Flux]\ngpu_backend = \"OpenCL\"\n");
+  // A layout the line editor does not handle (a dotted key) is rewritten from
+  // the parsed file: the same settings, still valid TOML.
+  std::string dotted = set_in("Flux.gpu_backend = \"CUDA\"\nFlux.x = 2\n");
+  EXPECT_TRUE(has(dotted, "[Flux]") && has(dotted, "gpu_backend = 'OpenCL'") && has(dotted, "x = 2")) << dotted;
+  EXPECT_FALSE(has(dotted, "CUDA")) << dotted;
 }
 
 TEST(Selection, GetDeviceByNameAndOfModels) {

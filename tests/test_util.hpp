@@ -80,9 +80,13 @@ inline std::string capture_stderr(const std::function<void()>& fn) {
 struct TempDir {
   std::filesystem::path path;
   TempDir() {
+    static int n = 0;  // several per test are fine
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = info ? info->name() : "";
+    for (char& c : name)
+      if (c == '/') c = '_';  // parameterised tests: "Name/OpenCL0"
     path = std::filesystem::temp_directory_path() /
-           ("flx_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("flx_test_" + std::to_string(::getpid()) + "_" + name + "_" + std::to_string(++n));
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
   }

@@ -3,6 +3,7 @@
 // $FLX_GPU_BACKEND.
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,8 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "flx/devices.hpp"
 #include "flx/error.hpp"
@@ -80,6 +83,77 @@ void ensure_read() {
   std::call_once(c.once, [&] { read_preference(c.value, c.source); });
 }
 
+std::string trim(std::string_view s) {
+  size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
+  return a == std::string_view::npos ? std::string() : std::string(s.substr(a, b - a + 1));
+}
+
+// The table a header line opens ("Flux" for [Flux], [ "Flux" ]), "" for a
+// line that is not a header, "[[" for an array of tables.
+std::string header_of(const std::string& line) {
+  std::string t = trim(line);
+  if (t.rfind("[[", 0) == 0) return "[[";
+  if (t.empty() || t[0] != '[') return "";
+  size_t close = t.find(']');
+  if (close == std::string::npos) return "";
+  std::string name = trim(std::string_view(t).substr(1, close - 1));
+  if (name.size() >= 2 && (name.front() == '"' || name.front() == '\'') && name.back() == name.front())
+    name = name.substr(1, name.size() - 2);
+  return name;
+}
+
+// Is this line `key = ...` (the key bare or quoted)?
+bool is_key_line(const std::string& line, std::string_view key) {
+  std::string_view t = line;
+  t.remove_prefix(std::min(t.size(), t.find_first_not_of(" \t")));
+  char quote = !t.empty() && (t[0] == '"' || t[0] == '\'') ? t[0] : 0;
+  if (quote) t.remove_prefix(1);
+  if (t.substr(0, key.size()) != key) return false;
+  t.remove_prefix(key.size());
+  if (quote) {
+    if (t.empty() || t[0] != quote) return false;
+    t.remove_prefix(1);
+  }
+  t.remove_prefix(std::min(t.size(), t.find_first_not_of(" \t")));
+  return !t.empty() && t[0] == '=';
+}
+
+// The file's text with [Flux] gpu_backend = value and every other line kept
+// as it was, comments and layout included. Checked by parsing the result: it
+// must be the old table with just that key set, else nullopt (an unusual
+// layout, e.g. a dotted key Flux.gpu_backend at the top) and the caller
+// rewrites the whole file from the parsed table instead.
+std::optional<std::string> edit_preference(const std::string& text, const toml::table& old, const std::string& value) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const std::string entry = "gpu_backend = \"" + value + "\"";
+  std::string table;
+  bool done = false;
+  std::optional<size_t> flux_header;
+  for (size_t i = 0; i < lines.size() && !done; ++i) {
+    if (std::string h = header_of(lines[i]); !h.empty()) {
+      table = h;
+      if (h == "Flux") flux_header = i;
+    } else if (table == "Flux" && is_key_line(lines[i], "gpu_backend")) {
+      lines[i] = entry;
+      done = true;
+    }
+  }
+  if (!done && flux_header) lines.insert(lines.begin() + std::ptrdiff_t(*flux_header) + 1, entry);
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  if (!done && !flux_header) out += (out.empty() || out.ends_with("\n\n") ? "" : "\n") + std::string("[Flux]\n") + entry + "\n";
+  toml::table expected = old;
+  if (!expected.contains("Flux") || !expected["Flux"].is_table()) expected.insert_or_assign("Flux", toml::table{});
+  expected["Flux"].as_table()->insert_or_assign("gpu_backend", value);
+  try {
+    if (toml::parse(out) == expected) return out;
+  } catch (const toml::parse_error&) {
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -98,15 +172,26 @@ void gpu_backend(std::string_view name) {
   auto found = detail::find_file();
   fs::path path = found ? *found : fs::current_path() / detail::kFile;
   toml::table t = found ? detail::parse_file(path) : toml::table{};
-  if (!t.contains("Flux") || !t["Flux"].is_table()) t.insert_or_assign("Flux", toml::table{});
-  t["Flux"].as_table()->insert_or_assign("gpu_backend", value);
+  std::string text;
+  if (found) {
+    std::ifstream is(path);
+    text.assign(std::istreambuf_iterator<char>(is), std::istreambuf_iterator<char>());
+  }
+  std::optional<std::string> edited = detail::edit_preference(text, t, value);
+  if (!edited) {  // rewrite from the table: the same settings, comments lost
+    if (!t.contains("Flux") || !t["Flux"].is_table()) t.insert_or_assign("Flux", toml::table{});
+    t["Flux"].as_table()->insert_or_assign("gpu_backend", value);
+    std::ostringstream os;
+    os << t << "\n";
+    edited = os.str();
+  }
   // Write a temporary file beside it, then rename: never a half-written file.
   fs::path tmp = path;
   tmp += ".tmp";
   {
     std::ofstream os(tmp);
     FLX_CHECK(os, ArgumentError, "gpu_backend: cannot write ", tmp.string());
-    os << t << "\n";
+    os << *edited;
     FLX_CHECK(os.good(), ArgumentError, "gpu_backend: writing ", tmp.string(), " failed");
   }
   std::error_code ec;
