@@ -156,23 +156,26 @@ int main(int argc, char** argv) {
                         {.batchsize = args.batchsize, .shuffle = true, .seed = args.seed * 1000003 + uint64_t(epoch)});
       flx_train::ProgressBar bar(epoch, args.epochs, loader.size(), terminal);
       const auto t0 = std::chrono::steady_clock::now();
-      double loss_sum = 0;
+      // The running loss stays on the device: reading it every step would
+      // make a GPU wait for each step to finish before queueing the next.
+      Tensor loss_sum = zeros(Float32, Shape{}) | dev;
       int64_t seen = 0, batch = 0;
       for (auto [x, y] : loader | dev) {
         auto [l, grads] =
             withgradient([&](const Model& m) { return logitcrossentropy(m(x), onehotbatch(y, 10)); }, model);
         update(opt, model, std::get<0>(grads));
         int64_t b = x.size(1);
-        loss_sum += l.item<double>() * double(b);
+        loss_sum = loss_sum + l * double(b);
         seen += b;
         ++step;
-        bar.step(++batch, loss_sum / double(seen), seen);
+        if (bar.due(++batch)) bar.step(batch, loss_sum.item<double>() / double(seen), seen);
       }
       const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       acc = accuracy(model, xte_d, yte_d);
-      bar.finish(loss_sum / double(seen), acc, seen);
+      const double mean_loss = loss_sum.item<double>() / double(seen);
+      bar.finish(mean_loss, acc, seen);
       std::ostringstream js;
-      js << "{\"epoch\":" << epoch << ",\"step\":" << step << ",\"loss\":" << loss_sum / double(seen)
+      js << "{\"epoch\":" << epoch << ",\"step\":" << step << ",\"loss\":" << mean_loss
          << ",\"test_accuracy\":" << acc << ",\"samples\":" << seen << ",\"train_seconds\":" << train_s
          << ",\"samples_per_second\":" << double(seen) / train_s << ",\"device\":\"" << dev.str() << "\"}";
       metrics.write(js.str());

@@ -20,11 +20,13 @@ std::string format_duration(double s) {
 ProgressBar::ProgressBar(int epoch, int epochs, int64_t batches, bool terminal)
     : epoch_(epoch), epochs_(epochs), batches_(batches), terminal_(terminal), start_(Clock::now()), last_draw_() {}
 
+bool ProgressBar::due(int64_t batch) const {
+  return terminal_ && (batch >= batches_ || Clock::now() - last_draw_ >= std::chrono::milliseconds(100));
+}
+
 void ProgressBar::step(int64_t batch, double mean_loss, int64_t samples) {
-  if (!terminal_) return;
-  auto now = Clock::now();
-  if (batch < batches_ && now - last_draw_ < std::chrono::milliseconds(100)) return;  // ≤ 10 redraws/s
-  last_draw_ = now;
+  if (!due(batch)) return;
+  last_draw_ = Clock::now();
   draw(batch, mean_loss, samples, false);
 }
 

@@ -13,7 +13,10 @@ namespace flx_train {
 class ProgressBar {
  public:
   ProgressBar(int epoch, int epochs, int64_t batches, bool terminal);
-  // After each batch: the running mean loss and the samples seen so far.
+  // Whether step() would redraw now (on a terminal, at most ~10 times a
+  // second, and at the last batch): the caller reads the loss only then.
+  bool due(int64_t batch) const;
+  // After a batch: the running mean loss and the samples seen so far.
   void step(int64_t batch, double mean_loss, int64_t samples);
   // Ends the bar (or prints the one plain line) with the epoch's results.
   void finish(double mean_loss, double accuracy, int64_t samples);
