@@ -175,31 +175,31 @@ std::string rule_text(const OptRule& r) {
 }
 std::string rule_name(const std::string& text) { return text.substr(0, text.find('(')); }
 
-// The tensors of a rule state under `prefix`: t<i> for its tensors, scalars
-// (Float64) for its host numbers, child<j>. for sub-rules. Scalars go through
-// temporary tensors; `scalars` remembers where they belong.
-void flatten(RuleState& st, const std::string& prefix, std::vector<State::Entry>& out,
-             std::vector<std::pair<Tensor, std::vector<double>*>>& scalars) {
-  for (size_t i = 0; i < st.tensors.size(); ++i)
-    if (st.tensors[i].defined()) out.emplace_back(prefix + "t" + std::to_string(i), st.tensors[i]);
-  if (!st.scalars.empty()) {
-    Tensor t = tensor(st.scalars, Shape{int64_t(st.scalars.size())});
-    out.emplace_back(prefix + "scalars", t);
-    scalars.emplace_back(t, &st.scalars);
-  }
-  for (size_t j = 0; j < st.children.size(); ++j)
-    flatten(st.children[j], prefix + "child" + std::to_string(j) + ".", out, scalars);
+// The parts of each leaf's rule state, named after the parameter:
+// <path>.state.t<i> for its tensors, <path>.state.scalars (Float64) for its
+// host numbers, <path>.state.child<j>. for sub-rules. Opt is const or not;
+// on_scalars gets the vector itself, so loading can write it back.
+template <class Opt, class OnTensor, class OnScalars>
+void walk_opt_state(Opt& opt, OnTensor on_tensor, OnScalars on_scalars) {
+  auto walk = [&](auto& self, auto& st, const std::string& prefix) -> void {
+    for (size_t i = 0; i < st.tensors.size(); ++i)
+      if (st.tensors[i].defined()) on_tensor(prefix + "t" + std::to_string(i), st.tensors[i]);
+    if (!st.scalars.empty()) on_scalars(prefix + "scalars", st.scalars);
+    for (size_t j = 0; j < st.children.size(); ++j)
+      self(self, st.children[j], prefix + "child" + std::to_string(j) + ".");
+  };
+  for (auto& leaf : opt.entries()) walk(walk, leaf.state, (leaf.path.empty() ? "tensor" : leaf.path) + ".state.");
 }
+
+Tensor scalars_tensor(const std::vector<double>& v) { return tensor(v, Shape{int64_t(v.size())}); }
 
 }  // namespace
 
-State state(const OptState& opt0) {
-  auto& opt = const_cast<OptState&>(opt0);  // flatten only reads here
-  std::vector<State::Entry> entries;
-  std::vector<std::pair<Tensor, std::vector<double>*>> scalars;
-  for (auto& leaf : opt.entries()) flatten(leaf.state, (leaf.path.empty() ? "tensor" : leaf.path) + ".state.", entries, scalars);
+State state(const OptState& opt) {
   State s;
-  for (const auto& [name, t] : entries) s.insert(name, t);
+  walk_opt_state(
+      opt, [&](const std::string& name, const Tensor& t) { s.insert(name, t); },
+      [&](const std::string& name, const std::vector<double>& v) { s.insert(name, scalars_tensor(v)); });
   s.metadata()[kKind] = kOptKind;
   s.metadata()[kRule] = rule_text(opt.rule());
   return s;
@@ -215,9 +215,16 @@ void loadmodel(OptState& opt, const State& s) {
   const std::string theirs = rule == s.metadata().end() ? "(none)" : rule->second;
   FLX_CHECK(rule_name(theirs) == rule_name(mine), CheckpointError, "loadmodel: the checkpoint holds the state of ",
             theirs, " but the optimiser is ", mine, "; setup() the same rule before loading");
+  // Step counts are host numbers: they load into temporary tensors, checked
+  // and copied with the rest, then go back into the rule states.
   std::vector<State::Entry> targets;
   std::vector<std::pair<Tensor, std::vector<double>*>> scalars;
-  for (auto& leaf : opt.entries()) flatten(leaf.state, (leaf.path.empty() ? "tensor" : leaf.path) + ".state.", targets, scalars);
+  walk_opt_state(
+      opt, [&](const std::string& name, const Tensor& t) { targets.emplace_back(name, t); },
+      [&](const std::string& name, std::vector<double>& v) {
+        targets.emplace_back(name, scalars_tensor(v));
+        scalars.emplace_back(targets.back().second, &v);
+      });
   detail::load_into(targets, s, "loadmodel (optimiser state)");
   for (auto& [t, dst] : scalars) *dst = t.to_vector<double>();
 }
