@@ -118,6 +118,13 @@ TEST(DataLoader, MapobsAppliesToEachBatch) {
   EXPECT_EQ(seen, 6);
 }
 
+TEST(DataLoader, MapobsWithAMoverIsTheSeedsEquivalent) {
+  // The seed: gpu(DataLoader((X, Y))) is DataLoader(mapobs(gpu, (X, Y))).
+  DataLoader via_mapobs(mapobs(gpu, std::tuple{columns(9), labels(9)}), {.batchsize = 4, .shuffle = true, .seed = 2});
+  auto moved = DataLoader(std::tuple{columns(9), labels(9)}, {.batchsize = 4, .shuffle = true, .seed = 2}) | gpu;
+  EXPECT_EQ(epoch_ids(via_mapobs), epoch_ids(moved));
+}
+
 TEST(DataLoader, ErrorsInThePrefetchThreadReachTheCaller) {
   auto data = mapobs(
       [](const Tensor& b) {
