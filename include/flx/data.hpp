@@ -50,7 +50,6 @@ Tensor getobs(const Tensor& x, int64_t start, int64_t stop);
 Tensor getobs(const Tensor& x, std::span<const int64_t> idx);
 
 namespace detail {
-std::string obs_summary(const Tensor& x);  // "(784, 100)"
 [[noreturn]] void throw_obs_mismatch(const std::vector<std::pair<int64_t, std::string>>& counts);
 void collect_obs(const Tensor& x, std::vector<std::pair<int64_t, std::string>>& out);
 template <class... T>

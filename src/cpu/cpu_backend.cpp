@@ -1,12 +1,12 @@
 // The CPU backend: the built-in implementation of the backend ABI. Memory is
 // host memory (64-byte aligned), work runs synchronously on the calling
 // thread (OpenMP for large loops), so streams and events are no-ops.
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <string>
-#include <array>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>

@@ -8,7 +8,7 @@
 #include "../common/philox.hpp"
 #include "../tensor_impl.hpp"
 #include "flx/data.hpp"
-#include "flx/ops.hpp"
+#include "../ops/ops_internal.hpp"
 
 namespace flx {
 
@@ -41,20 +41,17 @@ Tensor getobs(const Tensor& x, std::span<const int64_t> idx) {
     for (size_t j = 0; j < idx.size(); ++j) std::memcpy(dst + j * block, src + size_t(idx[j]) * block, block);
     return out;
   }
+  // On a device: the indices, checked above, go there and the backend gathers.
   Tensor index = tensor(std::vector<int64_t>(idx.begin(), idx.end()), Shape{int64_t(idx.size())}).to(x.device());
-  return reshape(gather(x, index), s);
+  return ops::gather_checked(x, index);
 }
 
 namespace detail {
 
-std::string obs_summary(const Tensor& x) {
-  std::ostringstream os;
-  os << x.shape();
-  return os.str();
-}
-
 void collect_obs(const Tensor& x, std::vector<std::pair<int64_t, std::string>>& out) {
-  out.emplace_back(last_dim(x, "DataLoader"), obs_summary(x));
+  std::ostringstream shape;
+  shape << x.shape();
+  out.emplace_back(last_dim(x, "DataLoader"), shape.str());
 }
 
 void throw_obs_mismatch(const std::vector<std::pair<int64_t, std::string>>& counts) {

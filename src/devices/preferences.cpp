@@ -83,6 +83,13 @@ void ensure_read() {
   std::call_once(c.once, [&] { read_preference(c.value, c.source); });
 }
 
+// t with [Flux] gpu_backend = value (the table made if missing).
+toml::table with_backend(toml::table t, const std::string& value) {
+  if (!t.contains("Flux") || !t["Flux"].is_table()) t.insert_or_assign("Flux", toml::table{});
+  t["Flux"].as_table()->insert_or_assign("gpu_backend", value);
+  return t;
+}
+
 std::string trim(std::string_view s) {
   size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
   return a == std::string_view::npos ? std::string() : std::string(s.substr(a, b - a + 1));
@@ -144,11 +151,8 @@ std::optional<std::string> edit_preference(const std::string& text, const toml::
   std::string out;
   for (const auto& l : lines) out += l + "\n";
   if (!done && !flux_header) out += (out.empty() || out.ends_with("\n\n") ? "" : "\n") + std::string("[Flux]\n") + entry + "\n";
-  toml::table expected = old;
-  if (!expected.contains("Flux") || !expected["Flux"].is_table()) expected.insert_or_assign("Flux", toml::table{});
-  expected["Flux"].as_table()->insert_or_assign("gpu_backend", value);
   try {
-    if (toml::parse(out) == expected) return out;
+    if (toml::parse(out) == with_backend(old, value)) return out;
   } catch (const toml::parse_error&) {
   }
   return std::nullopt;
@@ -179,10 +183,8 @@ void gpu_backend(std::string_view name) {
   }
   std::optional<std::string> edited = detail::edit_preference(text, t, value);
   if (!edited) {  // rewrite from the table: the same settings, comments lost
-    if (!t.contains("Flux") || !t["Flux"].is_table()) t.insert_or_assign("Flux", toml::table{});
-    t["Flux"].as_table()->insert_or_assign("gpu_backend", value);
     std::ostringstream os;
-    os << t << "\n";
+    os << detail::with_backend(t, value) << "\n";
     edited = os.str();
   }
   // Write a temporary file beside it, then rename: never a half-written file.

@@ -55,12 +55,6 @@ std::vector<int> reversed_dims(int n) {
   return p;
 }
 
-std::string shape_str(const Shape& s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
-
 std::string names_of(const State& s) {
   std::string out;
   size_t k = 0;
@@ -129,8 +123,8 @@ void load_into(const std::vector<State::Entry>& targets, const State& s, const c
     FLX_CHECK(s.contains(name), CheckpointError, what, ": the checkpoint has no tensor \"", name,
               "\", which the model needs; it holds ", names_of(s), ". Is it a checkpoint of another model?");
     const Tensor& v = s.at(name);
-    FLX_CHECK(v.shape() == t.shape(), CheckpointError, what, ": \"", name, "\" has shape ", shape_str(v.shape()),
-              " in the checkpoint but ", shape_str(t.shape()), " in the model; the checkpoint is for another model");
+    FLX_CHECK(v.shape() == t.shape(), CheckpointError, what, ": \"", name, "\" has shape ", v.shape(),
+              " in the checkpoint but ", t.shape(), " in the model; the checkpoint is for another model");
     FLX_CHECK(v.dtype() == t.dtype(), CheckpointError, what, ": \"", name, "\" is ", v.dtype(),
               " in the checkpoint but ", t.dtype(), " in the model; convert one so they agree (e.g. fmap with ",
               "t.to(", v.dtype(), ") on the model)");

@@ -60,12 +60,9 @@ Tensor scatter_add_last(const Tensor& g, const Tensor& idx, const Shape& s) {
 
 }  // namespace
 
-Tensor gather(const Tensor& x, const Tensor& idx0) {
-  ops::check_defined(x, "gather");
-  FLX_CHECK(x.ndims() >= 1, DimensionMismatch, "gather: expected a tensor with at least one dim; got shape ", x.shape());
-  Tensor idx = int64_indices(idx0, x, "gather");
-  const int64_t n = x.shape()[x.ndims() - 1];
-  check_indices(idx, n, "gather");
+namespace ops {
+
+Tensor gather_checked(const Tensor& x, const Tensor& idx) {
   Shape os;
   for (int k = 0; k + 1 < x.ndims(); ++k) os.push_back(x.shape()[k]);
   for (auto e : idx.shape()) os.push_back(e);
@@ -81,6 +78,16 @@ Tensor gather(const Tensor& x, const Tensor& idx0) {
     gi[0] = scatter_add_last(g, idx, xs);
   });
   return out;
+}
+
+}  // namespace ops
+
+Tensor gather(const Tensor& x, const Tensor& idx0) {
+  ops::check_defined(x, "gather");
+  FLX_CHECK(x.ndims() >= 1, DimensionMismatch, "gather: expected a tensor with at least one dim; got shape ", x.shape());
+  Tensor idx = int64_indices(idx0, x, "gather");
+  check_indices(idx, x.shape()[x.ndims() - 1], "gather");
+  return ops::gather_checked(x, idx);
 }
 
 }  // namespace flx

@@ -34,6 +34,9 @@ Tensor raw_reduce(int op, const Tensor& x, uint32_t mask, double scale = 1.0);
 // Sum g down to `shape` (the inverse of broadcasting), for backward rules.
 Tensor sum_to(const Tensor& g, const Shape& shape);
 void fill(const Tensor& t, double v);
+// gather(x, idx) for Int64 indices on x's device that the caller has already
+// checked to lie in range (DataLoader checks them on the host).
+Tensor gather_checked(const Tensor& x, const Tensor& idx);
 
 uint32_t dims_mask(const Tensor& x, const Dims& dims, const char* op);
 
