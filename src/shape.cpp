@@ -18,6 +18,13 @@ void Shape::push_back(int64_t v) {
   d_[size_t(n_++)] = v;
 }
 
+int64_t Shape::numel_overflowed() const {
+  for (int i = 0; i < n_; ++i)
+    if (d_[size_t(i)] == 0) return 0;
+  FLX_THROW(ArgumentError, "a tensor of shape (", str(), ") would have more than 2^63 - 1 elements; ",
+            "the product of the dims must fit a 64-bit count (check the dims passed)");
+}
+
 bool Shape::operator==(const Shape& o) const {
   if (n_ != o.n_) return false;
   for (int i = 0; i < n_; ++i)

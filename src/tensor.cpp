@@ -5,6 +5,7 @@
 #include "autograd.hpp"
 #include "devices/registry.hpp"
 #include "flx/ops.hpp"
+#include "common/host_vector.hpp"
 #include "common/philox.hpp"
 #include "tensor_impl.hpp"
 
@@ -30,6 +31,14 @@ Tensor share(const Tensor& t, const Shape& shape, uint64_t offset_bytes) {
   i->dtype = src.dtype;
   i->device = src.device;
   return Tensor::from_impl(std::move(i));
+}
+
+size_t checked_nbytes(const Shape& s, DType t) {
+  int64_t bytes = 0;
+  FLX_CHECK(!__builtin_mul_overflow(s.numel(), int64_t(dtype_size(t)), &bytes), ArgumentError, "a ", t,
+            " tensor of shape ", s, " would need more than 2^63 - 1 bytes (", s.numel(), " elements of ",
+            dtype_size(t), " bytes); check the dims passed");
+  return size_t(bytes);
 }
 
 void* host_data(const Tensor& t) {
@@ -121,7 +130,7 @@ Tensor Tensor::to(Device d) const {
     } else if (void* dst = detail::host_data(out)) {
       sb.check(sb.f->copy_d2h(sb.f->ctx, detail::dev(*this), dst, detail::mem(*this), bytes, nullptr), "copy to host");
     } else {  // two different GPU backends: stage through the host
-      std::vector<char> tmp(bytes);
+      auto tmp = detail::host_vector<char>(bytes, "moving a tensor between backends");
       sb.check(sb.f->copy_d2h(sb.f->ctx, detail::dev(*this), tmp.data(), detail::mem(*this), bytes, nullptr), "copy");
       db.check(db.f->copy_h2d(db.f->ctx, detail::dev(out), detail::mem(out), tmp.data(), bytes, nullptr), "copy");
     }
@@ -172,7 +181,7 @@ Tensor empty(DType t, const Shape& s, Device d) {
   for (auto e : s) FLX_CHECK(e >= 0, DimensionMismatch, "dims must be non-negative; got ", s);
   const auto& b = detail::backend_of(d);
   auto i = std::make_shared<detail::TensorImpl>();
-  i->storage = std::make_shared<detail::Storage>(&b, d.ordinal(), size_t(s.numel()) * dtype_size(t));
+  i->storage = std::make_shared<detail::Storage>(&b, d.ordinal(), detail::checked_nbytes(s, t));
   i->shape = s;
   i->dtype = t;
   i->device = d;

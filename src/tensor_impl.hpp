@@ -62,6 +62,10 @@ inline int dev(const Tensor& t) { return t.impl()->device.ordinal(); }
 // A new tensor record over `storage`, sharing it (views, reshapes).
 Tensor share(const Tensor& t, const Shape& shape, uint64_t offset_bytes);
 
+// numel × element size, overflow-checked: ArgumentError naming the shape
+// when the byte count does not fit (never a wrapped, too small allocation).
+size_t checked_nbytes(const Shape& s, DType t);
+
 // Host pointer to the data when the device is host-addressable, else null.
 void* host_data(const Tensor& t);
 

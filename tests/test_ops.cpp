@@ -235,3 +235,116 @@ TEST_P(Ops, Gather) {
   EXPECT_THROW(gather(x, on(tensor(std::vector<int64_t>{-1}))), ArgumentError);
   EXPECT_THROW(gather(x, on(tensor(std::vector<float>{1}))), TypeError);
 }
+
+// ---- issue 8: NaN, reductions over every dim, batched broadcasting, gelu ----
+
+TEST_P(Ops, NaNPropagatesAsInJuliaAndPyTorch) {
+  const double nan = std::nan("");
+  auto isnan_at = [](const Tensor& t) {
+    std::vector<bool> r;
+    for (double v : t.to(Device::cpu()).to_vector<double>()) r.push_back(std::isnan(v));
+    return r;
+  };
+  for (DType t : {Float32, Float64}) {
+    Tensor x = on(tensor(std::vector<double>{nan, -1, 2}).to(t));
+    // relu(NaN) is NaN (NNlib's max(0, x), torch.relu), the others as before.
+    EXPECT_EQ(isnan_at(relu(x)), (std::vector<bool>{true, false, false})) << t;
+    EXPECT_EQ(relu(x).to_vector<double>()[2], 2);
+    // Elementwise max/min: NaN on either side wins.
+    Tensor y = on(tensor(std::vector<double>{0, nan, 5}).to(t));
+    EXPECT_EQ(isnan_at(maximum(x, y)), (std::vector<bool>{true, true, false})) << t;
+    EXPECT_EQ(isnan_at(maximum(y, x)), (std::vector<bool>{true, true, false})) << t;
+    EXPECT_EQ(isnan_at(minimum(x, y)), (std::vector<bool>{true, true, false})) << t;
+    EXPECT_EQ(isnan_at(minimum(y, x)), (std::vector<bool>{true, true, false})) << t;
+    EXPECT_EQ(maximum(x, y).to_vector<double>()[2], 5);
+    EXPECT_EQ(minimum(y, x).to_vector<double>()[2], 2);
+    // Reductions propagate NaN wherever it sits.
+    EXPECT_TRUE(std::isnan(maximum(x).item<double>())) << t;
+    EXPECT_TRUE(std::isnan(minimum(y).item<double>())) << t;
+    // onecold/argmax: the first NaN of a column counts as the largest
+    // (Julia's findmax, torch.argmax), also after a larger value.
+    Tensor s = on(tensor(std::vector<double>{0.1, nan, 0.9, /**/ 3, 1, nan, /**/ 0.2, 0.7, 0.1, /**/ nan, nan, 1},
+                         {3, 4})
+                      .to(t));
+    EXPECT_EQ(onecold(s).to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 1, 0})) << t;
+  }
+}
+
+TEST_P(Ops, ReductionsOverEveryDimKeepTheDims) {
+  Tensor x = on(ones(3, 1, 5, 2));
+  for (auto f : {+[](const Tensor& t, const Dims& d) { return sum(t, d); },
+                 +[](const Tensor& t, const Dims& d) { return mean(t, d); },
+                 +[](const Tensor& t, const Dims& d) { return maximum(t, d); },
+                 +[](const Tensor& t, const Dims& d) { return minimum(t, d); }}) {
+    EXPECT_EQ(f(x, {0, 1, 2, 3}).shape(), (Shape{1, 1, 1, 1}));
+    EXPECT_EQ(f(x, {3, 2, 1, 0}).shape(), (Shape{1, 1, 1, 1}));
+    EXPECT_EQ(f(on(ones(4)), {0}).shape(), (Shape{1}));
+  }
+  expect_values(sum(x, {0, 1, 2, 3}), {30});
+  // Only the forms without dims drop them, as Julia's sum(x).
+  EXPECT_EQ(sum(x).shape(), Shape{});
+  EXPECT_EQ(mean(x).shape(), Shape{});
+  EXPECT_EQ(maximum(x).shape(), Shape{});
+  EXPECT_EQ(minimum(x).shape(), Shape{});
+  // Gradients flow through the kept dims.
+  auto [g] = gradient([](const Tensor& t) { return sum(sum(t, {0, 1}) * 2.0); }, on(ones(Float64, 2, 3)));
+  expect_values(g, std::vector<double>(6, 2.0));
+}
+
+TEST_P(Ops, BatchedMatmulBroadcastsBatchDimsOfSizeOne) {
+  // NNlib.batched_mul and torch.matmul stretch a batch dim of size 1.
+  Tensor c = matmul(on(ones(4, 3, 6)), on(ones(3, 5, 1)));
+  EXPECT_EQ(c.shape(), (Shape{4, 5, 6}));
+  expect_values(c, std::vector<double>(120, 3.0));
+  EXPECT_EQ(matmul(on(ones(4, 3, 1)), on(ones(3, 5, 6))).shape(), (Shape{4, 5, 6}));
+  // Both stretch, in different dims: (2,3,1,4) × (3,2,5,1) → (2,2,5,4),
+  // each batch (i, j) the product of A[:, :, 1, j] and B[:, :, i, 1].
+  Tensor A = rand(Float64, 2, 3, 1, 4), B = rand(Float64, 3, 2, 5, 1);
+  Tensor C = matmul(on(A), on(B));
+  ASSERT_EQ(C.shape(), (Shape{2, 2, 5, 4}));
+  auto av = A.to_vector<double>(), bv = B.to_vector<double>();
+  std::vector<double> ref;
+  for (int j = 0; j < 4; ++j)
+    for (int i = 0; i < 5; ++i)
+      for (int col = 0; col < 2; ++col)
+        for (int row = 0; row < 2; ++row) {
+          double acc = 0;
+          for (int k = 0; k < 3; ++k) acc += av[size_t(row + 2 * k + 6 * j)] * bv[size_t(k + 3 * col + 6 * i)];
+          ref.push_back(acc);
+        }
+  // ref is ordered (row, col, i, j) with row fastest: C's column-major order.
+  expect_values(C, ref, 1e-12);
+  // Missing trailing batch dims count as 1: (2,3,4) × (3,2,1,5) → (2,2,4,5).
+  EXPECT_EQ(matmul(on(ones(2, 3, 4)), on(ones(3, 2, 1, 5))).shape(), (Shape{2, 2, 4, 5}));
+  EXPECT_THROW(matmul(on(ones(2, 3, 4)), on(ones(3, 2, 5))), DimensionMismatch);
+  // Gradients sum over the dims an operand was stretched along.
+  flx::testing::check_gradients(
+      [](const std::vector<Tensor>& v) { return sum(square(matmul(v[0], v[1]))); },
+      {on(flx::testing::rand64({2, 3, 1, 4})), on(flx::testing::rand64({3, 2, 5, 1}))}, 1e-6, 1e-6,
+      "batched matmul with broadcast batch dims");
+}
+
+TEST_P(Ops, GeluErfIsTheExactFormAndGeluTheTanhForm) {
+  std::vector<double> xs{-3, -1, -0.25, 0, 0.5, 2};
+  std::vector<double> exact, approx;
+  for (double v : xs) {
+    exact.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+    approx.push_back(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+  }
+  Tensor x = on(tensor(xs));
+  expect_values(gelu_erf(x), exact, 1e-12);
+  expect_values(gelu(x), approx, 1e-12);
+  expect_values(gelu_erf(on(tensor(std::vector<float>{-1, 0.5}))), {exact[1], exact[4]}, 1e-6);
+  EXPECT_GT(std::fabs(gelu(x).to_vector<double>()[0] - exact[0]), 1e-4);  // they do differ
+  EXPECT_EQ(Activation(gelu_erf).name(), "gelu_erf");
+  flx::testing::check_gradients([](const std::vector<Tensor>& v) { return sum(gelu_erf(v[0]) * v[0]); },
+                                {on(flx::testing::rand64({7}, -3, 3))}, 1e-6, 1e-6, "gelu_erf");
+}
+
+TEST_P(Ops, OnecoldAndArgmaxOfA0DimTensorSayWhatIsWrong) {
+  Tensor s = on(full(1.0f));
+  auto msg = flx::testing::error_message<DimensionMismatch>([&] { onecold(s); });
+  EXPECT_NE(msg.find("onecold"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0-dim"), std::string::npos) << msg;
+  EXPECT_THROW(argmax(s, 0), DimensionMismatch);
+}

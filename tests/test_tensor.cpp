@@ -1,4 +1,5 @@
 // Tensors: element types, shapes, factories, handles and views, printing.
+#include <functional>
 #include <sstream>
 
 #include "tensor_impl.hpp"
@@ -136,6 +137,37 @@ TEST(Tensor, ReshapeSharesAndPermuteCopies) {
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k) EXPECT_EQ(qv[size_t(k + 4 * i + 8 * j)], float(i + 2 * j + 6 * k));
   EXPECT_THROW(permutedims(y, {0, 0, 1}), ArgumentError);
+}
+
+// Issue 8: element and byte counts are overflow-checked wherever a shape
+// becomes memory, on every device, with a typed error naming the shape.
+TEST(Tensor, ElementAndByteCountsNeverWrap) {
+  const int64_t big = int64_t(1) << 62;
+  auto names_shape = [](const std::function<void()>& fn, const std::string& shape) {
+    std::string m = flx::testing::error_message<ArgumentError>(fn);
+    EXPECT_NE(m.find(shape), std::string::npos) << m;
+  };
+  names_shape([&] { zeros(big); }, "4611686018427387904");                      // 2^62 × 4 bytes wraps to 0
+  names_shape([&] { zeros(int64_t(1) << 40, int64_t(1) << 40); }, "1099511627776×1099511627776");
+  names_shape([&] { zeros(4, big + 1); }, "4×4611686018427387905");             // 4 × (2^62+1) wraps to 4
+  names_shape([&] { zeros(Float64, int64_t(1) << 61); }, "2305843009213693952");  // 2^61 × 8 bytes
+  EXPECT_THROW(reshape(rand(4), {4, big + 1}), ArgumentError);
+  EXPECT_THROW(reshape(rand(4), {-1, big, 4}), ArgumentError);
+  EXPECT_THROW(ones(Shape{3, big, 3}), ArgumentError);
+  EXPECT_THROW((Shape{int64_t(1) << 32, int64_t(1) << 32}.numel()), ArgumentError);
+  // A zero dim anywhere makes the product 0, however large the others.
+  EXPECT_EQ((Shape{big, big, 0}.numel()), 0);
+  EXPECT_EQ(zeros(big, big, 0).numel(), 0);
+  // Products of valid operands' dims: matmul's (2^40 × 0) × (0 × 2^40).
+  EXPECT_THROW(matmul(zeros(int64_t(1) << 40, 0), zeros(0, int64_t(1) << 40)), ArgumentError);
+  // A count that fits but memory that does not: a typed OutOfMemory.
+  EXPECT_THROW(zeros(int64_t(1) << 55), OutOfMemory);
+  EXPECT_THROW(onehotbatch({0}, int64_t(1) << 40), OutOfMemory);
+  EXPECT_THROW(onehotbatch({0}, int64_t(1) << 62), Error);
+  for (Device d : flx::testing::accelerator_devices()) {
+    EXPECT_THROW(empty(Float32, Shape{4, big + 1}, d), ArgumentError) << d;
+    EXPECT_THROW(empty(Float32, Shape{big}, d), ArgumentError) << d;
+  }
 }
 
 TEST(Device, ValueTypeAndPrinting) {

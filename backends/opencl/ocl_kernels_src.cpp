@@ -134,9 +134,9 @@ inline void st(global ST* p, long i, CT v) {
 #endif
 }
 
-// std::max / std::min, NaN behaviour included
-inline CT mx(CT a, CT b) { return a < b ? b : a; }
-inline CT mn(CT a, CT b) { return b < a ? b : a; }
+// NaN propagates through max, min and relu, as in Julia and PyTorch.
+inline CT mx(CT a, CT b) { return b > a || b != b ? b : a; }
+inline CT mn(CT a, CT b) { return b < a || b != b ? b : a; }
 
 // Offset of flat index t in a strided view of nd dims.
 inline long view_off(long t, int nd, const long* sh, const long* sd) {
@@ -156,6 +156,11 @@ inline CT sigm(CT x) {
   if (x >= K(0)) return K(1) / (K(1) + exp(-x));
   CT e = exp(x);
   return e / (K(1) + e);
+}
+#define KSQRT1_2 0.7071067811865476   // 1/sqrt(2)
+#define KINVSQRT2PI 0.3989422804014327  // 1/sqrt(2 pi)
+inline CT gelu_erf_grad(CT x) {
+  return K(0.5) * (K(1) + erf(x * K(KSQRT1_2))) + x * K(KINVSQRT2PI) * exp(K(-0.5) * x * x);
 }
 inline CT gelu_grad(CT x) {
   CT u = K(KGELU) * (x + K(0.044715) * x * x * x);
@@ -177,7 +182,7 @@ inline CT op1(int op, CT x, CT a, CT b) {
 #endif
     case 3: return sign_of(x);
     case 4: return (CT)(x * x);
-    case 10: return x > K(0) ? x : K(0);
+    case 10: return x > K(0) || x != x ? x : K(0);
     case 16: return (CT)(!x);
     case 17: return mn(mx(x, a), b);
 #if IS_FLOAT
@@ -192,6 +197,7 @@ inline CT op1(int op, CT x, CT a, CT b) {
     case 14: return x * sigm(x);
     case 15: return log1p(exp(-fabs(x))) + mx(x, K(0));
     case 18: return K(1) / x;
+    case 19: return K(0.5) * x * (K(1) + erf(x * K(KSQRT1_2)));
 #endif
   }
   return K(0);
@@ -218,6 +224,7 @@ inline CT op2(int op, CT x, CT y, CT a, CT b) {
     case 71: return y * (K(1) - x * x);
     case 72: return y * sign_of(x);
     case 73: return (x >= a && x <= b) ? y : K(0);
+    case 74: return y * gelu_erf_grad(x);
 #endif
   }
   return K(0);
@@ -379,9 +386,9 @@ kernel void argred_k(int is_max, global const uchar* ib, long io, global uchar* 
     long base = o * inner * len + i, best = 0;
     if (len > 0) {
       CT bv = ld(in, base);
-      for (long j = 1; j < len; ++j) {
+      for (long j = 1; j < len && bv == bv; ++j) {  // the first NaN wins
         CT v = ld(in, base + j * inner);
-        if (is_max ? v > bv : v < bv) {
+        if (is_max ? v > bv || v != v : v < bv || v != v) {
           bv = v;
           best = j;
         }

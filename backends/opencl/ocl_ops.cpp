@@ -55,8 +55,8 @@ namespace {
 bool is_compare(int op) { return op >= FLX_OP_EQ && op <= FLX_OP_GE; }
 int arity(int op) {
   if (op == FLX_OP_WHERE) return 3;
-  if ((op >= FLX_OP_ADD && op <= FLX_OP_GE) || (op >= FLX_OP_RELU_GRAD && op <= FLX_OP_CLAMP_GRAD)) return 2;
-  if (op >= FLX_OP_COPY && op <= FLX_OP_RECIP) return 1;
+  if ((op >= FLX_OP_ADD && op <= FLX_OP_GE) || (op >= FLX_OP_RELU_GRAD && op <= FLX_OP_GELU_ERF_GRAD)) return 2;
+  if (op >= FLX_OP_COPY && op <= FLX_OP_GELU_ERF) return 1;
   return 0;
 }
 // Ops that take integer (and Bool) storage, as in the CPU backend.

@@ -29,7 +29,12 @@ Tensor softmax(const Tensor& x, int dim, bool log);
 FLX_ACTIVATION(Sigmoid, sigmoid, "σ", FLX_OP_SIGMOID)
 FLX_ACTIVATION(Relu, relu, "relu", FLX_OP_RELU)
 FLX_ACTIVATION(Tanh, tanh, "tanh", FLX_OP_TANH)
+// gelu is NNlib's (and Flux's) gelu: the tanh approximation
+// x/2 (1 + tanh(sqrt(2/π) (x + 0.044715 x³))). gelu_erf is the exact form
+// x/2 (1 + erf(x/√2)), PyTorch's default nn.GELU() (gelu_tanh there is
+// nn.GELU(approximate="tanh")); they differ by up to ~5e-4.
 FLX_ACTIVATION(Gelu, gelu, "gelu", FLX_OP_GELU)
+FLX_ACTIVATION(GeluErf, gelu_erf, "gelu_erf", FLX_OP_GELU_ERF)
 FLX_ACTIVATION(Swish, swish, "swish", FLX_OP_SWISH)
 FLX_ACTIVATION(Softplus, softplus, "softplus", FLX_OP_SOFTPLUS)
 #undef FLX_ACTIVATION

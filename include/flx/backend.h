@@ -101,6 +101,7 @@ typedef enum flx_map_op {
   FLX_OP_NOT,
   FLX_OP_CLAMP, /* clamp to [alpha, beta] */
   FLX_OP_RECIP,
+  FLX_OP_GELU_ERF, /* exact form x/2 (1 + erf(x/sqrt 2)), as PyTorch's nn.GELU() */
   /* binary */
   FLX_OP_ADD = 32,
   FLX_OP_SUB,
@@ -127,6 +128,7 @@ typedef enum flx_map_op {
   FLX_OP_TANH_GRAD,      /* (y, g): g*(1-y^2) */
   FLX_OP_ABS_GRAD,       /* (x, g): g*sign(x) */
   FLX_OP_CLAMP_GRAD,     /* (x, g): g where alpha <= x <= beta */
+  FLX_OP_GELU_ERF_GRAD,  /* (x, g) */
   /* ternary */
   FLX_OP_WHERE = 96 /* in0 (Bool) ? in1 : in2 */
 } flx_map_op;

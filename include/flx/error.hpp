@@ -35,6 +35,12 @@ class BackendError : public Error {
  public:
   using Error::Error;
 };
+// Memory for a tensor or a host buffer could not be allocated (the device's
+// or the host's); a BackendError, so existing handlers still catch it.
+class OutOfMemory : public BackendError {
+ public:
+  using BackendError::BackendError;
+};
 // An element type that an operation does not accept.
 class TypeError : public Error {
  public:

@@ -65,17 +65,19 @@ Tensor log(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor clamp(const Tensor& x, double lo, double hi);
-Tensor maximum(const Tensor& a, const Tensor& b);  // elementwise max (NaN-free inputs)
+Tensor maximum(const Tensor& a, const Tensor& b);  // elementwise; NaN propagates, as Julia's max
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond ? a : b
 Tensor xlogy(const Tensor& x, const Tensor& y);  // x*log(y), 0 where x == 0
 
 // Matrix product: matrix×vector, matrix×matrix, and batched (dims 3+ are
-// batch dims; a 2-d operand broadcasts over the other's batch).
+// batch dims, broadcast as in NNlib's batched_mul and torch.matmul: a batch
+// dim of size 1, or a missing one, stretches to the other operand's).
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 // Reductions: whole tensor (a 0-dim tensor), or over dims (kept as size 1,
-// as Julia's sum(x; dims) does).
+// as Julia's sum(x; dims) does, even when dims name every dim). NaN
+// propagates through maximum and minimum.
 using Dims = std::vector<int>;
 Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const Dims& dims);
@@ -85,7 +87,9 @@ Tensor maximum(const Tensor& x);
 Tensor maximum(const Tensor& x, const Dims& dims);
 Tensor minimum(const Tensor& x);
 Tensor minimum(const Tensor& x, const Dims& dims);
-Tensor argmax(const Tensor& x, int dim);  // 0-based Int64 indices, dim dropped
+// 0-based Int64 indices, dim dropped; the first NaN counts as the largest
+// (Julia's findmax, torch.argmax).
+Tensor argmax(const Tensor& x, int dim);
 
 Tensor reshape(const Tensor& x, const Shape& s);  // shares storage; one dim may be -1
 Tensor permutedims(const Tensor& x, const std::vector<int>& perm);
@@ -99,7 +103,8 @@ Tensor gather(const Tensor& x, const Tensor& idx);
 // onehotbatch(labels, n): (n, N) Bool, column j has a 1 at labels[j] (0-based).
 Tensor onehotbatch(const Tensor& labels, int64_t nclasses);
 Tensor onehotbatch(const std::vector<int64_t>& labels, int64_t nclasses);
-// onecold(x): the 0-based index of the largest entry of each column (Int64).
+// onecold(x): the 0-based index of the largest entry of each column (Int64);
+// a column holding NaN gives the index of its first NaN, as in Flux.
 Tensor onecold(const Tensor& x);
 
 }  // namespace flx

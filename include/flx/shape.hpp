@@ -24,9 +24,13 @@ class Shape {
   int size() const { return n_; }
   int64_t operator[](int i) const { return d_[i]; }
   int64_t& operator[](int i) { return d_[i]; }
+  // The product of the dims; a shape whose product does not fit int64_t
+  // throws ArgumentError naming it (never a wrapped, wrong count).
   int64_t numel() const {
     int64_t p = 1;
-    for (int i = 0; i < n_; ++i) p *= d_[i];
+    for (int i = 0; i < n_; ++i)
+      if (__builtin_mul_overflow(p, d_[i], &p)) [[unlikely]]
+        return numel_overflowed();
     return p;
   }
   const int64_t* begin() const { return d_.data(); }
@@ -38,6 +42,7 @@ class Shape {
   std::string str() const;  // "2×5", "10-element", "0-dim"
 
  private:
+  int64_t numel_overflowed() const;  // 0 if some dim is 0, else throws
   std::array<int64_t, max_dims> d_{};
   int n_ = 0;
 };

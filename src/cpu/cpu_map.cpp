@@ -55,6 +55,8 @@ struct OpBase {
   };
 
 constexpr double kGelu = 0.7978845608028654;  // sqrt(2/pi)
+constexpr double kSqrtHalf = 0.7071067811865476;   // 1/sqrt(2)
+constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2 pi)
 
 template <class C>
 C abs_of(C x) {
@@ -82,7 +84,9 @@ FLX_UNARY(Exp, false, std::exp(x))
 FLX_UNARY(Log, false, std::log(x))
 FLX_UNARY(Sigmoid, false, sigm(x))
 FLX_UNARY(Tanh, false, std::tanh(x))
-FLX_UNARY(Relu, true, x > C(0) ? x : C(0))
+// NaN propagates through relu, max and min, as in Julia and PyTorch
+// (x != x is false for integers).
+FLX_UNARY(Relu, true, x > C(0) || x != x ? x : C(0))
 FLX_UNARY(Gelu, false, C(0.5) * x * (C(1) + std::tanh(C(kGelu) * (x + C(0.044715) * x * x * x))))
 FLX_UNARY(LeakyRelu, false, x > C(0) ? x : a * x)
 FLX_UNARY(Elu, false, x >= C(0) ? x : a * (std::exp(x) - C(1)))
@@ -91,14 +95,15 @@ FLX_UNARY(Softplus, false, std::log1p(std::exp(-abs_of(x))) + std::max(x, C(0)))
 FLX_UNARY(Not, true, C(!x))
 FLX_UNARY(Clamp, true, std::min(std::max(x, a), b))
 FLX_UNARY(Recip, false, C(1) / x)
+FLX_UNARY(GeluErf, false, C(0.5) * x * (C(1) + std::erf(x * C(kSqrtHalf))))
 
 FLX_BINARY(Add, true, C(x + y))
 FLX_BINARY(Sub, true, C(x - y))
 FLX_BINARY(Mul, true, C(x * y))
 FLX_BINARY(Div, false, x / y)
 FLX_BINARY(Pow, false, std::pow(x, y))
-FLX_BINARY(Max, true, std::max(x, y))
-FLX_BINARY(Min, true, std::min(x, y))
+FLX_BINARY(Max, true, y > x || y != y ? y : x)
+FLX_BINARY(Min, true, y < x || y != y ? y : x)
 FLX_BINARY(Xlogy, false, x == C(0) ? C(0) : C(x * std::log(y)))
 FLX_COMPARE(Eq, x == y)
 FLX_COMPARE(Ne, x != y)
@@ -117,6 +122,8 @@ FLX_BINARY(SigmoidGrad, false, y * x * (C(1) - x))
 FLX_BINARY(TanhGrad, false, y * (C(1) - x * x))
 FLX_BINARY(AbsGrad, false, y * sign_of(x))
 FLX_BINARY(ClampGrad, false, (x >= a && x <= b) ? y : C(0))
+FLX_BINARY(GeluErfGrad, false,
+           y * (C(0.5) * (C(1) + std::erf(x * C(kSqrtHalf))) + x * C(kInvSqrt2Pi) * std::exp(C(-0.5) * x * x)))
 
 // A plan: coalesced dims and per-operand element strides (last = output).
 template <int N>
@@ -308,6 +315,7 @@ int dispatch_op(const flx_map_desc& d) {
     FLX_CASE(FLX_OP_NOT, Not, 1)
     FLX_CASE(FLX_OP_CLAMP, Clamp, 1)
     FLX_CASE(FLX_OP_RECIP, Recip, 1)
+    FLX_CASE(FLX_OP_GELU_ERF, GeluErf, 1)
     FLX_CASE(FLX_OP_ADD, Add, 2)
     FLX_CASE(FLX_OP_SUB, Sub, 2)
     FLX_CASE(FLX_OP_MUL, Mul, 2)
@@ -332,6 +340,7 @@ int dispatch_op(const flx_map_desc& d) {
     FLX_CASE(FLX_OP_TANH_GRAD, TanhGrad, 2)
     FLX_CASE(FLX_OP_ABS_GRAD, AbsGrad, 2)
     FLX_CASE(FLX_OP_CLAMP_GRAD, ClampGrad, 2)
+    FLX_CASE(FLX_OP_GELU_ERF_GRAD, GeluErfGrad, 2)
 #undef FLX_CASE
     case FLX_OP_WHERE:
       return run_where<T>(d);

@@ -120,11 +120,12 @@ int arg_reduce(const flx_reduce_desc& d, bool is_max) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       const T* p = in + o * inner * len + i;
+      // The first NaN wins, as in Julia's findmax/findmin and torch.argmax.
       int64_t best = 0;
       auto bv = load(p[0]);
-      for (int64_t j = 1; j < len; ++j) {
+      for (int64_t j = 1; j < len && bv == bv; ++j) {
         auto v = load(p[j * inner]);
-        if (is_max ? v > bv : v < bv) {
+        if (is_max ? v > bv || v != v : v < bv || v != v) {
           bv = v;
           best = j;
         }

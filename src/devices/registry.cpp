@@ -138,6 +138,9 @@ Entry& entry_for(BackendId id) {
 
 void BackendRt::fail(int status, const char* what) const {
   const char* msg = f->last_error ? f->last_error(f->ctx) : "";
+  if (status == FLX_ERR_OUT_OF_MEMORY)
+    FLX_THROW(OutOfMemory, f->name, " backend: ", what, " failed (", status_name(status), "): ", msg,
+              "; free tensors that are no longer needed or use smaller sizes (a smaller batch)");
   FLX_THROW(BackendError, f->name, " backend: ", what, " failed (", status_name(status), "): ", msg);
 }
 

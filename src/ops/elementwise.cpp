@@ -306,6 +306,7 @@ Tensor unary(int op, const Tensor& x0, double alpha = 0, double beta = 0) {
         case FLX_OP_ABS: gop = FLX_OP_ABS_GRAD; break;
         case FLX_OP_RELU: gop = FLX_OP_RELU_GRAD; break;
         case FLX_OP_GELU: gop = FLX_OP_GELU_GRAD; break;
+        case FLX_OP_GELU_ERF: gop = FLX_OP_GELU_ERF_GRAD; break;
         case FLX_OP_LEAKYRELU: gop = FLX_OP_LEAKYRELU_GRAD; break;
         case FLX_OP_ELU: gop = FLX_OP_ELU_GRAD; break;
         case FLX_OP_SWISH: gop = FLX_OP_SWISH_GRAD; break;

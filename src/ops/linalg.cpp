@@ -5,23 +5,46 @@
 namespace flx {
 namespace {
 
-// C = op(A) op(B), batched over dims 2+ (a 2-d operand broadcasts).
-Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb) {
-  const Shape &sa = a.shape(), &sb = b.shape();
-  int64_t m = ta ? sa[1] : sa[0], ka = ta ? sa[0] : sa[1];
-  int64_t kb = tb ? sb[1] : sb[0], n = tb ? sb[0] : sb[1];
-  FLX_CHECK(ka == kb, DimensionMismatch, "matmul: shapes ", sa, " and ", sb,
+// The batch dims (2+) of `s`, padded with 1s to n dims.
+Shape batch_dims(const Shape& s, int n) {
+  Shape b;
+  for (int k = 2; k < 2 + n; ++k) b.push_back(k < s.ndims() ? s[k] : 1);
+  return b;
+}
+
+// An operand of a batched product whose batch dims are neither all 1 nor
+// the output's (a (m, k, 1, 4) times a (k, n, 3, 1)): broadcast it to the
+// output's batch dims, so that one strided batched GEMM serves.
+Tensor expand_batch(const Tensor& x, const Shape& batch, const Shape& out_batch) {
+  if (batch == out_batch || batch.numel() == 1) return x;
+  Shape full{x.shape()[0], x.shape()[1]};
+  for (auto e : out_batch) full.push_back(e);
+  return ops::raw_map(FLX_OP_COPY, x.dtype(), x.dtype(), full, {{&x}});
+}
+
+// C = op(A) op(B), batched over dims 2+; batch dims broadcast (size 1 or
+// missing dims stretch), as in NNlib's batched_mul and torch.matmul.
+Tensor gemm(const Tensor& a0, bool ta, const Tensor& b0, bool tb) {
+  const Shape &sa0 = a0.shape(), &sb0 = b0.shape();
+  int64_t m = ta ? sa0[1] : sa0[0], ka = ta ? sa0[0] : sa0[1];
+  int64_t kb = tb ? sb0[1] : sb0[0], n = tb ? sb0[0] : sb0[1];
+  FLX_CHECK(ka == kb, DimensionMismatch, "matmul: shapes ", sa0, " and ", sb0,
             " do not fit (inner dimensions ", ka, " and ", kb, " differ)");
-  int64_t ba = sa.numel() / std::max<int64_t>(sa[0] * sa[1], 1), bb = sb.numel() / std::max<int64_t>(sb[0] * sb[1], 1);
-  Shape out{m, n};
-  const Shape& batch_src = sa.ndims() > 2 ? sa : sb;
-  if (sa.ndims() > 2 && sb.ndims() > 2) {
-    FLX_CHECK(sa.ndims() == sb.ndims() && std::equal(sa.begin() + 2, sa.end(), sb.begin() + 2), DimensionMismatch,
-              "matmul: batch dims of ", sa, " and ", sb, " differ");
+  int nb = std::max(sa0.ndims(), sb0.ndims()) - 2;
+  Shape bat_a = batch_dims(sa0, nb), bat_b = batch_dims(sb0, nb), bat;
+  for (int k = 0; k < nb; ++k) {
+    FLX_CHECK(bat_a[k] == bat_b[k] || bat_a[k] == 1 || bat_b[k] == 1, DimensionMismatch, "matmul: batch dims of ",
+              sa0, " and ", sb0, " do not broadcast (dim ", k + 2, ": ", bat_a[k], " and ", bat_b[k],
+              "; each must be equal or 1)");
+    bat.push_back(std::max(bat_a[k], bat_b[k]));
   }
-  for (int k = 2; k < batch_src.ndims(); ++k) out.push_back(batch_src[k]);
-  Tensor c = empty(a.dtype(), out, a.device());
+  Shape out{m, n};
+  for (auto e : bat) out.push_back(e);
+  Tensor c = empty(a0.dtype(), out, a0.device());
   if (c.numel() == 0) return c;
+  Tensor a = expand_batch(a0, bat_a, bat), b = expand_batch(b0, bat_b, bat);
+  const Shape &sa = a.shape(), &sb = b.shape();
+  int64_t ba = sa.numel() / std::max<int64_t>(sa[0] * sa[1], 1), bb = sb.numel() / std::max<int64_t>(sb[0] * sb[1], 1);
   if (ka == 0) {
     ops::fill(c, 0.0);
     return c;
@@ -41,7 +64,7 @@ Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   d.lda = std::max<int64_t>(sa[0], 1);
   d.ldb = std::max<int64_t>(sb[0], 1);
   d.ldc = std::max<int64_t>(m, 1);
-  d.batch = std::max(ba, bb);
+  d.batch = bat.numel();
   d.stride_a = ba > 1 ? sa[0] * sa[1] : 0;
   d.stride_b = bb > 1 ? sb[0] * sb[1] : 0;
   d.stride_c = m * n;
@@ -67,7 +90,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   Tensor a = a0.to(t), b = b0.to(t);
   Tensor c = gemm(a, false, b, false);
   autograd::record(c, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const bool* n, Tensor* gi) {
-    // dA = dC Bᵀ, dB = Aᵀ dC; a broadcast (2-d) operand sums over the batch.
+    // dA = dC Bᵀ, dB = Aᵀ dC; a broadcast operand sums over the batch dims it stretched along.
     if (n[0]) gi[0] = ops::sum_to(gemm(g, false, b, true), a.shape());
     if (n[1]) gi[1] = ops::sum_to(gemm(a, true, g, false), b.shape());
   });

@@ -1,6 +1,7 @@
 // Shape ops (reshape, permutedims), one-hot encoding and softmax.
 #include <numeric>
 
+#include "../common/host_vector.hpp"
 #include "flx/activations.hpp"
 #include "ops_internal.hpp"
 
@@ -10,16 +11,15 @@ Tensor reshape(const Tensor& x, const Shape& s0) {
   ops::check_defined(x, "reshape");
   Shape s = s0;
   int infer = -1;
-  int64_t known = 1;
   for (int k = 0; k < s.ndims(); ++k) {
     if (s[k] == -1) {
       FLX_CHECK(infer < 0, DimensionMismatch, "reshape: at most one dim may be -1; got ", s0.str());
       infer = k;
-    } else {
-      known *= s[k];
     }
   }
   if (infer >= 0) {
+    s[infer] = 1;
+    int64_t known = s.numel();  // overflow-checked
     FLX_CHECK(known > 0 && x.numel() % known == 0, DimensionMismatch, "reshape: cannot infer the -1 in ", s0.str(),
               " for a tensor of shape ", x.shape());
     s[infer] = x.numel() / known;
@@ -79,7 +79,7 @@ Tensor onehotbatch(const Tensor& labels0, int64_t nclasses) {
     FLX_CHECK(lo >= 0 && hi < nclasses, ArgumentError, "onehotbatch: labels must lie in 0:", nclasses - 1, "; found ",
               lo < 0 ? lo : hi);
   }
-  std::vector<int64_t> iota(static_cast<size_t>(nclasses));
+  auto iota = detail::host_vector<int64_t>(static_cast<size_t>(nclasses), "onehotbatch");
   std::iota(iota.begin(), iota.end(), 0);
   Tensor classes = tensor(iota).to(labels.device());
   Shape ls{1};

@@ -25,6 +25,7 @@ const MapOp kOps[] = {
     {FLX_OP_RELU, 1, "relu"}, {FLX_OP_GELU, 1, "gelu"}, {FLX_OP_LEAKYRELU, 1, "leakyrelu", -3, 3, -3, 3, 0.1},
     {FLX_OP_ELU, 1, "elu", -3, 3, -3, 3, 1.5}, {FLX_OP_SWISH, 1, "swish"}, {FLX_OP_SOFTPLUS, 1, "softplus"},
     {FLX_OP_NOT, 1, "not"}, {FLX_OP_CLAMP, 1, "clamp", -3, 3, -3, 3, -1, 1.5}, {FLX_OP_RECIP, 1, "recip", 0.5, 3},
+    {FLX_OP_GELU_ERF, 1, "gelu_erf"},
     {FLX_OP_ADD, 2, "add"}, {FLX_OP_SUB, 2, "sub"}, {FLX_OP_MUL, 2, "mul"}, {FLX_OP_DIV, 2, "div", -3, 3, 0.5, 3},
     {FLX_OP_POW, 2, "pow", 0.25, 3, -2, 2}, {FLX_OP_MAX, 2, "max"}, {FLX_OP_MIN, 2, "min"},
     {FLX_OP_XLOGY, 2, "xlogy", -1, 2, 0.25, 4}, {FLX_OP_EQ, 2, "eq", -1, 1, -1, 1}, {FLX_OP_NE, 2, "ne", -1, 1, -1, 1},
@@ -34,6 +35,7 @@ const MapOp kOps[] = {
     {FLX_OP_SWISH_GRAD, 2, "swish_grad"}, {FLX_OP_SOFTPLUS_GRAD, 2, "softplus_grad"},
     {FLX_OP_SIGMOID_GRAD, 2, "sigmoid_grad", 0, 1}, {FLX_OP_TANH_GRAD, 2, "tanh_grad", -1, 1},
     {FLX_OP_ABS_GRAD, 2, "abs_grad"}, {FLX_OP_CLAMP_GRAD, 2, "clamp_grad", -3, 3, -3, 3, -1, 1},
+    {FLX_OP_GELU_ERF_GRAD, 2, "gelu_erf_grad"},
     {FLX_OP_WHERE, 3, "where"},
 };
 
@@ -117,7 +119,7 @@ TEST_F(OpenCL, MapBinaryOpsAndComparisons) {
 
 TEST_F(OpenCL, MapActivationGradients) {
   for (const MapOp& op : kOps)
-    if (op.op >= FLX_OP_RELU_GRAD && op.op <= FLX_OP_CLAMP_GRAD)
+    if (op.op >= FLX_OP_RELU_GRAD && op.op <= FLX_OP_GELU_ERF_GRAD)
       for (int32_t t : all_dtypes())
         for (int l = 0; l < kLayouts; ++l) check_map(ocl, t, op, Layout(l));
 }

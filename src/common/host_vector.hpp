@@ -1,0 +1,25 @@
+// Host buffers whose size comes from user input (class counts, file
+// headers, tensor sizes): an allocation that fails is a typed
+// flx::OutOfMemory naming what it was for, never a std::bad_alloc.
+#pragma once
+
+#include <new>
+#include <stdexcept>
+#include <vector>
+
+#include "flx/error.hpp"
+
+namespace flx::detail {
+
+template <class T>
+std::vector<T> host_vector(size_t n, const char* what) {
+  try {
+    return std::vector<T>(n);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  FLX_THROW(OutOfMemory, what, ": cannot allocate ", n, " elements of ", sizeof(T),
+            " bytes in host memory; use smaller sizes");
+}
+
+}  // namespace flx::detail
