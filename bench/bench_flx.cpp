@@ -7,8 +7,10 @@
 // each, after a warm-up; iters is calibrated so that one run lasts about
 // --min-time seconds. bench/compare_pytorch.py parses these lines.
 //
-//   bench_flx [--filter SUBSTR] [--repeats N] [--min-time SECONDS] [--steady] [--ftz] [--list]
+//   bench_flx [--filter SUBSTR] [--repeats N] [--min-time SECONDS] [--steady] [--ftz] [--busy N] [--list]
 //
+// --busy N starts N threads that spin for the whole run: the loaded case of
+// a shared machine (a data-loading thread, a compiler, another job).
 // The training benchmarks build a fresh model and Adam state (untimed) before
 // each timed run, so every run times the same early steps of training; with
 // --steady one model keeps training across all runs instead (after ~800 steps
@@ -23,6 +25,8 @@
 #include <flx/flx.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -34,9 +38,6 @@
 
 #include <xmmintrin.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 using namespace flx;
 
@@ -57,6 +58,7 @@ struct Options {
   bool steady = false;    // training benchmarks: no fresh model per timed run
   bool ftz = false;       // set flush-to-zero / denormals-are-zero (diagnostic)
   bool list = false;
+  int busy = 0;  // competing busy threads
 };
 
 using Body = std::function<void()>;
@@ -72,14 +74,6 @@ double run_ns(const Body& body, int64_t iters) {
   for (int64_t i = 0; i < iters; ++i) body();
   auto t1 = Clock::now();
   return std::chrono::duration<double, std::nano>(t1 - t0).count();
-}
-
-int threads_in_use() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
 }
 
 void measure(const Bench& b, const Options& o) {
@@ -122,9 +116,10 @@ void measure(const Bench& b, const Options& o) {
   double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   std::printf(
       "{\"name\": \"%s\", \"ns_per_iter\": %.3f, \"min_ns\": %.3f, \"max_ns\": %.3f, "
-      "\"repeats\": %d, \"iters\": %lld, \"threads\": %d, \"reset\": %s, \"ftz\": %s}\n",
+      "\"repeats\": %d, \"iters\": %lld, \"threads\": %d, \"threads_in_use\": %d, \"busy\": %d, "
+      "\"reset\": %s, \"ftz\": %s}\n",
       b.name.c_str(), median, sorted.front(), sorted.back(), o.repeats, static_cast<long long>(iters),
-      threads_in_use(), reset ? "true" : "false", o.ftz ? "true" : "false");
+      num_threads(), num_threads_in_use(), o.busy, reset ? "true" : "false", o.ftz ? "true" : "false");
   std::fflush(stdout);
 }
 
@@ -195,12 +190,14 @@ int main(int argc, char** argv) {
     else if (a == "--steady") o.steady = true;
     else if (a == "--ftz") o.ftz = true;
     else if (a == "--list") o.list = true;
+    else if (a == "--busy") o.busy = std::max(0, std::atoi(next().c_str()));
     else if (a == "-h" || a == "--help") {
       std::printf(
           "usage: bench_flx [--filter SUBSTR] [--repeats N] [--min-time SECONDS] [--steady] [--ftz] [--list]\n"
           "  --steady  training benchmarks keep training one model across timed runs\n"
           "            (default: a fresh model for each timed run)\n"
-          "  --ftz     set the FTZ/DAZ bits of MXCSR (denormals flushed to zero)\n");
+          "  --ftz     set the FTZ/DAZ bits of MXCSR (denormals flushed to zero)\n"
+          "  --busy N  run N competing threads that spin during the benchmarks\n");
       return 0;
     } else {
       std::fprintf(stderr, "bench_flx: unknown argument %s\n", a.c_str());
@@ -209,10 +206,17 @@ int main(int argc, char** argv) {
   }
 
   if (o.ftz) {
-    // MXCSR is per thread: OpenMP workers, created later, inherit it from this
-    // one; OpenBLAS's workers, started when the library loads, do not.
+    // MXCSR is per thread: the CPU backend's pool helpers, created later,
+    // inherit it from this one.
     _mm_setcsr(_mm_getcsr() | 0x8040);
   }
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int i = 0; i < o.busy; ++i)
+    busy.emplace_back([&stop] {
+      volatile uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
   std::vector<Bench> benches = {
       {"add_f32_100", make_add, false},
       {"mlp_step_b32", [] { return make_step(32); }, true},
@@ -226,5 +230,7 @@ int main(int argc, char** argv) {
     }
     measure(b, o);
   }
+  stop = true;
+  for (auto& t : busy) t.join();
   return 0;
 }

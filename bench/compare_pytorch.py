@@ -52,10 +52,10 @@ def find_binary(args):
              "or pass --binary PATH")
 
 
-def run_flx(binary, threads, repeats, min_time, filt, steady, extra_env):
+def run_flx(binary, threads, repeats, min_time, filt, steady, extra_env, extra_args=()):
     env = dict(os.environ)
-    env["OMP_NUM_THREADS"] = str(threads)
-    env["OPENBLAS_NUM_THREADS"] = str(threads)  # OpenBLAS (pthread build) reads this first
+    env["FLX_NUM_THREADS"] = str(threads)
+    env["OMP_NUM_THREADS"] = str(threads)  # what flx builds before issue 8 read
     for kv in extra_env:
         k, _, v = kv.partition("=")
         env[k] = v
@@ -64,6 +64,7 @@ def run_flx(binary, threads, repeats, min_time, filt, steady, extra_env):
         cmd.append("--steady")
     if filt:
         cmd += ["--filter", filt]
+    cmd += list(extra_args)
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     res = {}
     for line in out.splitlines():
@@ -183,7 +184,7 @@ def main():
                     help="training benchmarks: keep training one model across timed runs "
                          "(default: fresh model and optimiser before each timed run)")
     ap.add_argument("--flx-env", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra environment for the flx binary, e.g. OMP_WAIT_POLICY=passive (repeatable)")
+                    help="extra environment for the flx binary, e.g. FLX_ADAPTIVE_THREADS=0 (repeatable)")
     ap.add_argument("--json", help="also write all results to this JSON file")
     ap.add_argument("--train", action="store_true",
                     help="also train the Fashion-MNIST MLP in flx-train and in PyTorch (bench/compare_train.py) "

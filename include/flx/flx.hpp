@@ -19,4 +19,5 @@
 #include "flx/optimisers.hpp"
 #include "flx/shape.hpp"
 #include "flx/tensor.hpp"
+#include "flx/threads.hpp"
 #include "flx/version.hpp"

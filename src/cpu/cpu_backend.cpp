@@ -1,6 +1,7 @@
 // The CPU backend: the built-in implementation of the backend ABI. Memory is
 // host memory (64-byte aligned), work runs synchronously on the calling
-// thread (OpenMP for large loops), so streams and events are no-ops.
+// thread (with the pool's helpers for large loops, cpu_pool.hpp), so
+// streams and events are no-ops.
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -171,8 +172,7 @@ int fill(void*, int, flx_mem dst, int32_t dtype, size_t n, double value, flx_str
     using T = decltype(tag);
     T v = store<T>(static_cast<compute_t<T>>(value));
     T* p = reinterpret_cast<T*>(addr(dst));
-#pragma omp parallel for if (int64_t(n) >= parallel_threshold)
-    for (int64_t i = 0; i < int64_t(n); ++i) p[i] = v;
+    parallel_for(int64_t(n), parallel_grain, [&](int64_t lo, int64_t hi) { std::fill(p + lo, p + hi, v); });
   });
   return ok ? FLX_OK : fail(FLX_ERR_INVALID_ARGUMENT, "fill: unknown dtype " + std::to_string(dtype));
 }
@@ -185,12 +185,13 @@ int cast(void*, int, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t src_dt
       using D = decltype(dtag);
       const S* s = reinterpret_cast<const S*>(addr(src));
       D* d = reinterpret_cast<D*>(addr(dst));
-#pragma omp parallel for if (int64_t(n) >= parallel_threshold)
-      for (int64_t i = 0; i < int64_t(n); ++i) {
-        if constexpr (std::is_same_v<D, bool>) d[i] = load(s[i]) != 0;
-        else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BHalf>) d[i] = D(float(load(s[i])));
-        else d[i] = static_cast<D>(load(s[i]));
-      }
+      parallel_for(int64_t(n), parallel_grain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          if constexpr (std::is_same_v<D, bool>) d[i] = load(s[i]) != 0;
+          else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BHalf>) d[i] = D(float(load(s[i])));
+          else d[i] = static_cast<D>(load(s[i]));
+        }
+      });
     });
   });
   return ok ? FLX_OK : fail(FLX_ERR_INVALID_ARGUMENT, "cast: unknown dtype");
@@ -212,18 +213,19 @@ int random(void*, int, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint6
     using T = decltype(tag);
     if constexpr (is_float_v<T>) {
       T* p = reinterpret_cast<T*>(addr(dst));
-#pragma omp parallel for if (int64_t(n) >= parallel_threshold / 4)
-      for (int64_t i = 0; i < int64_t(n); ++i) {
-        auto r = philox::bits(seed, offset, uint64_t(i));
-        if (dist == FLX_RANDOM_UNIFORM) {
-          T v = store<T>(compute_t<T>(a + (b - a) * philox::uniform01(r)));
-          // Rounding to a narrow type may reach b; keep the interval half-open.
-          if (double(load(v)) >= b) v = store<T>(std::nextafter(compute_t<T>(b), compute_t<T>(a)));
-          p[i] = v;
-        } else {
-          p[i] = store<T>(compute_t<T>(a + b * philox::normal01(r)));
+      parallel_for(int64_t(n), parallel_grain / 4, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          auto r = philox::bits(seed, offset, uint64_t(i));
+          if (dist == FLX_RANDOM_UNIFORM) {
+            T v = store<T>(compute_t<T>(a + (b - a) * philox::uniform01(r)));
+            // Rounding to a narrow type may reach b; keep the interval half-open.
+            if (double(load(v)) >= b) v = store<T>(std::nextafter(compute_t<T>(b), compute_t<T>(a)));
+            p[i] = v;
+          } else {
+            p[i] = store<T>(compute_t<T>(a + b * philox::normal01(r)));
+          }
         }
-      }
+      });
     }
   });
   return FLX_OK;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "flx/backend.h"
+#include "cpu_pool.hpp"
 #include "flx/dtype.hpp"
 
 namespace flx::cpu_backend {
@@ -18,9 +19,10 @@ const char* last_error();
 
 inline char* addr(flx_mem m) { return reinterpret_cast<char*>(m.buf) + m.offset; }
 
-// Below this many elements a loop runs on the calling thread: waking the
-// pool costs more than it saves.
-inline constexpr int64_t parallel_threshold = 1 << 15;
+// Elements per chunk of a parallel loop, at least: a loop of fewer than two
+// grains runs on the calling thread, since waking a helper costs more than
+// it saves (cpu_pool.hpp).
+inline constexpr int64_t parallel_grain = 1 << 14;
 
 // Compute type of a storage type: halves compute in float.
 template <class T>

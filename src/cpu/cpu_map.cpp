@@ -227,17 +227,21 @@ void run(const flx_map_desc& d, F f) {
     else
       row<O, 2>(o, len, s, f, base[0] + off[0] + lo * s[0], base[1] + off[1] + lo * s[1]);
   };
-  if (total < parallel_threshold) {
+  if (total < 2 * parallel_grain) {
     for (int64_t r = 0; r < rows; ++r) do_row(r, 0, n0);
   } else if (rows >= 8) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) do_row(r, 0, n0);
-  } else {
-    constexpr int64_t chunk = 8192;
-    int64_t chunks = (n0 + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) collapse(2)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < chunks; ++c) do_row(r, c * chunk, std::min(chunk, n0 - c * chunk));
+    parallel_for(rows, std::max<int64_t>(1, parallel_grain / n0), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) do_row(r, 0, n0);
+    });
+  } else {  // few long rows: split them
+    constexpr int64_t piece = 8192;
+    int64_t pieces = (n0 + piece - 1) / piece;
+    parallel_for(rows * pieces, std::max<int64_t>(1, parallel_grain / piece), [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        int64_t r = t / pieces, c = t % pieces;
+        do_row(r, c * piece, std::min(piece, n0 - c * piece));
+      }
+    });
   }
 }
 
@@ -274,19 +278,20 @@ int run_where(const flx_map_desc& d) {
   T sa = store<T>(static_cast<compute_t<T>>(d.in[1].scalar)), sb = store<T>(static_cast<compute_t<T>>(d.in[2].scalar));
   bool sc = d.in[0].scalar != 0;
   T* out = reinterpret_cast<T*>(addr(d.out));
-#pragma omp parallel for if (total >= parallel_threshold)
-  for (int64_t i = 0; i < total; ++i) {
-    int64_t r = i, oc = 0, oa = 0, ob = 0;
-    for (int k = 0; k < d.ndim; ++k) {
-      int64_t ik = r % d.shape[k];
-      r /= d.shape[k];
-      oc += ik * d.in[0].strides[k];
-      oa += ik * d.in[1].strides[k];
-      ob += ik * d.in[2].strides[k];
+  parallel_for(total, parallel_grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      int64_t r = i, oc = 0, oa = 0, ob = 0;
+      for (int k = 0; k < d.ndim; ++k) {
+        int64_t ik = r % d.shape[k];
+        r /= d.shape[k];
+        oc += ik * d.in[0].strides[k];
+        oa += ik * d.in[1].strides[k];
+        ob += ik * d.in[2].strides[k];
+      }
+      bool c = d.in[0].is_scalar ? sc : pc[oc];
+      out[i] = c ? (d.in[1].is_scalar ? sa : pa[oa]) : (d.in[2].is_scalar ? sb : pb[ob]);
     }
-    bool c = d.in[0].is_scalar ? sc : pc[oc];
-    out[i] = c ? (d.in[1].is_scalar ? sa : pa[oa]) : (d.in[2].is_scalar ? sb : pb[ob]);
-  }
+  });
   return FLX_OK;
 }
 

@@ -61,13 +61,14 @@ void reduce_impl(const flx_reduce_desc& d, A init, Combine combine, bool is_sum)
   }
   if (g.size() == 2 && g[0].reduced) {  // first dims reduced: contiguous per output
     int64_t R = g[0].extent, K = g[1].extent;
-#pragma omp parallel for if (total >= parallel_threshold)
-    for (int64_t o = 0; o < K; ++o) {
-      A acc = init;
-      const T* p = in + o * R;
-      for (int64_t r = 0; r < R; ++r) acc = combine(acc, A(load(p[r])));
-      out[o] = finish(acc);
-    }
+    parallel_for(K, std::max<int64_t>(1, parallel_grain / R), [&](int64_t lo, int64_t hi) {
+      for (int64_t o = lo; o < hi; ++o) {
+        A acc = init;
+        const T* p = in + o * R;
+        for (int64_t r = 0; r < R; ++r) acc = combine(acc, A(load(p[r])));
+        out[o] = finish(acc);
+      }
+    });
     return;
   }
   if (g.size() == 2 && !g[0].reduced) {  // last dims reduced: accumulate rows
@@ -83,24 +84,25 @@ void reduce_impl(const flx_reduce_desc& d, A init, Combine combine, bool is_sum)
   // General case: walk kept and reduced multi-indices.
   std::vector<Group> kept, red;
   for (auto& x : g) (x.reduced ? red : kept).push_back(x);
-#pragma omp parallel for if (total >= parallel_threshold)
-  for (int64_t o = 0; o < nkept; ++o) {
-    int64_t base = 0, rem = o;
-    for (auto& k : kept) {
-      base += (rem % k.extent) * k.stride;
-      rem /= k.extent;
-    }
-    A acc = init;
-    for (int64_t r = 0; r < nred; ++r) {
-      int64_t off = base, rr = r;
-      for (auto& k : red) {
-        off += (rr % k.extent) * k.stride;
-        rr /= k.extent;
+  parallel_for(nkept, std::max<int64_t>(1, parallel_grain / nred), [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o) {
+      int64_t base = 0, rem = o;
+      for (auto& k : kept) {
+        base += (rem % k.extent) * k.stride;
+        rem /= k.extent;
       }
-      acc = combine(acc, A(load(in[off])));
+      A acc = init;
+      for (int64_t r = 0; r < nred; ++r) {
+        int64_t off = base, rr = r;
+        for (auto& k : red) {
+          off += (rr % k.extent) * k.stride;
+          rr /= k.extent;
+        }
+        acc = combine(acc, A(load(in[off])));
+      }
+      out[o] = finish(acc);
     }
-    out[o] = finish(acc);
-  }
+  });
 }
 
 template <class T>
