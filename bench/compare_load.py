@@ -101,11 +101,11 @@ def main():
           f"(each the median of {args.repeats} runs of ~{args.min_time}s); loaded = one competing busy thread "
           f"(flx) / process (PyTorch)")
     cols = [k for k in med]
-    print(f"{'':16}" + "".join(f"{c:>17}" for c in cols))
+    print("step time in ms: median over rounds, then min..max over rounds")
+    print(f"{'':15}" + "".join(f"{c:>16}" for c in cols))
     for n in BENCHES:
-        print(f"{n:16}" + "".join(f"{cp.fmt_time(med[c][n]).strip():>17}" for c in cols))
-        print(f"{'  min..max':16}" + "".join(
-            f"{cp.fmt_time(spread[c][n][0]).strip() + '..' + cp.fmt_time(spread[c][n][1]).strip():>17}" for c in cols))
+        print(f"{n:15}" + "".join(f"{med[c][n] / 1e6:16.3f}" for c in cols))
+        print(f"{'':15}" + "".join(f"{spread[c][n][0] / 1e6:>9.2f}..{spread[c][n][1] / 1e6:<5.2f}" for c in cols))
     print()
     summary = {}
     for n in BENCHES:

@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   } catch (const flx::Error& e) {
     std::printf("GPU backend preference: invalid: %s\n\n", e.what());
   }
+  std::printf("CPU threads: up to %d (FLX_NUM_THREADS, OMP_NUM_THREADS or the usable cores), %d in use now\n\n",
+              flx::num_threads(), flx::num_threads_in_use());
   for (const auto& name : flx::supported_devices()) {
     flx::BackendStatus s = flx::backend_status(name);
     std::string plugin = s.built_in ? "built in" : s.plugin_found ? s.plugin_path : "not found";
