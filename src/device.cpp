@@ -40,8 +40,10 @@ BackendId backend_id_from_name(std::string_view name) {
   FLX_THROW(ArgumentError, "unknown backend \"", name, "\"; expected one of ", detail::backend_names());
 }
 
+// The CPU is "CPU"; a CPU ordinal other than 0 (which no tensor can be on)
+// shows its number, so an error about it does not read "CPU and CPU".
 std::string Device::str() const {
-  if (is_cpu()) return "CPU";
+  if (is_cpu() && ordinal_ == 0) return "CPU";
   return std::string(backend()) + ":" + std::to_string(ordinal_);
 }
 

@@ -252,6 +252,33 @@ TEST(Selection, GetDeviceByNameAndOfModels) {
   EXPECT_EQ(supported_devices().size(), 5u);
 }
 
+// A Device whose ordinal does not exist is refused where it is first used,
+// naming it and how many devices there are, not later as "different devices,
+// CPU and CPU".
+TEST(Selection, NonexistentOrdinalIsRefusedWhenUsed) {
+  auto refused = [](const Device& d, const std::string& count) {
+    try {
+      (void)rand(2).to(d);
+      ADD_FAILURE() << d << " was accepted";
+    } catch (const BackendUnavailable& e) {
+      EXPECT_TRUE(has(e.what(), d.str())) << e.what();
+      EXPECT_TRUE(has(e.what(), count)) << e.what();
+    }
+  };
+  EXPECT_EQ(Device(BackendId::CPU, 5).str(), "CPU:5");  // printed apart from the CPU
+  refused(Device(BackendId::CPU, 5), "one device");
+  refused(Device(BackendId::CPU, -1), "one device");
+  EXPECT_THROW(memory_stats(Device(BackendId::CPU, 1)), BackendUnavailable);
+  EXPECT_THROW((void)(ones(2) | Device(BackendId::CPU, 2)), BackendUnavailable);
+#ifdef FLX_TEST_HAVE_OPENCL
+  if (functional("OpenCL")) {
+    const size_t n = devices("OpenCL").size();
+    refused(Device(BackendId::OpenCL, int(n)), "has " + std::to_string(n) + " device");
+    refused(Device(BackendId::OpenCL, -1), "has " + std::to_string(n) + " device");
+  }
+#endif
+}
+
 TEST(MemoryStats, CountsLiveTensorsDeterministically) {
   MemoryStats before = memory_stats(Device::cpu());
   {
