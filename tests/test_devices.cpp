@@ -106,6 +106,94 @@ TEST(Selection, PreferenceFileIsFoundUpwardsAndEnvironmentOverrides) {
   EXPECT_TRUE(has(out, "preferences: Metal.")) << out;
   out = run(cd + "FLX_GPU_BACKEND=Nope " FLX_TEST_PROBE " CPU get_device");
   EXPECT_TRUE(has(out, "unknown backend \"Nope\"")) << out;
+  EXPECT_TRUE(has(out, "FLX_GPU_BACKEND")) << out;
+}
+
+// A preference that is not one of the backend names, or not a string at all,
+// is an error when the backend is selected (as Flux errors on an unsupported
+// GPU_BACKEND), naming where it came from and the accepted names; never the
+// default in silence.
+TEST(Selection, BadPreferenceIsAnErrorSayingWhereAndWhatIsAccepted) {
+  const std::string names = "CPU, CUDA, AMDGPU, Metal, OpenCL";
+  auto in_dir_with = [](const std::string& prefs, const std::string& what, const std::string& env = "") {
+    TempDir dir;
+    { std::ofstream(dir.path / "LocalPreferences.toml") << prefs; }
+    std::string out = run("cd " + dir.path.string() + " && env -u FLX_GPU_BACKEND " + env + " " FLX_TEST_PROBE " CPU " + what);
+    return std::pair{out, (dir.path / "LocalPreferences.toml").string()};
+  };
+  // {the value in the file, how the message shows it}
+  for (auto [value, shown] : {std::pair{"42", "integer 42"}, {"true", "boolean true"}, {"[\"CUDA\"]", "array"}}) {
+    auto [out, file] = in_dir_with(std::string("[Flux]\ngpu_backend = ") + value + "\n", "get_device");
+    EXPECT_TRUE(has(out, "ArgumentError")) << value << "\n" << out;
+    EXPECT_TRUE(has(out, file)) << out;
+    EXPECT_TRUE(has(out, "gpu_backend")) << out;
+    EXPECT_TRUE(has(out, shown)) << out;
+    EXPECT_TRUE(has(out, names)) << out;
+    EXPECT_TRUE(has(out, "gpu_backend = \"CUDA\"")) << out;  // how to fix it
+    EXPECT_FALSE(has(out, "device CPU")) << out;              // no silent default
+  }
+  {  // [Flux] that is not a table
+    auto [out, file] = in_dir_with("Flux = 3\n", "get_device");
+    EXPECT_TRUE(has(out, "ArgumentError") && has(out, file) && has(out, "[Flux]")) << out;
+  }
+  {  // an unknown name in the file: which file, which key
+    auto [out, file] = in_dir_with("[Flux]\ngpu_backend = \"Nonsense\"\n", "gpu");
+    EXPECT_TRUE(has(out, "ArgumentError") && has(out, "\"Nonsense\"") && has(out, file) && has(out, names)) << out;
+    EXPECT_FALSE(has(out, "gpu ->")) << out;
+  }
+  {  // the environment variable overrides the file, and says so when it is wrong
+    auto [out, file] = in_dir_with("[Flux]\ngpu_backend = 42\n", "get_device", "FLX_GPU_BACKEND=Nonsense");
+    EXPECT_TRUE(has(out, "ArgumentError") && has(out, "\"Nonsense\"") && has(out, names)) << out;
+    EXPECT_TRUE(has(out, "environment variable FLX_GPU_BACKEND")) << out;
+    EXPECT_FALSE(has(out, file)) << out;
+    std::tie(out, file) = in_dir_with("[Flux]\ngpu_backend = 42\n", "get_device", "FLX_GPU_BACKEND=CPU");
+    EXPECT_TRUE(has(out, "device CPU")) << out;
+  }
+}
+
+// gpu_backend(name) that cannot write says which file, the system's reason
+// and what to do instead, and leaves the old file as it was. As root,
+// permission bits do not stop a write, so the directory is made truly
+// read-only: a read-only bind mount of it in a private mount namespace
+// (unshare -m; needs CAP_SYS_ADMIN), or mode 0555 when not root.
+TEST(Selection, GpuBackendThatCannotWriteSaysWhyAndWhatToDo) {
+  TempDir dir;
+  const std::string before = "[Flux]\ngpu_backend = \"CUDA\"\n";
+  { std::ofstream(dir.path / "LocalPreferences.toml") << before; }
+  const std::string d = dir.path.string(), set = "cd " + d + " && env -u FLX_GPU_BACKEND " FLX_TEST_PROBE " OpenCL set";
+  std::string out;
+  if (geteuid() != 0) {
+    fs::permissions(dir.path, fs::perms::owner_read | fs::perms::owner_exec);
+    out = run(set);
+    fs::permissions(dir.path, fs::perms::owner_all);
+  } else {
+    out = run("unshare -m sh -c 'mount --bind " + d + " " + d + " && mount -o remount,bind,ro " + d + " && " + set + "'");
+    if (!has(out, "found=")) GTEST_SKIP() << "cannot make a read-only directory as root without CAP_SYS_ADMIN: " << out;
+  }
+  EXPECT_TRUE(has(out, "ArgumentError")) << out;
+  EXPECT_TRUE(has(out, (dir.path / "LocalPreferences.toml").string())) << out;
+  EXPECT_TRUE(has(out, "Read-only file system") || has(out, "Permission denied")) << out;  // errno's text
+  EXPECT_TRUE(has(out, "FLX_GPU_BACKEND=OpenCL")) << out;                                  // what to do instead
+  std::ifstream f(dir.path / "LocalPreferences.toml");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(f), {}), before);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), {}), 1);  // no temp file left
+}
+
+// A write that fails half way (here: a file size limit of 0, which stops
+// root too) must not replace the preferences with a cut-off file.
+TEST(Selection, GpuBackendThatFailsMidWriteKeepsTheOldFile) {
+  TempDir dir;
+  const std::string before = "# mine\n[Other]\nkeep = 1\n\n[Flux]\ngpu_backend = \"CUDA\"\n";
+  { std::ofstream(dir.path / "LocalPreferences.toml") << before; }
+  // SIGXFSZ ignored (inherited through exec), so write() fails with EFBIG.
+  std::string out = run("cd " + dir.path.string() + " && ulimit -f 0 && trap '' XFSZ && env -u FLX_GPU_BACKEND " +
+                        FLX_TEST_PROBE " CPU set");
+  EXPECT_TRUE(has(out, "ArgumentError")) << out;
+  EXPECT_TRUE(has(out, "File too large")) << out;
+  EXPECT_TRUE(has(out, "FLX_GPU_BACKEND=CPU")) << out;
+  std::ifstream f(dir.path / "LocalPreferences.toml");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(f), {}), before);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), {}), 1);  // no temp file left
 }
 
 TEST(Selection, GpuBackendWritesThePreferenceKeepingTheRest) {
@@ -162,6 +250,33 @@ TEST(Selection, GetDeviceByNameAndOfModels) {
   EXPECT_EQ(get_device(m), Device::cpu());
   EXPECT_EQ(get_device(ones(2)), Device::cpu());
   EXPECT_EQ(supported_devices().size(), 5u);
+}
+
+// A Device whose ordinal does not exist is refused where it is first used,
+// naming it and how many devices there are, not later as "different devices,
+// CPU and CPU".
+TEST(Selection, NonexistentOrdinalIsRefusedWhenUsed) {
+  auto refused = [](const Device& d, const std::string& count) {
+    try {
+      (void)rand(2).to(d);
+      ADD_FAILURE() << d << " was accepted";
+    } catch (const BackendUnavailable& e) {
+      EXPECT_TRUE(has(e.what(), d.str())) << e.what();
+      EXPECT_TRUE(has(e.what(), count)) << e.what();
+    }
+  };
+  EXPECT_EQ(Device(BackendId::CPU, 5).str(), "CPU:5");  // printed apart from the CPU
+  refused(Device(BackendId::CPU, 5), "one device");
+  refused(Device(BackendId::CPU, -1), "one device");
+  EXPECT_THROW(memory_stats(Device(BackendId::CPU, 1)), BackendUnavailable);
+  EXPECT_THROW((void)(ones(2) | Device(BackendId::CPU, 2)), BackendUnavailable);
+#ifdef FLX_TEST_HAVE_OPENCL
+  if (functional("OpenCL")) {
+    const size_t n = devices("OpenCL").size();
+    refused(Device(BackendId::OpenCL, int(n)), "has " + std::to_string(n) + " device");
+    refused(Device(BackendId::OpenCL, -1), "has " + std::to_string(n) + " device");
+  }
+#endif
 }
 
 TEST(MemoryStats, CountsLiveTensorsDeterministically) {

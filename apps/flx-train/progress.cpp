@@ -1,6 +1,8 @@
 #include "progress.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace flx_train {
@@ -59,16 +61,17 @@ void ProgressBar::finish(double mean_loss, double accuracy, int64_t samples) {
 
 MetricsLog::MetricsLog(const std::string& path) {
   if (path.empty()) return;
+  path_ = path;
   f_ = std::fopen(path.c_str(), "a");
-  if (!f_) throw std::runtime_error("cannot open the metrics file " + path + " for appending");
+  if (!f_) throw std::runtime_error("cannot open the metrics file " + path + " for appending: " + std::strerror(errno));
 }
 MetricsLog::~MetricsLog() {
   if (f_) std::fclose(f_);
 }
 void MetricsLog::write(const std::string& obj) {
   if (!f_) return;
-  std::fprintf(f_, "%s\n", obj.c_str());
-  std::fflush(f_);
+  if (std::fprintf(f_, "%s\n", obj.c_str()) < 0 || std::fflush(f_) != 0)
+    throw std::runtime_error("cannot write to the metrics file " + path_ + ": " + std::strerror(errno));
 }
 
 }  // namespace flx_train

@@ -32,7 +32,9 @@ class ProgressBar {
 // {"epoch":…, "step":…, "loss":…, ...} one object per line, flushed.
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& path);  // empty: disabled
+  // Appends to path (empty: disabled); a failure to open or write throws,
+  // saying why.
+  explicit MetricsLog(const std::string& path);
   ~MetricsLog();
   void write(const std::string& json_object);
   MetricsLog(const MetricsLog&) = delete;
@@ -40,6 +42,7 @@ class MetricsLog {
 
  private:
   std::FILE* f_ = nullptr;
+  std::string path_;
 };
 
 std::string format_duration(double seconds);  // "1:05", "12s"

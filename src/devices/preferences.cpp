@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "flx/devices.hpp"
+#include "../common/atomic_file.hpp"
 #include "flx/error.hpp"
 #include "log.hpp"
+#include "names.hpp"
 
 namespace fs = std::filesystem;
 
@@ -49,7 +51,29 @@ toml::table parse_file(const fs::path& p) {
   }
 }
 
-std::string canonical(std::string_view name) { return std::string(backend_name(backend_id_from_name(name))); }
+// The backend a preference names, canonically spelt; an ArgumentError
+// saying where the name came from (`where`) and how to change it (`fix`)
+// when it names none.
+std::string canonical(std::string_view name, const std::string& where, const std::string& fix) {
+  auto id = known_backend(name);
+  FLX_CHECK(id, ArgumentError, "unknown backend \"", name, "\" in ", where, "; expected one of ", backend_names(),
+            " (any case). ", fix);
+  return std::string(backend_name(*id));
+}
+
+// How to put the file right, for errors about what it holds.
+std::string fix_file() {
+  return "Edit the file to read gpu_backend = \"CUDA\" (or another of those names) under [Flux], call "
+         "gpu_backend(\"CUDA\") to rewrite it, or override it with the environment variable FLX_GPU_BACKEND";
+}
+
+// "integer 42", "boolean true", "array [ 1 ]": a TOML value for a message.
+std::string describe(const toml::node& n) {
+  std::ostringstream os;
+  os << n.type() << " ";
+  n.visit([&](const auto& v) { os << v; });
+  return os.str();
+}
 
 struct Cached {
   std::once_flag once;
@@ -60,18 +84,30 @@ Cached& cache() {
   return c;
 }
 
+// The preference in force and where it came from. A value that names no
+// backend, or is no string, is an error here, when the backend is chosen,
+// as Flux errors on an unsupported GPU_BACKEND; never the default in silence.
 void read_preference(std::string& value, std::string& source) {
   if (const char* env = std::getenv("FLX_GPU_BACKEND"); env && *env) {
-    value = canonical(env);
+    value = canonical(env, "the environment variable FLX_GPU_BACKEND",
+                      "Set FLX_GPU_BACKEND to one of them, or unset it to use the preference in " +
+                          std::string(kFile));
     source = "environment (FLX_GPU_BACKEND)";
     return;
   }
   if (auto p = find_file()) {
     toml::table t = parse_file(*p);
-    if (auto v = t["Flux"]["gpu_backend"].value<std::string>()) {
-      value = canonical(*v);
-      source = p->string();
-      return;
+    const std::string file = p->string();
+    if (const toml::node* flux = t.get("Flux")) {
+      FLX_CHECK(flux->is_table(), ArgumentError, file, ": Flux is ", describe(*flux),
+                "; expected the table [Flux] that holds gpu_backend. ", fix_file());
+      if (const toml::node* v = flux->as_table()->get("gpu_backend")) {
+        FLX_CHECK(v->is_string(), ArgumentError, file, ": [Flux] gpu_backend is ", describe(*v),
+                  "; expected a string naming the GPU backend, one of ", backend_names(), ". ", fix_file());
+        value = canonical(v->as_string()->get(), file + ", [Flux] gpu_backend", fix_file());
+        source = file;
+        return;
+      }
     }
   }
   value = "CUDA";
@@ -172,7 +208,7 @@ std::string gpu_backend_source() {
 }
 
 void gpu_backend(std::string_view name) {
-  std::string value = detail::canonical(name);  // validates
+  const std::string value(backend_name(backend_id_from_name(name)));  // validates
   auto found = detail::find_file();
   fs::path path = found ? *found : fs::current_path() / detail::kFile;
   toml::table t = found ? detail::parse_file(path) : toml::table{};
@@ -187,18 +223,14 @@ void gpu_backend(std::string_view name) {
     os << detail::with_backend(t, value) << "\n";
     edited = os.str();
   }
-  // Write a temporary file beside it, then rename: never a half-written file.
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream os(tmp);
-    FLX_CHECK(os, ArgumentError, "gpu_backend: cannot write ", tmp.string());
-    os << *edited;
-    FLX_CHECK(os.good(), ArgumentError, "gpu_backend: writing ", tmp.string(), " failed");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  FLX_CHECK(!ec, ArgumentError, "gpu_backend: cannot replace ", path.string(), ": ", ec.message());
+  // Never a half-written file: a temporary file beside it, then a rename.
+  auto failure = detail::write_file_atomic(
+      path.string(), std::span(reinterpret_cast<const uint8_t*>(edited->data()), edited->size()));
+  FLX_CHECK(!failure, ArgumentError, "gpu_backend: cannot write the preference to ", path.string(), " (",
+            failure.text(), "); ",
+            failure.replaced ? "it may not survive a crash" : found ? "the file is unchanged" : "nothing was written",
+            ". Make its directory writable, or set the environment variable FLX_GPU_BACKEND=", value,
+            " instead (it overrides the file)");
   detail::log_info_box({"New GPU backend set: " + value + ".", "Restart your program for this change to take effect!"});
 }
 

@@ -179,14 +179,25 @@ void register_backend(BackendId id, const flx_backend_iface* iface) {
   e.rt = std::make_unique<BackendRt>(BackendRt{id, iface});
 }
 
+// Every use of a Device (placing, moving, allocating, statistics) comes
+// here, so a device that does not exist is refused at its first use.
 const BackendRt& backend_of(Device d) {
-  if (d.is_cpu()) [[likely]]
+  if (d.is_cpu()) [[likely]] {
+    FLX_CHECK(d.ordinal() == 0, BackendUnavailable, "there is no device ", d.str(),
+              ": the CPU backend has one device, CPU:0 (Device::cpu() or get_device(\"CPU\", 0))");
     return cpu_rt();
+  }
   const BackendRt* rt = find_backend(d.backend_id());
-  if (!rt) FLX_THROW(BackendUnavailable, d.backend(), " is not available: ", status_of(d.backend_id()).reason);
+  if (!rt) FLX_THROW(BackendUnavailable, "there is no device ", d.str(), ": ", d.backend(), " is not available: ",
+                     status_of(d.backend_id()).reason);
   int n = rt->f->device_count(rt->f->ctx);
-  FLX_CHECK(d.ordinal() >= 0 && d.ordinal() < n, BackendUnavailable, d.backend(), " has ", n,
-            " device(s) (ordinals 0 to ", n - 1, "); there is no device ", d.str());
+  if (d.ordinal() < 0 || d.ordinal() >= n) {
+    const std::string name(d.backend());
+    const std::string has = n == 0   ? "0 devices"
+                            : n == 1 ? "1 device, " + name + ":0"
+                                     : std::to_string(n) + " devices, " + name + ":0 to " + name + ":" + std::to_string(n - 1);
+    FLX_THROW(BackendUnavailable, "there is no device ", d.str(), ": ", name, " has ", has, " (flx-info lists them)");
+  }
   return *rt;
 }
 

@@ -65,13 +65,8 @@ Device get_device(const GetDeviceOptions& opts) {
 }
 
 Device get_device(std::string_view name, int ordinal) {
-  BackendId id = backend_id_from_name(name);
-  if (id == BackendId::CPU) {
-    FLX_CHECK(ordinal == 0, BackendUnavailable, "get_device: the CPU has one device, 0; got ", ordinal);
-    return Device::cpu();
-  }
-  Device d(id, ordinal);
-  detail::backend_of(d);  // throws with the reason or the valid ordinals
+  Device d(backend_id_from_name(name), ordinal);
+  detail::backend_of(d);  // throws with the reason or the devices there are
   return d;
 }
 

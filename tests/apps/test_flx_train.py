@@ -7,7 +7,8 @@
   uninterrupted one was (same loss and accuracy at epoch 3).
 - On a terminal the progress bar redraws in place.
 - Bad arguments, a missing checkpoint and a damaged one are clear errors,
-  and the damaged file is left as it was.
+  and the damaged file is left as it was (test_flx_train_args.py and
+  test_flx_train_interrupts.py go further).
 - With an OpenCL device, one epoch reaches the CPU's accuracy within 0.5
   points (same seed).
 
@@ -49,7 +50,7 @@ assert final >= 0.885, f"test accuracy {final} < 0.885"
 assert runs[-1]["loss"] < runs[0]["loss"]
 plain = [line for line in p.stderr.splitlines() if line.startswith("epoch ")]
 assert len(plain) == 10 and "\r" not in p.stderr and "test accuracy" in plain[0], p.stderr
-for name in ("model.safetensors", "optimiser.safetensors"):
+for name in ("checkpoint.safetensors", "model.safetensors"):
     assert os.path.getsize(os.path.join(full, name)) > 0
 
 # Interrupted after epoch 2, resumed to epoch 3: exactly the same epoch 3.
@@ -80,17 +81,17 @@ assert p.returncode == 0, tty
 assert "\r\x1b[2Kepoch 1/1 [" in tty and "samples/s" in tty and "took" in tty, repr(tty[-400:])
 
 # Bad input.
-assert "--batchsize must be at least 1" in run("--batchsize", "0", expect=2).stderr
+assert "bad value \"0\" for --batchsize" in run("--batchsize", "0", expect=2).stderr
 assert "unknown option" in run("--bogus", expect=2).stderr
 empty = os.path.join(work, "empty")
 assert "no checkpoint" in run("--resume", "--checkpoint-dir", empty, expect=1).stderr
-model = os.path.join(cut, "model.safetensors")
-with open(model, "r+b") as f:
-    f.truncate(os.path.getsize(model) // 2)
-size = os.path.getsize(model)
+checkpoint = os.path.join(cut, "checkpoint.safetensors")
+with open(checkpoint, "r+b") as f:
+    f.truncate(os.path.getsize(checkpoint) // 2)
+size = os.path.getsize(checkpoint)
 err = run("--epochs", "4", "--resume", "--checkpoint-dir", cut, expect=1).stderr
-assert model in err, err
-assert os.path.getsize(model) == size, "a damaged checkpoint must not be written over"
+assert checkpoint in err, err
+assert os.path.getsize(checkpoint) == size, "a damaged checkpoint must not be written over"
 print("bad arguments and a damaged checkpoint: clear errors")
 
 # The same program on OpenCL, when there is an OpenCL device.

@@ -1,0 +1,43 @@
+// flx-train's command line: every argument is checked here, before anything
+// is read or written, so a typo costs no training time.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace flx_train {
+
+struct Args {
+  int epochs = 10;
+  int64_t batchsize = 64;
+  uint64_t seed = 1;
+  std::string device;  // backend name; empty: get_device()
+  int ordinal = 0;     // of device
+  double lr = 1e-3;
+  double decay = 0.75;  // learning rate factor per epoch
+  std::string checkpoint_dir = "checkpoints";
+  bool resume = false;
+  std::string metrics;
+  int64_t limit = 0;  // train on the first N examples only (0: all)
+};
+
+// A bad command line: main prints it and exits with status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The arguments, each checked (a number is all digits and in range, the
+// device name is known); a UsageError saying which flag, which value and
+// what was expected otherwise. Prints the usage and exits 0 for --help.
+Args parse(int argc, char** argv);
+
+// Can `path` be made as a directory (or is it one we may write in), and can
+// `file` be created or appended to? Creates nothing; a UsageError naming the
+// flag, the path and the system's reason otherwise.
+void check_writable_dir(const std::string& flag, const std::string& path);
+void check_writable_file(const std::string& flag, const std::string& path);
+
+std::string usage_text();
+
+}  // namespace flx_train
