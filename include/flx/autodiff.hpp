@@ -45,7 +45,7 @@ template <class F, class... Args>
 WithGradient<Args...> withgradient(F&& f, const Args&... args) {
   detail::FmapCache cache;  // one cache: a tensor passed twice is one leaf
   auto track = [](const Tensor& t) { return detail::track(t); };
-  std::tuple<Args...> tracked{detail::fmap_cached(track, cache, args)...};
+  std::tuple<Args...> tracked{detail::fmap_cached(track, cache, "", args)...};
   Tensor val;
   {
     detail::RecordScope scope;
