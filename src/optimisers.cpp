@@ -1,6 +1,7 @@
 // Optimiser rules (Optimisers.jl's apply!) and the state-tree step.
 #include "flx/optimisers.hpp"
 
+#include <cfloat>
 #include <cmath>
 #include <unordered_map>
 
@@ -111,17 +112,51 @@ RuleState ClipGrad::init(const Tensor&) const { return {}; }
 Tensor ClipGrad::apply(RuleState&, const Tensor&, const Tensor& dx) const { return clamp(dx, -delta, delta); }
 void ClipGrad::print(std::ostream& os) const { os << "ClipGrad(" << delta << ")"; }
 
+namespace {
+// The smallest normal number of a floating type: a sum below it has lost
+// precision to underflow.
+double smallest_normal(DType t) {
+  if (t == Float64) return DBL_MIN;
+  if (t == Float16) return 6.103515625e-05;
+  return FLT_MIN;  // Float32, and BFloat16 with the same exponent range
+}
+
+// LinearAlgebra's norm(x, p): p = Inf is max|x|, -Inf min|x|, 0 the number
+// of nonzeros, any other p (Σ|x|ᵖ)^(1/p). Like LinearAlgebra, a sum that
+// overflows or underflows is taken again with |x| scaled by max|x| (min|x|
+// for p < 0), so a Float32 gradient of 1e30s has a finite 2-norm.
+double pnorm(const Tensor& x, double p) {
+  if (x.numel() == 0) return 0;
+  if (p == INFINITY) return maximum(abs(x)).item<double>();
+  if (p == -INFINITY) return minimum(abs(x)).item<double>();
+  if (p == 0) return sum(x != 0.0).item<double>();
+  Tensor a = abs(x);
+  auto root = [p](double s) { return p == 2 ? std::sqrt(s) : p == 1 ? s : std::pow(s, 1 / p); };
+  auto sum_p = [p](const Tensor& t) {
+    return (p == 2 ? sum(square(t)) : p == 1 ? sum(t) : sum(pow(t, p))).item<double>();
+  };
+  double s = sum_p(a);
+  if (std::isfinite(s) && s >= smallest_normal(x.dtype())) return root(s);
+  double m = (p > 0 ? maximum(a) : minimum(a)).item<double>();
+  if (m == 0 || !std::isfinite(m)) return m;  // NaN stays NaN
+  return m * root(sum_p(a / m));
+}
+}  // namespace
+
+// Optimisers.jl: λ = min(ω / norm(dx, p), 1), throwing first on a norm that
+// is not finite when throw_nonfinite (its `throw` keyword).
 RuleState ClipNorm::init(const Tensor&) const { return {}; }
 Tensor ClipNorm::apply(RuleState&, const Tensor&, const Tensor& dx) const {
-  double norm;
-  if (std::isinf(p)) norm = maximum(abs(dx)).item<double>();
-  else if (p == 2) norm = std::sqrt(sum(square(dx)).item<double>());
-  else norm = std::pow(sum(pow(abs(dx), p)).item<double>(), 1.0 / p);
-  FLX_CHECK(std::isfinite(norm), ArgumentError, "ClipNorm: the gradient's ", p,
-            "-norm is not finite (", norm, "); check the loss for NaN or Inf");
-  return norm > omega ? dx * (omega / norm) : dx;
+  double norm = pnorm(dx, p);
+  FLX_CHECK(!throw_nonfinite || std::isfinite(norm), ArgumentError, "ClipNorm: the ", p,
+            "-norm of a gradient of shape ", dx.shape(), " is not finite (", norm,
+            "); check the loss for NaN or Inf, or use ClipNorm(omega, p, false) to scale by it anyway");
+  double lambda = std::min(omega / norm, 1.0);  // NaN when the norm is (as Julia's min)
+  return lambda == 1.0 ? dx : dx * lambda;
 }
-void ClipNorm::print(std::ostream& os) const { os << "ClipNorm(" << omega << ", " << p << ")"; }
+void ClipNorm::print(std::ostream& os) const {
+  os << "ClipNorm(" << omega << ", " << p << (throw_nonfinite ? "" : ", throw=false") << ")";
+}
 
 RuleState WeightDecay::init(const Tensor&) const { return {}; }
 Tensor WeightDecay::apply(RuleState&, const Tensor& x, const Tensor& dx) const { return dx + x * lambda; }

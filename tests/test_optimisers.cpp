@@ -1,5 +1,6 @@
 // Optimisers: each rule's steps against the closed forms of Optimisers.jl,
 // tied parameters, skipped leaves, bare tensors and chains.
+#include <cmath>
 #include <sstream>
 
 #include "test_util.hpp"
@@ -131,4 +132,70 @@ TEST(Optimisers, AdjustChangesTheLearningRateKeepingState) {
   std::ostringstream os;
   os << st.rule();
   EXPECT_EQ(os.str(), "OptimiserChain(ClipGrad(10), Descent(0.01))");
+}
+
+// ---- ClipNorm follows Optimisers.jl: norm(dx, p) from LinearAlgebra ----------
+
+namespace {
+// x = 0 after one step of OptimiserChain(ClipNorm(ω, p), Descent(1)): -dx·min(ω/‖dx‖ₚ, 1).
+std::vector<double> clipped(const ClipNorm& rule, const std::vector<double>& dx) {
+  Tensor x = zeros(Float64, int64_t(dx.size()));
+  auto st = setup(OptimiserChain(rule, Descent(1.0)), x);
+  update(st, x, tensor(dx));
+  auto v = x.to_vector<double>();
+  for (double& e : v) e = -e;
+  return v;
+}
+std::vector<double> scaled(const std::vector<double>& dx, double omega, double norm) {
+  std::vector<double> out = dx;
+  double lambda = std::min(omega / norm, 1.0);
+  for (double& e : out) e *= lambda;
+  return out;
+}
+void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-13 * std::max(1.0, std::fabs(want[i]))) << what << " [" << i << "]";
+}
+}  // namespace
+
+TEST(Optimisers, ClipNormUsesThePNormOfLinearAlgebra) {
+  const std::vector<double> dx{3, -4, 0, 1, 0.5};
+  const double w = 0.25;
+  expect_near_all(clipped(ClipNorm(w, 2), dx), scaled(dx, w, std::sqrt(9 + 16 + 1 + 0.25)), "p = 2");
+  expect_near_all(clipped(ClipNorm(w, 1), dx), scaled(dx, w, 8.5), "p = 1");
+  expect_near_all(clipped(ClipNorm(w, 3), dx), scaled(dx, w, std::cbrt(27 + 64 + 1 + 0.125)), "p = 3");
+  expect_near_all(clipped(ClipNorm(w, INFINITY), dx), scaled(dx, w, 4), "p = Inf: max |x|");
+  expect_near_all(clipped(ClipNorm(w, 0), dx), scaled(dx, w, 4), "p = 0: the count of nonzeros");
+  double half = std::sqrt(3.0) + 2 + 0 + 1 + std::sqrt(0.5);
+  expect_near_all(clipped(ClipNorm(w, 0.5), dx), scaled(dx, w, half * half), "p = 0.5");
+  // p = -Inf: min |x|; a zero entry makes the norm 0, so nothing is scaled
+  expect_near_all(clipped(ClipNorm(w, -INFINITY), dx), dx, "p = -Inf with a zero");
+  const std::vector<double> nz{3, -4, 1, 0.5};
+  expect_near_all(clipped(ClipNorm(w, -INFINITY), nz), scaled(nz, w, 0.5), "p = -Inf: min |x|");
+  double inv = 1 / 9.0 + 1 / 16.0 + 1 + 4;  // p = -2: (Σ|x|⁻²)^(-1/2)
+  expect_near_all(clipped(ClipNorm(w, -2), nz), scaled(nz, w, 1 / std::sqrt(inv)), "p = -2");
+  // below the threshold, unchanged
+  expect_near_all(clipped(ClipNorm(100, 2), dx), dx, "norm below omega");
+  expect_near_all(clipped(ClipNorm(1, 2), {0, 0}), {0, 0}, "zero gradient");
+}
+
+TEST(Optimisers, ClipNormNonFiniteNorms) {
+  using flx::testing::error_message;
+  const std::vector<double> bad{1, NAN, 2};
+  for (double p : std::vector<double>{2, 1, 3, 0.5, INFINITY, -INFINITY}) {
+    SCOPED_TRACE("p = " + std::to_string(p));
+    EXPECT_NE(error_message<ArgumentError>([&] { clipped(ClipNorm(1, p), bad); }).find("not finite"), std::string::npos);
+  }
+  // p = 0 counts NaN as nonzero: a finite norm, as in LinearAlgebra
+  auto counted = clipped(ClipNorm(1, 0), bad);
+  EXPECT_NEAR(counted[0], 1.0 / 3, 1e-15);
+  // throw = false: λ = min(ω/NaN, 1) is NaN, as in Optimisers.jl
+  for (double v : clipped(ClipNorm(1, 2, false), {1, NAN})) EXPECT_TRUE(std::isnan(v));
+  auto inf = clipped(ClipNorm(1, 2, false), {1, INFINITY});  // λ = ω/Inf = 0
+  EXPECT_EQ(inf[0], 0.0);
+  // a Float32 gradient whose squares overflow still has a finite 2-norm
+  Tensor x = zeros(2);
+  auto st = setup(OptimiserChain(ClipNorm(1), Descent(1.0)), x);
+  update(st, x, tensor(std::vector<float>{3e30f, 4e30f}, {2}));
+  expect_values(x, {-0.6, -0.8}, 1e-6);
 }

@@ -107,7 +107,9 @@ struct ClipGrad : OptRule {  // clamp each gradient entry to [-δ, δ]
 };
 struct ClipNorm : OptRule {  // rescale so the p-norm of each gradient is at most ω
   double omega, p;
-  explicit ClipNorm(double omega = 10, double p = 2) : omega(omega), p(p) {}
+  bool throw_nonfinite;
+  explicit ClipNorm(double omega = 10, double p = 2, bool throw_nonfinite = true)
+      : omega(omega), p(p), throw_nonfinite(throw_nonfinite) {}
   FLX_RULE_METHODS(ClipNorm)
 };
 struct WeightDecay : OptRule {  // dx + λx
