@@ -196,12 +196,12 @@ void OptState::adjust(double eta) {
   rule_ = std::move(r);
 }
 
-void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
-  autograd::PauseScope pause;
+// Every gradient, summed per parameter (a tied tensor appears at several
+// places; the same gradient tensor there counts once), after checking each
+// against its parameter. Writes nothing.
+std::vector<Tensor> OptState::checked_gradients(const std::vector<std::pair<Tensor, Tensor>>& param_grads) const {
   std::unordered_map<const void*, size_t> index;
   for (size_t i = 0; i < leaves_.size(); ++i) index.emplace(leaves_[i].param.id(), i);
-  // Sum the distinct gradients of each parameter (a tied tensor appears at
-  // several places; the same gradient tensor there counts once).
   std::vector<Tensor> total(leaves_.size());
   std::vector<std::vector<const void*>> seen(leaves_.size());
   for (const auto& [p, g] : param_grads) {
@@ -211,21 +211,73 @@ void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
               "update: the model has a tensor the optimiser state does not know (shape ", p.shape(),
               "); call setup() again after changing the model");
     size_t i = it->second;
-    FLX_CHECK(g.shape() == p.shape(), DimensionMismatch, "update: gradient for ", leaves_[i].path, " has shape ",
-              g.shape(), " but the parameter has shape ", p.shape());
+    const std::string& path = leaves_[i].path.empty() ? "(root)" : leaves_[i].path;
+    FLX_CHECK(g.shape() == p.shape(), DimensionMismatch, "update: gradient for ", path, " has shape ", g.shape(),
+              " but the parameter has shape ", p.shape());
+    FLX_CHECK(is_floating(g.dtype()), TypeError, "update: gradient for ", path, " has element type ", g.dtype(),
+              "; gradients must be floating (the parameter is ", p.dtype(), ")");
+    FLX_CHECK(g.device() == p.device(), DeviceMismatch, "update: gradient for ", path, " lives on ", g.device(),
+              " but the parameter on ", p.device(), "; move the gradient to the model's device first");
     auto& s = seen[i];
     if (std::find(s.begin(), s.end(), g.id()) != s.end()) continue;
     s.push_back(g.id());
     total[i] = total[i].defined() ? total[i] + g : g;
   }
+  for (size_t i = 0; i < leaves_.size(); ++i)
+    if (total[i].defined()) total[i] = total[i].to(leaves_[i].param.dtype());
+  return total;
+}
+
+namespace {
+RuleState copy_state(const RuleState& st) {
+  RuleState out{{}, st.scalars, {}};
+  for (const auto& t : st.tensors) {
+    out.tensors.push_back(empty(t.dtype(), t.shape(), t.device()));
+    assign(out.tensors.back(), t);
+  }
+  for (const auto& c : st.children) out.children.push_back(copy_state(c));
+  return out;
+}
+// dst takes src's values in place (its tensors stay the same objects).
+void commit_state(RuleState& dst, const RuleState& src) {
+  for (size_t k = 0; k < dst.tensors.size(); ++k) assign(dst.tensors[k], src.tensors[k]);
+  dst.scalars = src.scalars;
+  for (size_t j = 0; j < dst.children.size(); ++j) commit_state(dst.children[j], src.children[j]);
+}
+void subtract(const Tensor& x, const Tensor& step) {
+  Tensor s = step.to(x.dtype());
+  ops::raw_map_into(x, FLX_OP_SUB, x.dtype(), {{&x}, {&s}});
+}
+}  // namespace
+
+void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
+  autograd::PauseScope pause;
+  std::vector<Tensor> grads = checked_gradients(param_grads);
+  if (rule_->may_refuse()) {
+    // Stage: every step on a copy of its leaf's state, then commit them all.
+    struct Staged {
+      size_t leaf;
+      RuleState state;
+      Tensor step;
+    };
+    std::vector<Staged> staged;
+    for (size_t i = 0; i < leaves_.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      RuleState st = copy_state(leaves_[i].state);
+      Tensor s = rule_->apply(st, leaves_[i].param, grads[i]);
+      staged.push_back({i, std::move(st), s});
+    }
+    for (auto& [i, st, s] : staged) {
+      commit_state(leaves_[i].state, st);
+      subtract(leaves_[i].param, s);
+    }
+    return;
+  }
   for (size_t i = 0; i < leaves_.size(); ++i) {
-    if (!total[i].defined()) continue;
+    if (!grads[i].defined()) continue;
     Leaf& leaf = leaves_[i];
-    ops::check_same_device(leaf.param, total[i], "update");
-    Tensor g = total[i].to(leaf.param.dtype());
-    if (rule_->apply_in_place(leaf.state, leaf.param, g)) continue;
-    Tensor s = rule_->apply(leaf.state, leaf.param, g).to(leaf.param.dtype());
-    ops::raw_map_into(leaf.param, FLX_OP_SUB, leaf.param.dtype(), {{&leaf.param}, {&s}});
+    if (rule_->apply_in_place(leaf.state, leaf.param, grads[i])) continue;
+    subtract(leaf.param, rule_->apply(leaf.state, leaf.param, grads[i]));
   }
 }
 

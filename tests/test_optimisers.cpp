@@ -1,6 +1,8 @@
 // Optimisers: each rule's steps against the closed forms of Optimisers.jl,
 // tied parameters, skipped leaves, bare tensors and chains.
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <sstream>
 
 #include "test_util.hpp"
@@ -132,6 +134,123 @@ TEST(Optimisers, AdjustChangesTheLearningRateKeepingState) {
   std::ostringstream os;
   os << st.rule();
   EXPECT_EQ(os.str(), "OptimiserChain(ClipGrad(10), Descent(0.01))");
+}
+
+TEST(Optimisers, UpdateRefusesGradientTreesOfAnotherStructure) {
+  using flx::testing::error_message;
+  std::vector<Dense> m{Dense(2, 2), Dense(2, 2)}, g{Dense(2, 2)};
+  auto st = setup(Descent(), m);
+  std::string msg = error_message<DimensionMismatch>([&] { update(st, m, g); });
+  EXPECT_NE(msg.find("(root)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("2 elements"), std::string::npos) << msg;
+  std::map<std::string, Dense> mm{{"enc", Dense(2, 2)}, {"dec", Dense(2, 2)}}, gm{{"enc", Dense(2, 2)}};
+  auto stm = setup(Descent(), mm);
+  msg = error_message<ArgumentError>([&] { update(stm, mm, gm); });
+  EXPECT_NE(msg.find("dec"), std::string::npos) << msg;
+}
+
+// ---- update is all or nothing ------------------------------------------------
+
+namespace {
+using Bytes = std::vector<uint8_t>;
+
+Bytes bytes_of(const Tensor& t0) {
+  Tensor t = t0.to(Device::cpu());
+  Bytes out;
+  auto put = [&](const auto& v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    out.insert(out.end(), p, p + v.size() * sizeof(v[0]));
+  };
+  if (t.dtype() == Float64) put(t.to_vector<double>());
+  else put(t.to_vector<float>());
+  return out;
+}
+void state_bytes(const RuleState& s, std::vector<Bytes>& out) {
+  for (const auto& t : s.tensors) out.push_back(bytes_of(t));
+  Bytes sc(s.scalars.size() * sizeof(double));
+  if (!sc.empty()) std::memcpy(sc.data(), s.scalars.data(), sc.size());
+  out.push_back(sc);
+  for (const auto& c : s.children) state_bytes(c, out);
+}
+// Every byte of every parameter and of every optimiser-state tensor and scalar.
+std::vector<Bytes> snapshot(const OptState& st) {
+  std::vector<Bytes> out;
+  for (const auto& leaf : st.entries()) {
+    out.push_back(bytes_of(leaf.param));
+    state_bytes(leaf.state, out);
+  }
+  return out;
+}
+
+std::vector<Dense> four_layers() {
+  set_seed(11);
+  return {Dense(3, 3), Dense(3, 3), Dense(3, 3), Dense(3, 3)};
+}
+std::vector<Dense> gradient_of(const std::vector<Dense>& m) {
+  Tensor x = rand(3, 5);
+  auto [g] = gradient([&](const std::vector<Dense>& layers) {
+    Tensor h = x;
+    for (const auto& d : layers) h = d(h);
+    return sum(square(h));
+  }, m);
+  return g;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<OptRule>>> all_rules() {
+  return {{"Descent", std::make_shared<Descent>(0.1)},
+          {"Momentum", std::make_shared<Momentum>()},
+          {"Nesterov", std::make_shared<Nesterov>()},
+          {"RMSProp", std::make_shared<RMSProp>()},
+          {"Adam", std::make_shared<Adam>()},
+          {"AdamW", std::make_shared<AdamW>(0.001, std::pair{0.9, 0.999}, 0.01)},
+          {"ClipNorm,Descent", std::make_shared<OptimiserChain>(ClipNorm(1), Descent())},
+          {"ClipNorm,Adam", std::make_shared<OptimiserChain>(ClipNorm(1), Adam())},
+          {"Momentum,ClipNorm", std::make_shared<OptimiserChain>(Momentum(), ClipNorm(0.1))},
+          {"WeightDecay,ClipNorm(1,Inf),Adam", std::make_shared<OptimiserChain>(WeightDecay(), ClipNorm(1, INFINITY), Adam())}};
+}
+
+// One good step (so that every state is non-zero), then a refused one:
+// afterwards every byte must be as it was before the refused step.
+template <class E>
+void expect_refused_unchanged(const std::string& what, const std::function<void(std::vector<Dense>&)>& spoil,
+                              const std::string& only = "") {
+  for (const auto& [name, rule] : all_rules()) {
+    if (name.find(only) == std::string::npos) continue;
+    SCOPED_TRACE(what + " with " + name);
+    auto m = four_layers();
+    auto st = setup(*rule, m);
+    update(st, m, gradient_of(m));
+    auto before = snapshot(st);
+    auto g = gradient_of(m);
+    spoil(g);
+    EXPECT_THROW(update(st, m, g), E);
+    EXPECT_TRUE(snapshot(st) == before) << "a refused update changed the model or the optimiser state";
+  }
+}
+}  // namespace
+
+TEST(Optimisers, RefusedUpdateChangesNothing) {
+  // NaN / Inf in the last layer: ClipNorm (which throws on a non-finite norm) refuses it
+  expect_refused_unchanged<ArgumentError>("a NaN in the last layer", [](std::vector<Dense>& g) {
+    g[3].bias = tensor(std::vector<float>{0.f, NAN, 1.f}, {3});
+  }, "ClipNorm");
+  expect_refused_unchanged<ArgumentError>("an Inf in the last layer",
+                                          [](std::vector<Dense>& g) { g[3].weight = g[3].weight * INFINITY; }, "ClipNorm");
+  expect_refused_unchanged<DimensionMismatch>("a wrong shape in the last layer",
+                                              [](std::vector<Dense>& g) { g[3].bias = zeros(4); });
+  expect_refused_unchanged<TypeError>("an integer gradient in the last layer", [](std::vector<Dense>& g) {
+    g[3].bias = tensor(std::vector<int32_t>{1, 2, 3}, {3});
+  });
+  expect_refused_unchanged<DimensionMismatch>("a gradient tree with a layer missing",
+                                              [](std::vector<Dense>& g) { g.pop_back(); });
+}
+
+TEST(Optimisers, RefusedUpdateOnAnotherDeviceChangesNothing) {
+  auto accel = flx::testing::accelerator_devices();
+  if (accel.empty()) GTEST_SKIP() << "no second device (OpenCL through PoCL: POCL_DEVICES=\"pthread pthread\")";
+  Device dev = accel.front();
+  expect_refused_unchanged<DeviceMismatch>("a gradient on " + dev.str() + " for a CPU model",
+                                           [dev](std::vector<Dense>& g) { g[3].weight = g[3].weight.to(dev); });
 }
 
 // ---- ClipNorm follows Optimisers.jl: norm(dx, p) from LinearAlgebra ----------
