@@ -1,6 +1,9 @@
-// The backward pass: an iterative topological sort from the output, then
-// gradients flow in reverse order, accumulated per node.
-#include <unordered_set>
+// The backward pass of one gradient call (a tape): an iterative topological
+// sort from the output down to the tape's own leaves, then gradients flow in
+// reverse order, kept in the pass itself (never in the nodes, which an
+// enclosing call's pass may visit as well).
+#include <atomic>
+#include <unordered_map>
 
 #include "autograd.hpp"
 #include "flx/ops.hpp"
@@ -8,7 +11,58 @@
 namespace flx {
 namespace {
 thread_local int t_recording = 0;
+// The node whose backward rule is running (for saved_output).
+thread_local autograd::Node* t_current = nullptr;
+std::atomic<uint64_t> g_next_id{1};
+
+struct CurrentNode {
+  autograd::Node* saved = t_current;
+  explicit CurrentNode(autograd::Node* n) { t_current = n; }
+  ~CurrentNode() { t_current = saved; }
+  CurrentNode(const CurrentNode&) = delete;
+  CurrentNode& operator=(const CurrentNode&) = delete;
+};
+
+// Stands in for a gradient that a first-order-only rule computed while the
+// pass was recorded: differentiating through it is an error.
+struct Refusal final : autograd::Node {
+  const char* rule;
+  explicit Refusal(const char* r) : rule(r) { op = "first-order gradient"; }
+  void backward(const Tensor&, const bool*, Tensor*) override {
+    FLX_THROW(ArgumentError, "gradient of a gradient: the backward rule of ", rule,
+              " is first order only (a fused kernel), so an enclosing gradient call cannot differentiate "
+              "through the gradient that the inner call computed with it; keep ", rule,
+              " out of the inner function, or make the outer result independent of that gradient");
+  }
+};
+
+// gin, computed by n's first-order rule from g, as a tracked tensor that
+// refuses a second derivative; it depends on n's inputs and on g.
+Tensor refuse_second_order(const Tensor& gin, autograd::Node* n, const Tensor& g) {
+  auto r = std::make_shared<Refusal>(n->op);
+  for (const auto& in : n->inputs)
+    if (in) r->inputs.push_back(in);
+  if (autograd::tracked(g)) r->inputs.push_back(g.impl()->node);
+  if (r->inputs.empty()) return gin;  // depends on nothing tracked: a constant
+  Tensor out = detail::share(gin, gin.shape(), gin.impl()->offset);
+  out.impl()->node = std::move(r);
+  return out;
 }
+}  // namespace
+
+namespace autograd {
+uint64_t next_id() { return g_next_id.fetch_add(1, std::memory_order_relaxed); }
+
+Tensor saved_output(const Tensor& y) {
+  if (!y.defined() || !detail::is_recording() || !t_current) return y;
+  Tensor r = detail::share(y, y.shape(), y.impl()->offset);
+  r.impl()->node = t_current->shared_from_this();
+  return r;
+}
+
+PauseScope::PauseScope() : saved_(t_recording) { t_recording = 0; }
+PauseScope::~PauseScope() { t_recording = saved_; }
+}  // namespace autograd
 
 namespace detail {
 
@@ -16,61 +70,88 @@ RecordScope::RecordScope() { ++t_recording; }
 RecordScope::~RecordScope() { --t_recording; }
 bool is_recording() { return t_recording > 0; }
 
-Tensor track(const Tensor& t) {
+Tape::Tape() : id_(autograd::next_id()) {}
+
+Tensor Tape::track(const Tensor& t) {
   Tensor r = share(t, t.shape(), t.impl()->offset);
-  r.impl()->node = std::make_shared<autograd::Leaf>();
+  auto leaf = std::make_shared<autograd::Leaf>(id_);
+  if (autograd::tracked(t)) leaf->inputs.push_back(t.impl()->node);  // an enclosing call's tensor
+  r.impl()->node = std::move(leaf);
   return r;
 }
 
-Tensor leaf_grad(const Tensor& tracked) {
-  auto& node = tracked.impl()->node;
-  return node ? node->grad : Tensor{};
+Tensor Tape::grad(const Tensor& tracked) const {
+  auto it = grads_.find(tracked.impl()->node.get());
+  return it == grads_.end() ? Tensor{} : it->second;
 }
 
-void backward(const Tensor& out) {
-  autograd::PauseScope pause;
-  if (!autograd::tracked(out)) return;  // nothing tracked reached the output
+void Tape::backward(const Tensor& out) {
   using autograd::Node;
-  // Post-order DFS with an explicit stack: no recursion depth limit.
+  if (!autograd::tracked(out)) return;  // nothing tracked reached the output
+  auto mine = [&](const Node* n) { return n->tape == id_; };
+  // Nodes made before this tape cannot reach its leaves: not visited.
+  auto eligible = [&](const Node* n) { return n && n->id > id_; };
+  Node* root = out.impl()->node.get();
+  if (!eligible(root)) return;
+
+  // Post-order DFS with an explicit stack (no recursion depth limit), not
+  // past this tape's leaves; reaches[k]: order[k] has a path to one of them.
+  constexpr size_t kOpen = SIZE_MAX;
+  std::unordered_map<const Node*, size_t> pos{{root, kOpen}};
   std::vector<Node*> order;
-  std::unordered_set<Node*> seen;
-  std::vector<std::pair<Node*, size_t>> stack{{out.impl()->node.get(), 0}};
-  seen.insert(stack.back().first);
+  std::vector<char> reaches;
+  auto reach = [&](const Node* c) {
+    if (!eligible(c)) return false;
+    auto it = pos.find(c);
+    return it != pos.end() && it->second != kOpen && reaches[it->second];
+  };
+  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
   while (!stack.empty()) {
     auto& [n, i] = stack.back();
-    if (i < n->inputs.size()) {
+    if (!mine(n) && i < n->inputs.size()) {
       Node* c = n->inputs[i++].get();
-      if (c && seen.insert(c).second) stack.push_back({c, 0});
-    } else {
-      order.push_back(n);
-      stack.pop_back();
+      if (eligible(c) && pos.emplace(c, kOpen).second) stack.push_back({c, 0});
+      continue;
     }
+    bool r = mine(n);
+    for (size_t j = 0; !r && j < n->inputs.size(); ++j) r = reach(n->inputs[j].get());
+    pos[n] = order.size();
+    order.push_back(n);
+    reaches.push_back(r);
+    stack.pop_back();
   }
-  out.impl()->node->grad = ones(out.dtype(), out.shape()).to(out.device());
+  if (!reaches.back()) return;  // the root is last: no path to a leaf
+
+  // An enclosing call records this pass: its rules' ops are recorded too.
+  const bool recorded = is_recording();
+  std::vector<Tensor> grad(order.size());
+  grad.back() = ones(out.dtype(), out.shape()).to(out.device());
   std::vector<Tensor> gin;
   std::vector<char> needs;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Node* n = *it;
-    if (n->is_leaf() || !n->grad.defined()) continue;
-    size_t k = n->inputs.size();
-    gin.assign(k, Tensor{});
-    needs.assign(k, 0);
-    for (size_t j = 0; j < k; ++j) needs[j] = n->inputs[j] != nullptr;
-    n->backward(n->grad, reinterpret_cast<const bool*>(needs.data()), gin.data());
-    n->grad = Tensor{};  // free as soon as it has been used
-    for (size_t j = 0; j < k; ++j) {
-      Node* c = n->inputs[j].get();
-      if (!c || !gin[j].defined()) continue;
-      c->grad = c->grad.defined() ? c->grad + gin[j] : gin[j];
+  for (size_t k = order.size(); k-- > 0;) {  // reverse post-order: consumers first
+    Node* n = order[k];
+    Tensor g = std::move(grad[k]);  // freed as soon as it has been used
+    if (!g.defined() || !reaches[k]) continue;
+    if (mine(n)) {
+      grads_[n] = g;
+      continue;
+    }
+    size_t m = n->inputs.size();
+    gin.assign(m, Tensor{});
+    needs.assign(m, 0);
+    for (size_t j = 0; j < m; ++j) needs[j] = reach(n->inputs[j].get());
+    {
+      CurrentNode current(n);
+      n->backward(g, reinterpret_cast<const bool*>(needs.data()), gin.data());
+    }
+    for (size_t j = 0; j < m; ++j) {
+      if (!needs[j] || !gin[j].defined()) continue;
+      if (recorded && n->order == autograd::Order::FirstOnly) gin[j] = refuse_second_order(gin[j], n, g);
+      Tensor& acc = grad[pos[n->inputs[j].get()]];
+      acc = acc.defined() ? acc + gin[j] : gin[j];
     }
   }
 }
 
 }  // namespace detail
-
-namespace autograd {
-PauseScope::PauseScope() : saved_(t_recording) { t_recording = 0; }
-PauseScope::~PauseScope() { t_recording = saved_; }
-}  // namespace autograd
-
 }  // namespace flx

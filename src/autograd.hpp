@@ -1,7 +1,17 @@
 // The autodiff graph: each op run while recording attaches a Node to its
 // output holding only what its backward rule needs. Not installed.
+//
+// Gradient calls nest (Zygote does): each call is a tape that owns its leaves
+// and collects their gradients itself, never in a node, so an inner call's
+// backward pass cannot touch an outer call's leaves. An inner backward pass
+// run while an outer call records is itself recorded, so the outer call
+// differentiates through the inner call's gradients: a rule declared
+// Order::Higher is built from recorded ops; an Order::FirstOnly rule's
+// gradients there carry a node that refuses to be differentiated (an error,
+// never a silently wrong number).
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -11,18 +21,39 @@
 
 namespace flx::autograd {
 
-struct Node {
+// Whether a backward rule can itself be differentiated.
+//   Higher: it computes with recorded ops on captures that keep their graph
+//     (inputs as they are, its own output through saved_output()).
+//   FirstOnly: it uses fused kernels or values detached from the graph.
+enum class Order { FirstOnly, Higher };
+
+// Node ids grow with creation, so a node can only reach older ones; a tape
+// takes an id when it starts, and nodes older than it cannot reach its leaves.
+uint64_t next_id();
+
+struct Node : std::enable_shared_from_this<Node> {
   std::vector<std::shared_ptr<Node>> inputs;  // null where an input is not tracked
-  Tensor grad;                                // accumulated during backward
+  uint64_t id = next_id();
+  uint64_t tape = 0;  // for a leaf: the gradient call that tracked it
+  const char* op = "op";
+  Order order = Order::FirstOnly;
   virtual ~Node() = default;
   // Write the gradient for input i into out[i] where needs[i].
   virtual void backward(const Tensor& g, const bool* needs, Tensor* out) = 0;
-  virtual bool is_leaf() const { return false; }
 };
 
+// A tracked argument of one gradient call. Its tape collects the gradient
+// here; for an enclosing call it is the identity from its source (inputs[0],
+// when the argument was itself tracked by that call).
 struct Leaf final : Node {
-  void backward(const Tensor&, const bool*, Tensor*) override {}
-  bool is_leaf() const override { return true; }
+  explicit Leaf(uint64_t tape_id) {
+    tape = tape_id;
+    op = "argument";
+    order = Order::Higher;
+  }
+  void backward(const Tensor& g, const bool* needs, Tensor* out) override {
+    if (needs[0]) out[0] = g;
+  }
 };
 
 template <class F>
@@ -36,20 +67,27 @@ inline bool tracked(const Tensor& t) { return t.defined() && t.impl()->node != n
 
 // Attach a node computing input gradients with fn(g, needs, out) to `out`
 // when recording and some input is tracked. The rule captures by value only
-// what it needs.
+// what it needs; op names it in errors.
 template <class F>
-void record(const Tensor& out, std::initializer_list<Tensor> ins, F fn) {
+void record(const char* op, Order order, const Tensor& out, std::initializer_list<Tensor> ins, F fn) {
   if (!detail::is_recording()) return;
   bool any = false;
   for (const auto& t : ins) any |= tracked(t);
   if (!any) return;
   auto n = std::make_shared<FnNode<F>>(std::move(fn));
+  n->op = op;
+  n->order = order;
   n->inputs.reserve(ins.size());
   for (const auto& t : ins) n->inputs.push_back(tracked(t) ? t.impl()->node : nullptr);
   out.impl()->node = std::move(n);
 }
 
-// Runs its scope with recording off (backward rules, optimiser steps).
+// A rule's own output, saved detached (a node holding its output would be a
+// cycle). While a backward pass is recorded it comes back attached to the
+// rule's node, so a Higher rule that uses it differentiates through it.
+Tensor saved_output(const Tensor& y);
+
+// Runs its scope with recording off (optimiser steps, checkpoints).
 class PauseScope {
  public:
   PauseScope();

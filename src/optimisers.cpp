@@ -1,6 +1,7 @@
 // Optimiser rules (Optimisers.jl's apply!) and the state-tree step.
 #include "flx/optimisers.hpp"
 
+#include <cfloat>
 #include <cmath>
 #include <unordered_map>
 
@@ -111,17 +112,51 @@ RuleState ClipGrad::init(const Tensor&) const { return {}; }
 Tensor ClipGrad::apply(RuleState&, const Tensor&, const Tensor& dx) const { return clamp(dx, -delta, delta); }
 void ClipGrad::print(std::ostream& os) const { os << "ClipGrad(" << delta << ")"; }
 
+namespace {
+// The smallest normal number of a floating type: a sum below it has lost
+// precision to underflow.
+double smallest_normal(DType t) {
+  if (t == Float64) return DBL_MIN;
+  if (t == Float16) return 6.103515625e-05;
+  return FLT_MIN;  // Float32, and BFloat16 with the same exponent range
+}
+
+// LinearAlgebra's norm(x, p): p = Inf is max|x|, -Inf min|x|, 0 the number
+// of nonzeros, any other p (Σ|x|ᵖ)^(1/p). Like LinearAlgebra, a sum that
+// overflows or underflows is taken again with |x| scaled by max|x| (min|x|
+// for p < 0), so a Float32 gradient of 1e30s has a finite 2-norm.
+double pnorm(const Tensor& x, double p) {
+  if (x.numel() == 0) return 0;
+  if (p == INFINITY) return maximum(abs(x)).item<double>();
+  if (p == -INFINITY) return minimum(abs(x)).item<double>();
+  if (p == 0) return sum(x != 0.0).item<double>();
+  Tensor a = abs(x);
+  auto root = [p](double s) { return p == 2 ? std::sqrt(s) : p == 1 ? s : std::pow(s, 1 / p); };
+  auto sum_p = [p](const Tensor& t) {
+    return (p == 2 ? sum(square(t)) : p == 1 ? sum(t) : sum(pow(t, p))).item<double>();
+  };
+  double s = sum_p(a);
+  if (std::isfinite(s) && s >= smallest_normal(x.dtype())) return root(s);
+  double m = (p > 0 ? maximum(a) : minimum(a)).item<double>();
+  if (m == 0 || !std::isfinite(m)) return m;  // NaN stays NaN
+  return m * root(sum_p(a / m));
+}
+}  // namespace
+
+// Optimisers.jl: λ = min(ω / norm(dx, p), 1), throwing first on a norm that
+// is not finite when throw_nonfinite (its `throw` keyword).
 RuleState ClipNorm::init(const Tensor&) const { return {}; }
 Tensor ClipNorm::apply(RuleState&, const Tensor&, const Tensor& dx) const {
-  double norm;
-  if (std::isinf(p)) norm = maximum(abs(dx)).item<double>();
-  else if (p == 2) norm = std::sqrt(sum(square(dx)).item<double>());
-  else norm = std::pow(sum(pow(abs(dx), p)).item<double>(), 1.0 / p);
-  FLX_CHECK(std::isfinite(norm), ArgumentError, "ClipNorm: the gradient's ", p,
-            "-norm is not finite (", norm, "); check the loss for NaN or Inf");
-  return norm > omega ? dx * (omega / norm) : dx;
+  double norm = pnorm(dx, p);
+  FLX_CHECK(!throw_nonfinite || std::isfinite(norm), ArgumentError, "ClipNorm: the ", p,
+            "-norm of a gradient of shape ", dx.shape(), " is not finite (", norm,
+            "); check the loss for NaN or Inf, or use ClipNorm(omega, p, false) to scale by it anyway");
+  double lambda = std::min(omega / norm, 1.0);  // NaN when the norm is (as Julia's min)
+  return lambda == 1.0 ? dx : dx * lambda;
 }
-void ClipNorm::print(std::ostream& os) const { os << "ClipNorm(" << omega << ", " << p << ")"; }
+void ClipNorm::print(std::ostream& os) const {
+  os << "ClipNorm(" << omega << ", " << p << (throw_nonfinite ? "" : ", throw=false") << ")";
+}
 
 RuleState WeightDecay::init(const Tensor&) const { return {}; }
 Tensor WeightDecay::apply(RuleState&, const Tensor& x, const Tensor& dx) const { return dx + x * lambda; }
@@ -161,12 +196,12 @@ void OptState::adjust(double eta) {
   rule_ = std::move(r);
 }
 
-void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
-  autograd::PauseScope pause;
+// Every gradient, summed per parameter (a tied tensor appears at several
+// places; the same gradient tensor there counts once), after checking each
+// against its parameter. Writes nothing.
+std::vector<Tensor> OptState::checked_gradients(const std::vector<std::pair<Tensor, Tensor>>& param_grads) const {
   std::unordered_map<const void*, size_t> index;
   for (size_t i = 0; i < leaves_.size(); ++i) index.emplace(leaves_[i].param.id(), i);
-  // Sum the distinct gradients of each parameter (a tied tensor appears at
-  // several places; the same gradient tensor there counts once).
   std::vector<Tensor> total(leaves_.size());
   std::vector<std::vector<const void*>> seen(leaves_.size());
   for (const auto& [p, g] : param_grads) {
@@ -176,21 +211,73 @@ void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
               "update: the model has a tensor the optimiser state does not know (shape ", p.shape(),
               "); call setup() again after changing the model");
     size_t i = it->second;
-    FLX_CHECK(g.shape() == p.shape(), DimensionMismatch, "update: gradient for ", leaves_[i].path, " has shape ",
-              g.shape(), " but the parameter has shape ", p.shape());
+    const std::string& path = leaves_[i].path.empty() ? "(root)" : leaves_[i].path;
+    FLX_CHECK(g.shape() == p.shape(), DimensionMismatch, "update: gradient for ", path, " has shape ", g.shape(),
+              " but the parameter has shape ", p.shape());
+    FLX_CHECK(is_floating(g.dtype()), TypeError, "update: gradient for ", path, " has element type ", g.dtype(),
+              "; gradients must be floating (the parameter is ", p.dtype(), ")");
+    FLX_CHECK(g.device() == p.device(), DeviceMismatch, "update: gradient for ", path, " lives on ", g.device(),
+              " but the parameter on ", p.device(), "; move the gradient to the model's device first");
     auto& s = seen[i];
     if (std::find(s.begin(), s.end(), g.id()) != s.end()) continue;
     s.push_back(g.id());
     total[i] = total[i].defined() ? total[i] + g : g;
   }
+  for (size_t i = 0; i < leaves_.size(); ++i)
+    if (total[i].defined()) total[i] = total[i].to(leaves_[i].param.dtype());
+  return total;
+}
+
+namespace {
+RuleState copy_state(const RuleState& st) {
+  RuleState out{{}, st.scalars, {}};
+  for (const auto& t : st.tensors) {
+    out.tensors.push_back(empty(t.dtype(), t.shape(), t.device()));
+    assign(out.tensors.back(), t);
+  }
+  for (const auto& c : st.children) out.children.push_back(copy_state(c));
+  return out;
+}
+// dst takes src's values in place (its tensors stay the same objects).
+void commit_state(RuleState& dst, const RuleState& src) {
+  for (size_t k = 0; k < dst.tensors.size(); ++k) assign(dst.tensors[k], src.tensors[k]);
+  dst.scalars = src.scalars;
+  for (size_t j = 0; j < dst.children.size(); ++j) commit_state(dst.children[j], src.children[j]);
+}
+void subtract(const Tensor& x, const Tensor& step) {
+  Tensor s = step.to(x.dtype());
+  ops::raw_map_into(x, FLX_OP_SUB, x.dtype(), {{&x}, {&s}});
+}
+}  // namespace
+
+void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
+  autograd::PauseScope pause;
+  std::vector<Tensor> grads = checked_gradients(param_grads);
+  if (rule_->may_refuse()) {
+    // Stage: every step on a copy of its leaf's state, then commit them all.
+    struct Staged {
+      size_t leaf;
+      RuleState state;
+      Tensor step;
+    };
+    std::vector<Staged> staged;
+    for (size_t i = 0; i < leaves_.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      RuleState st = copy_state(leaves_[i].state);
+      Tensor s = rule_->apply(st, leaves_[i].param, grads[i]);
+      staged.push_back({i, std::move(st), s});
+    }
+    for (auto& [i, st, s] : staged) {
+      commit_state(leaves_[i].state, st);
+      subtract(leaves_[i].param, s);
+    }
+    return;
+  }
   for (size_t i = 0; i < leaves_.size(); ++i) {
-    if (!total[i].defined()) continue;
+    if (!grads[i].defined()) continue;
     Leaf& leaf = leaves_[i];
-    ops::check_same_device(leaf.param, total[i], "update");
-    Tensor g = total[i].to(leaf.param.dtype());
-    if (rule_->apply_in_place(leaf.state, leaf.param, g)) continue;
-    Tensor s = rule_->apply(leaf.state, leaf.param, g).to(leaf.param.dtype());
-    ops::raw_map_into(leaf.param, FLX_OP_SUB, leaf.param.dtype(), {{&leaf.param}, {&s}});
+    if (rule_->apply_in_place(leaf.state, leaf.param, grads[i])) continue;
+    subtract(leaf.param, rule_->apply(leaf.state, leaf.param, grads[i]));
   }
 }
 

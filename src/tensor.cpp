@@ -100,7 +100,8 @@ Tensor Tensor::slice_last(int64_t start, int64_t stop) const {
     Shape full = shape();
     DType t = dtype();
     Device d = device();
-    autograd::record(out, {*this}, [full, t, d, start, obs](const Tensor& g, const bool*, Tensor* gi) {
+    autograd::record("slice_last", autograd::Order::FirstOnly, out, {*this},
+                     [full, t, d, start, obs](const Tensor& g, const bool*, Tensor* gi) {
       Tensor z = empty(t, full, d);
       const auto& b = detail::be(z);
       b.check(b.f->fill(b.f->ctx, detail::dev(z), detail::mem(z), int32_t(t), size_t(z.numel()), 0.0, nullptr), "fill");
@@ -139,7 +140,8 @@ Tensor Tensor::to(Device d) const {
   }
   // Differentiable: the gradient goes back to the source device.
   Device src_dev = device();
-  autograd::record(out, {*this}, [src_dev](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g.to(src_dev); });
+  autograd::record("to(device)", autograd::Order::Higher, out, {*this},
+                   [src_dev](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g.to(src_dev); });
   return out;
 }
 

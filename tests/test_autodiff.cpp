@@ -181,3 +181,79 @@ TEST(Autodiff, GraphsAreFreedAfterBackward) {
   EXPECT_EQ(memory_stats(Device::cpu()).allocations, before.allocations);
   EXPECT_EQ(memory_stats(Device::cpu()).in_use, before.in_use);
 }
+
+// ---- nested gradient calls ------------------------------------------------------
+
+TEST(Autodiff, InnerGradientLeavesTheOuterLeavesAlone) {
+  // The inner backward pass must not add its d/dx into the outer call's leaf.
+  auto [g] = gradient([](const Tensor& x) {
+    auto [dy] = gradient([&](const Tensor& y) { return sum(y * x); }, ones(3));
+    return sum(x * 0.0) + sum(dy) * 0.0;
+  }, full(5.0f, 3));
+  expect_values(g, {0, 0, 0});
+}
+
+TEST(Autodiff, OuterGradientDifferentiatesThroughTheInnerOne) {
+  // F(x) = Σ ∂/∂y Σ exp(y·x) at y = x = Σ x·exp(x²), so F'(x) = exp(x²)(1 + 2x²).
+  Tensor x = rand64({4});
+  auto [g] = gradient([](const Tensor& x) {
+    auto [dy] = gradient([&](const Tensor& y) { return sum(exp(y * x)); }, x);
+    return sum(dy);
+  }, x);
+  std::vector<double> want;
+  for (double v : x.to_vector<double>()) want.push_back(std::exp(v * v) * (1 + 2 * v * v));
+  expect_values(g, want, 1e-12);
+  // The inner call's value is differentiable too: d/dx 2·Σ(1·x) = 2.
+  auto [gv] = gradient([](const Tensor& x) {
+    auto [v, gr] = withgradient([&](const Tensor& y) { return sum(y * x); }, ones(Float64, 4));
+    return v * 2.0;
+  }, x);
+  expect_values(gv, {2, 2, 2, 2}, 1e-12);
+}
+
+TEST(GradCheck, SecondOrderThroughEveryHigherOrderRule) {
+  // Float64 finite differences of a function of an inner gradient.
+  check_gradients([](const V& v) {
+    const Tensor &x = v[0], &w = v[1];
+    auto [dy] = gradient([&](const Tensor& y) {
+      Tensor t = flx::tanh(y * x) + sigmoid(y) * x + exp(y) / (x + 2.0) + pow(y, 3.0) * x + log(y) * x +
+                 sqrt(y) * x + 2.0 / y + abs(y) * x + relu(y) * x + pow(y, x) + where(y > 1.5, y * x, y) +
+                 (-y) * (1.0 - x) + square(y - x) + (y * x).to(Float32).to(Float64);
+      Tensor row = permutedims(reshape(y, Shape{3, 1}), {1, 0});  // (1, 3) * (3,): broadcasts to (3, 3)
+      return sum(t) + sum(square(matmul(w, y))) + mean(y * x) + maximum(y * x) + sum(row * x);
+    }, x * 0.5 + 1.5);
+    return sum(dy * dy) + sum(dy * x);
+  }, {rand64({3}), rand64({3, 3})}, 1e-5, 1e-6, "second order");
+}
+
+TEST(Autodiff, NestedGradientThroughAFirstOrderOnlyRuleIsRefused) {
+  // softmax's backward is a fused kernel: its gradient cannot be differentiated
+  // again, so a result that depends on it is an error, never a wrong number.
+  std::string msg = flx::testing::error_message<ArgumentError>([] {
+    gradient([](const Tensor& x) {
+      auto [dy] = gradient([&](const Tensor& y) { return sum(softmax(y * x) * x); }, ones(Float64, 3));
+      return sum(dy);
+    }, rand64({3}));
+  });
+  EXPECT_NE(msg.find("softmax"), std::string::npos) << msg;
+  // where the inner gradient does not depend on the outer variable, it is a constant
+  auto [g] = gradient([](const Tensor& x) {
+    auto [dy] = gradient([](const Tensor& y) { return sum(logsoftmax(y) * tensor({1.0, 2.0, 3.0})); },
+                         ones(Float64, 3));
+    return sum(dy * x);
+  }, rand64({3}));
+  expect_values(g, {-1, 0, 1}, 1e-12);
+}
+
+TEST(Autodiff, NestedGraphsAreFreed) {
+  Tensor x = rand64({3}, 0.5, 2.0);
+  auto f = [](const Tensor& x) {
+    auto [dy] = gradient([&](const Tensor& y) { return sum(exp(y * x) + sigmoid(y) / x); }, x);
+    return sum(dy * dy);
+  };
+  gradient(f, x);  // warm up
+  MemoryStats before = memory_stats(Device::cpu());
+  for (int i = 0; i < 5; ++i) gradient(f, x);
+  EXPECT_EQ(memory_stats(Device::cpu()).allocations, before.allocations);
+  EXPECT_EQ(memory_stats(Device::cpu()).in_use, before.in_use);
+}

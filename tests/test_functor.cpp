@@ -130,3 +130,59 @@ TEST(Functor, DeclaredLeavesAreCopied) {
   static_assert(detail::is_leaf_v<Config>);
   static_assert(!detail::is_walkable_v<std::unique_ptr<int>>);
 }
+
+struct Stack {
+  std::vector<Dense> layers;
+};
+FLX_FUNCTOR(Stack, layers)
+
+namespace {
+Tensor add2(const Tensor& x, const Tensor& y) { return x + y; }
+// Expect the message to name the path and what each tree holds.
+void expect_mentions(const std::string& msg, std::initializer_list<const char*> parts) {
+  for (const char* p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+}
+}  // namespace
+
+TEST(Functor, ZippedTreesOfDifferentLengthsAreDimensionMismatches) {
+  using flx::testing::error_message;
+  std::vector<Tensor> two{ones(1), ones(1)}, one{ones(1)};
+  expect_mentions(error_message<DimensionMismatch>([&] { fmap(add2, two, one); }), {"(root)", "std::vector", "2", "1"});
+  expect_mentions(error_message<DimensionMismatch>([&] { fmap(add2, one, two); }), {"(root)", "2", "1"});
+  // the third tree is the odd one out
+  auto add3 = [](const Tensor& x, const Tensor& y, const Tensor& z) { return x + y + z; };
+  expect_mentions(error_message<DimensionMismatch>([&] { fmap(add3, two, two, one); }), {"tree 3"});
+  // nested: the path to the vector that differs
+  Stack s2{{Dense(2, 2), Dense(2, 2)}}, s1{{Dense(2, 2)}};
+  expect_mentions(error_message<DimensionMismatch>([&] { fmap(add2, s2, s1); }), {"layers", "2", "1"});
+  std::map<std::string, std::vector<Tensor>> m2{{"enc", two}}, m1{{"enc", one}};
+  expect_mentions(error_message<DimensionMismatch>([&] { fmap(add2, m2, m1); }), {"enc"});
+  // walk (setup, update, leaves) checks the same
+  auto visit = [](const std::string&, const Tensor&, const Tensor&) {};
+  expect_mentions(error_message<DimensionMismatch>([&] { detail::walk<false>(visit, "", s2, s1); }), {"layers"});
+  // equal lengths still zip
+  auto s = fmap(add2, two, two);
+  expect_values(s[1], {2});
+}
+
+TEST(Functor, ZippedMapsVariantsOptionalsOfDifferentShapeAreArgumentErrors) {
+  using flx::testing::error_message;
+  std::map<std::string, Tensor> ab{{"a", ones(1)}, {"b", ones(1)}}, a{{"a", ones(1)}}, ac{{"a", ones(1)}, {"c", ones(1)}};
+  expect_mentions(error_message<ArgumentError>([&] { fmap(add2, ab, a); }), {"b"});   // a key missing in tree 2
+  expect_mentions(error_message<ArgumentError>([&] { fmap(add2, a, ab); }), {"b"});   // an extra key in tree 2
+  expect_mentions(error_message<ArgumentError>([&] { fmap(add2, ab, ac); }), {"b"});  // same size, other keys
+  std::vector<std::map<std::string, Tensor>> v1{a, ab}, v2{a, ac};
+  expect_mentions(error_message<ArgumentError>([&] { fmap(add2, v1, v2); }), {"1.b"});
+  std::variant<Tensor, std::vector<Tensor>> t = ones(1), vec = std::vector<Tensor>{ones(1)};
+  expect_mentions(error_message<ArgumentError>([&] { fmap(add2, t, vec); }), {"alternative 0", "alternative 1"});
+  std::optional<Tensor> some = ones(1), none;
+  expect_mentions(error_message<ArgumentError>([&] { fmap(add2, some, none); }), {"(root)", "empty"});
+  expect_mentions(error_message<ArgumentError>([&] { fmap(add2, none, some); }), {"(root)", "empty"});
+  auto visit = [](const std::string&, const Tensor&, const Tensor&) {};
+  expect_mentions(error_message<ArgumentError>([&] { detail::walk<false>(visit, "", v1, v2); }), {"1.b"});
+  expect_mentions(error_message<ArgumentError>([&] { detail::walk<false>(visit, "", t, vec); }), {"alternative"});
+  expect_mentions(error_message<ArgumentError>([&] { detail::walk<false>(visit, "", some, none); }), {"empty"});
+  // matching trees still zip
+  expect_values(fmap(add2, ab, ab).at("b"), {2});
+  EXPECT_FALSE(fmap(add2, none, none).has_value());
+}

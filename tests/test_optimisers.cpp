@@ -1,5 +1,8 @@
 // Optimisers: each rule's steps against the closed forms of Optimisers.jl,
 // tied parameters, skipped leaves, bare tensors and chains.
+#include <cmath>
+#include <cstring>
+#include <functional>
 #include <sstream>
 
 #include "test_util.hpp"
@@ -131,4 +134,187 @@ TEST(Optimisers, AdjustChangesTheLearningRateKeepingState) {
   std::ostringstream os;
   os << st.rule();
   EXPECT_EQ(os.str(), "OptimiserChain(ClipGrad(10), Descent(0.01))");
+}
+
+TEST(Optimisers, UpdateRefusesGradientTreesOfAnotherStructure) {
+  using flx::testing::error_message;
+  std::vector<Dense> m{Dense(2, 2), Dense(2, 2)}, g{Dense(2, 2)};
+  auto st = setup(Descent(), m);
+  std::string msg = error_message<DimensionMismatch>([&] { update(st, m, g); });
+  EXPECT_NE(msg.find("(root)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("2 elements"), std::string::npos) << msg;
+  std::map<std::string, Dense> mm{{"enc", Dense(2, 2)}, {"dec", Dense(2, 2)}}, gm{{"enc", Dense(2, 2)}};
+  auto stm = setup(Descent(), mm);
+  msg = error_message<ArgumentError>([&] { update(stm, mm, gm); });
+  EXPECT_NE(msg.find("dec"), std::string::npos) << msg;
+}
+
+// ---- update is all or nothing ------------------------------------------------
+
+namespace {
+using Bytes = std::vector<uint8_t>;
+
+Bytes bytes_of(const Tensor& t0) {
+  Tensor t = t0.to(Device::cpu());
+  Bytes out;
+  auto put = [&](const auto& v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    out.insert(out.end(), p, p + v.size() * sizeof(v[0]));
+  };
+  if (t.dtype() == Float64) put(t.to_vector<double>());
+  else put(t.to_vector<float>());
+  return out;
+}
+void state_bytes(const RuleState& s, std::vector<Bytes>& out) {
+  for (const auto& t : s.tensors) out.push_back(bytes_of(t));
+  Bytes sc(s.scalars.size() * sizeof(double));
+  if (!sc.empty()) std::memcpy(sc.data(), s.scalars.data(), sc.size());
+  out.push_back(sc);
+  for (const auto& c : s.children) state_bytes(c, out);
+}
+// Every byte of every parameter and of every optimiser-state tensor and scalar.
+std::vector<Bytes> snapshot(const OptState& st) {
+  std::vector<Bytes> out;
+  for (const auto& leaf : st.entries()) {
+    out.push_back(bytes_of(leaf.param));
+    state_bytes(leaf.state, out);
+  }
+  return out;
+}
+
+std::vector<Dense> four_layers() {
+  set_seed(11);
+  return {Dense(3, 3), Dense(3, 3), Dense(3, 3), Dense(3, 3)};
+}
+std::vector<Dense> gradient_of(const std::vector<Dense>& m) {
+  Tensor x = rand(3, 5);
+  auto [g] = gradient([&](const std::vector<Dense>& layers) {
+    Tensor h = x;
+    for (const auto& d : layers) h = d(h);
+    return sum(square(h));
+  }, m);
+  return g;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<OptRule>>> all_rules() {
+  return {{"Descent", std::make_shared<Descent>(0.1)},
+          {"Momentum", std::make_shared<Momentum>()},
+          {"Nesterov", std::make_shared<Nesterov>()},
+          {"RMSProp", std::make_shared<RMSProp>()},
+          {"Adam", std::make_shared<Adam>()},
+          {"AdamW", std::make_shared<AdamW>(0.001, std::pair{0.9, 0.999}, 0.01)},
+          {"ClipNorm,Descent", std::make_shared<OptimiserChain>(ClipNorm(1), Descent())},
+          {"ClipNorm,Adam", std::make_shared<OptimiserChain>(ClipNorm(1), Adam())},
+          {"Momentum,ClipNorm", std::make_shared<OptimiserChain>(Momentum(), ClipNorm(0.1))},
+          {"WeightDecay,ClipNorm(1,Inf),Adam", std::make_shared<OptimiserChain>(WeightDecay(), ClipNorm(1, INFINITY), Adam())}};
+}
+
+// One good step (so that every state is non-zero), then a refused one:
+// afterwards every byte must be as it was before the refused step.
+template <class E>
+void expect_refused_unchanged(const std::string& what, const std::function<void(std::vector<Dense>&)>& spoil,
+                              const std::string& only = "") {
+  for (const auto& [name, rule] : all_rules()) {
+    if (name.find(only) == std::string::npos) continue;
+    SCOPED_TRACE(what + " with " + name);
+    auto m = four_layers();
+    auto st = setup(*rule, m);
+    update(st, m, gradient_of(m));
+    auto before = snapshot(st);
+    auto g = gradient_of(m);
+    spoil(g);
+    EXPECT_THROW(update(st, m, g), E);
+    EXPECT_TRUE(snapshot(st) == before) << "a refused update changed the model or the optimiser state";
+  }
+}
+}  // namespace
+
+TEST(Optimisers, RefusedUpdateChangesNothing) {
+  // NaN / Inf in the last layer: ClipNorm (which throws on a non-finite norm) refuses it
+  expect_refused_unchanged<ArgumentError>("a NaN in the last layer", [](std::vector<Dense>& g) {
+    g[3].bias = tensor(std::vector<float>{0.f, NAN, 1.f}, {3});
+  }, "ClipNorm");
+  expect_refused_unchanged<ArgumentError>("an Inf in the last layer",
+                                          [](std::vector<Dense>& g) { g[3].weight = g[3].weight * INFINITY; }, "ClipNorm");
+  expect_refused_unchanged<DimensionMismatch>("a wrong shape in the last layer",
+                                              [](std::vector<Dense>& g) { g[3].bias = zeros(4); });
+  expect_refused_unchanged<TypeError>("an integer gradient in the last layer", [](std::vector<Dense>& g) {
+    g[3].bias = tensor(std::vector<int32_t>{1, 2, 3}, {3});
+  });
+  expect_refused_unchanged<DimensionMismatch>("a gradient tree with a layer missing",
+                                              [](std::vector<Dense>& g) { g.pop_back(); });
+}
+
+TEST(Optimisers, RefusedUpdateOnAnotherDeviceChangesNothing) {
+  auto accel = flx::testing::accelerator_devices();
+  if (accel.empty()) GTEST_SKIP() << "no second device (OpenCL through PoCL: POCL_DEVICES=\"pthread pthread\")";
+  Device dev = accel.front();
+  expect_refused_unchanged<DeviceMismatch>("a gradient on " + dev.str() + " for a CPU model",
+                                           [dev](std::vector<Dense>& g) { g[3].weight = g[3].weight.to(dev); });
+}
+
+// ---- ClipNorm follows Optimisers.jl: norm(dx, p) from LinearAlgebra ----------
+
+namespace {
+// x = 0 after one step of OptimiserChain(ClipNorm(ω, p), Descent(1)): -dx·min(ω/‖dx‖ₚ, 1).
+std::vector<double> clipped(const ClipNorm& rule, const std::vector<double>& dx) {
+  Tensor x = zeros(Float64, int64_t(dx.size()));
+  auto st = setup(OptimiserChain(rule, Descent(1.0)), x);
+  update(st, x, tensor(dx));
+  auto v = x.to_vector<double>();
+  for (double& e : v) e = -e;
+  return v;
+}
+std::vector<double> scaled(const std::vector<double>& dx, double omega, double norm) {
+  std::vector<double> out = dx;
+  double lambda = std::min(omega / norm, 1.0);
+  for (double& e : out) e *= lambda;
+  return out;
+}
+void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-13 * std::max(1.0, std::fabs(want[i]))) << what << " [" << i << "]";
+}
+}  // namespace
+
+TEST(Optimisers, ClipNormUsesThePNormOfLinearAlgebra) {
+  const std::vector<double> dx{3, -4, 0, 1, 0.5};
+  const double w = 0.25;
+  expect_near_all(clipped(ClipNorm(w, 2), dx), scaled(dx, w, std::sqrt(9 + 16 + 1 + 0.25)), "p = 2");
+  expect_near_all(clipped(ClipNorm(w, 1), dx), scaled(dx, w, 8.5), "p = 1");
+  expect_near_all(clipped(ClipNorm(w, 3), dx), scaled(dx, w, std::cbrt(27 + 64 + 1 + 0.125)), "p = 3");
+  expect_near_all(clipped(ClipNorm(w, INFINITY), dx), scaled(dx, w, 4), "p = Inf: max |x|");
+  expect_near_all(clipped(ClipNorm(w, 0), dx), scaled(dx, w, 4), "p = 0: the count of nonzeros");
+  double half = std::sqrt(3.0) + 2 + 0 + 1 + std::sqrt(0.5);
+  expect_near_all(clipped(ClipNorm(w, 0.5), dx), scaled(dx, w, half * half), "p = 0.5");
+  // p = -Inf: min |x|; a zero entry makes the norm 0, so nothing is scaled
+  expect_near_all(clipped(ClipNorm(w, -INFINITY), dx), dx, "p = -Inf with a zero");
+  const std::vector<double> nz{3, -4, 1, 0.5};
+  expect_near_all(clipped(ClipNorm(w, -INFINITY), nz), scaled(nz, w, 0.5), "p = -Inf: min |x|");
+  double inv = 1 / 9.0 + 1 / 16.0 + 1 + 4;  // p = -2: (Σ|x|⁻²)^(-1/2)
+  expect_near_all(clipped(ClipNorm(w, -2), nz), scaled(nz, w, 1 / std::sqrt(inv)), "p = -2");
+  // below the threshold, unchanged
+  expect_near_all(clipped(ClipNorm(100, 2), dx), dx, "norm below omega");
+  expect_near_all(clipped(ClipNorm(1, 2), {0, 0}), {0, 0}, "zero gradient");
+}
+
+TEST(Optimisers, ClipNormNonFiniteNorms) {
+  using flx::testing::error_message;
+  const std::vector<double> bad{1, NAN, 2};
+  for (double p : std::vector<double>{2, 1, 3, 0.5, INFINITY, -INFINITY}) {
+    SCOPED_TRACE("p = " + std::to_string(p));
+    EXPECT_NE(error_message<ArgumentError>([&] { clipped(ClipNorm(1, p), bad); }).find("not finite"), std::string::npos);
+  }
+  // p = 0 counts NaN as nonzero: a finite norm, as in LinearAlgebra
+  auto counted = clipped(ClipNorm(1, 0), bad);
+  EXPECT_NEAR(counted[0], 1.0 / 3, 1e-15);
+  // throw = false: λ = min(ω/NaN, 1) is NaN, as in Optimisers.jl
+  for (double v : clipped(ClipNorm(1, 2, false), {1, NAN})) EXPECT_TRUE(std::isnan(v));
+  auto inf = clipped(ClipNorm(1, 2, false), {1, INFINITY});  // λ = ω/Inf = 0
+  EXPECT_EQ(inf[0], 0.0);
+  // a Float32 gradient whose squares overflow still has a finite 2-norm
+  Tensor x = zeros(2);
+  auto st = setup(OptimiserChain(ClipNorm(1), Descent(1.0)), x);
+  update(st, x, tensor(std::vector<float>{3e30f, 4e30f}, {2}));
+  expect_values(x, {-0.6, -0.8}, 1e-6);
 }

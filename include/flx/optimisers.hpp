@@ -8,6 +8,7 @@
 // Rules compose with OptimiserChain(ClipGrad(1.0), Adam()).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -36,6 +37,10 @@ class OptRule {
   // Apply the step to x directly, if this rule can do so in one fused pass
   // (returns false otherwise, and the caller subtracts apply()'s result).
   virtual bool apply_in_place(RuleState&, const Tensor&, const Tensor&) const { return false; }
+  // Whether apply() may refuse a gradient for its values (ClipNorm on a
+  // non-finite norm). update() then computes every leaf's step on copies of
+  // the state before it writes anything, so a refused update changes nothing.
+  virtual bool may_refuse() const { return false; }
   virtual void print(std::ostream& os) const = 0;
   virtual std::shared_ptr<OptRule> clone() const = 0;
   // Set the learning rate (rules without one ignore it; chains pass it on).
@@ -107,7 +112,10 @@ struct ClipGrad : OptRule {  // clamp each gradient entry to [-δ, δ]
 };
 struct ClipNorm : OptRule {  // rescale so the p-norm of each gradient is at most ω
   double omega, p;
-  explicit ClipNorm(double omega = 10, double p = 2) : omega(omega), p(p) {}
+  bool throw_nonfinite;
+  explicit ClipNorm(double omega = 10, double p = 2, bool throw_nonfinite = true)
+      : omega(omega), p(p), throw_nonfinite(throw_nonfinite) {}
+  bool may_refuse() const override { return throw_nonfinite; }
   FLX_RULE_METHODS(ClipNorm)
 };
 struct WeightDecay : OptRule {  // dx + λx
@@ -122,6 +130,9 @@ struct OptimiserChain : OptRule {
   explicit OptimiserChain(const R&... rs) : rules{rs.clone()...} {}
   void set_eta(double e) override {
     for (auto& r : rules) r->set_eta(e);
+  }
+  bool may_refuse() const override {
+    return std::any_of(rules.begin(), rules.end(), [](const auto& r) { return r->may_refuse(); });
   }
   FLX_RULE_METHODS(OptimiserChain)
 };
@@ -140,12 +151,16 @@ class OptState {
   const OptRule& rule() const { return *rule_; }
   const std::vector<Leaf>& entries() const { return leaves_; }
   std::vector<Leaf>& entries() { return leaves_; }
-  // One step from (parameter, gradient) pairs in walk order.
+  // One step from (parameter, gradient) pairs in walk order. All or nothing:
+  // every gradient is checked (shape, element type, device) and, for rules
+  // that may refuse one, every step computed before the first write.
   void step(const std::vector<std::pair<Tensor, Tensor>>& param_grads);
   // A new learning rate for every rule that has one; the moments are kept.
   void adjust(double eta);
 
  private:
+  std::vector<Tensor> checked_gradients(const std::vector<std::pair<Tensor, Tensor>>& param_grads) const;
+
   std::shared_ptr<const OptRule> rule_;
   std::vector<Leaf> leaves_;
 };

@@ -114,7 +114,8 @@ Tensor Tensor::to(DType t) const {
   Tensor out = ops::raw_cast(*this, t);
   if (is_floating(dtype()) && is_floating(t)) {
     DType src = dtype();
-    autograd::record(out, {*this}, [src](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g.to(src); });
+    autograd::record("cast", autograd::Order::Higher, out, {*this},
+                     [src](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g.to(src); });
   }
   return out;
 }
@@ -200,10 +201,10 @@ Tensor binary(int op, const Tensor& a0, const Tensor& b0) {
   if (!is_compare(op) && (autograd::tracked(a) || autograd::tracked(b))) {
     bool keep_out = op == FLX_OP_DIV || op == FLX_OP_POW;
     Tensor saved_out = keep_out ? out.detach() : Tensor{};
-    autograd::record(out, {a, b}, [op, a = a.detach(), b = b.detach(), saved_out](const Tensor& g, const bool* n,
-                                                                                   Tensor* gi) {
-      binary_backward(op, a, b, saved_out, g, n, gi);
-    });
+    autograd::record(op_name(op), autograd::Order::Higher, out, {a, b},
+                     [op, a, b, saved_out](const Tensor& g, const bool* n, Tensor* gi) {
+                       binary_backward(op, a, b, autograd::saved_output(saved_out), g, n, gi);
+                     });
   }
   return out;
 }
@@ -222,15 +223,18 @@ Tensor scalar_op(int op, const Tensor& t0, double s, bool s_floating, bool scala
                            : ops::raw_map(op, ct, is_compare(op) ? DType::Bool : ct, t.shape(), {ta, sa});
   if (!is_compare(op) && autograd::tracked(t)) {
     Tensor saved = (op == FLX_OP_DIV && scalar_left) ? out.detach() : Tensor{};
-    autograd::record(out, {t}, [op, s, scalar_left, saved, ts = (op == FLX_OP_DIV && scalar_left) ? t.detach() : Tensor{}](
-                                   const Tensor& g, const bool*, Tensor* gi) {
-      switch (op) {
-        case FLX_OP_ADD: gi[0] = g; break;
-        case FLX_OP_SUB: gi[0] = scalar_left ? -g : g; break;
-        case FLX_OP_MUL: gi[0] = g * s; break;
-        case FLX_OP_DIV: gi[0] = scalar_left ? -(g * saved / ts) : g / s; break;
-      }
-    });
+    autograd::record(op_name(op), autograd::Order::Higher, out, {t},
+                     [op, s, scalar_left, saved, ts = (op == FLX_OP_DIV && scalar_left) ? t : Tensor{}](
+                         const Tensor& g, const bool*, Tensor* gi) {
+                       switch (op) {
+                         case FLX_OP_ADD: gi[0] = g; break;
+                         case FLX_OP_SUB: gi[0] = scalar_left ? -g : g; break;
+                         case FLX_OP_MUL: gi[0] = g * s; break;
+                         case FLX_OP_DIV:
+                           gi[0] = scalar_left ? -(g * autograd::saved_output(saved) / ts) : g / s;
+                           break;
+                       }
+                     });
   }
   return out;
 }
@@ -255,9 +259,8 @@ Tensor pow(const Tensor& x0, double p) {
   ops::check_defined(x0, "pow");
   Tensor x = is_floating(x0.dtype()) ? x0 : x0.to(DType::Float32);
   Tensor out = ops::raw_map(FLX_OP_POW, x.dtype(), x.dtype(), x.shape(), {{&x}, {nullptr, p}});
-  autograd::record(out, {x}, [x = x.detach(), p](const Tensor& g, const bool*, Tensor* gi) {
-    gi[0] = g * p * pow(x, p - 1.0);
-  });
+  autograd::record("pow", autograd::Order::Higher, out, {x},
+                   [x, p](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g * p * pow(x, p - 1.0); });
   return out;
 }
 
@@ -273,50 +276,79 @@ Tensor unary(int op, const Tensor& x0, double alpha = 0, double beta = 0) {
   Tensor x = x0.to(t);
   Tensor out = ops::raw_unary(op, x, alpha, beta);
   if (!autograd::tracked(x)) return out;
-  // Rules that use the output (y) save it; the others save the input.
+  // Rules that use the output (y) save it; the others save the input. The
+  // fused gradient kernels are first order; while a backward pass is recorded
+  // (nested gradient calls) the common ones are composed of recorded ops.
+  using autograd::Order;
+  using autograd::saved_output;
   switch (op) {
     case FLX_OP_NEG:
-      autograd::record(out, {x}, [](const Tensor& g, const bool*, Tensor* gi) { gi[0] = -g; });
+      autograd::record("-", Order::Higher, out, {x}, [](const Tensor& g, const bool*, Tensor* gi) { gi[0] = -g; });
       break;
     case FLX_OP_EXP:
-      autograd::record(out, {x}, [y = out.detach()](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g * y; });
+      autograd::record("exp", Order::Higher, out, {x}, [y = out.detach()](const Tensor& g, const bool*, Tensor* gi) {
+        gi[0] = g * saved_output(y);
+      });
       break;
     case FLX_OP_SQRT:
-      autograd::record(out, {x}, [y = out.detach()](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g / (y * 2.0); });
+      autograd::record("sqrt", Order::Higher, out, {x}, [y = out.detach()](const Tensor& g, const bool*, Tensor* gi) {
+        gi[0] = g / (saved_output(y) * 2.0);
+      });
       break;
     case FLX_OP_SIGMOID:
     case FLX_OP_TANH: {
-      int gop = op == FLX_OP_SIGMOID ? FLX_OP_SIGMOID_GRAD : FLX_OP_TANH_GRAD;
-      autograd::record(out, {x}, [gop, y = out.detach()](const Tensor& g, const bool*, Tensor* gi) {
-        gi[0] = ops::raw_binary(gop, y, g);
-      });
+      bool sig = op == FLX_OP_SIGMOID;
+      autograd::record(sig ? "sigmoid" : "tanh", Order::Higher, out, {x},
+                       [sig, y = out.detach()](const Tensor& g, const bool*, Tensor* gi) {
+                         if (!detail::is_recording()) {
+                           gi[0] = ops::raw_binary(sig ? FLX_OP_SIGMOID_GRAD : FLX_OP_TANH_GRAD, y, g);
+                           return;
+                         }
+                         Tensor yy = saved_output(y);
+                         gi[0] = sig ? g * (yy * (1.0 - yy)) : g * (1.0 - square(yy));
+                       });
       break;
     }
     case FLX_OP_SQUARE:
-      autograd::record(out, {x}, [x = x.detach()](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g * x * 2.0; });
+      autograd::record("square", Order::Higher, out, {x},
+                       [x](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g * x * 2.0; });
       break;
     case FLX_OP_LOG:
-      autograd::record(out, {x}, [x = x.detach()](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g / x; });
+      autograd::record("log", Order::Higher, out, {x},
+                       [x](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g / x; });
       break;
     case FLX_OP_SIGN:
       break;  // zero almost everywhere: no gradient flows
+    case FLX_OP_ABS:
+    case FLX_OP_RELU: {
+      // g·sign(x) and g·(x > 0): the factor is constant almost everywhere.
+      bool is_abs = op == FLX_OP_ABS;
+      autograd::record(is_abs ? "abs" : "relu", Order::Higher, out, {x},
+                       [is_abs, x = x.detach()](const Tensor& g, const bool*, Tensor* gi) {
+                         if (!detail::is_recording())
+                           gi[0] = ops::raw_binary(is_abs ? FLX_OP_ABS_GRAD : FLX_OP_RELU_GRAD, x, g.to(x.dtype()));
+                         else
+                           gi[0] = g * (is_abs ? sign(x) : (x > 0.0).to(x.dtype()));
+                       });
+      break;
+    }
     default: {
       int gop = -1;
+      const char* name = "activation";
       switch (op) {
-        case FLX_OP_ABS: gop = FLX_OP_ABS_GRAD; break;
-        case FLX_OP_RELU: gop = FLX_OP_RELU_GRAD; break;
-        case FLX_OP_GELU: gop = FLX_OP_GELU_GRAD; break;
-        case FLX_OP_GELU_ERF: gop = FLX_OP_GELU_ERF_GRAD; break;
-        case FLX_OP_LEAKYRELU: gop = FLX_OP_LEAKYRELU_GRAD; break;
-        case FLX_OP_ELU: gop = FLX_OP_ELU_GRAD; break;
-        case FLX_OP_SWISH: gop = FLX_OP_SWISH_GRAD; break;
-        case FLX_OP_SOFTPLUS: gop = FLX_OP_SOFTPLUS_GRAD; break;
-        case FLX_OP_CLAMP: gop = FLX_OP_CLAMP_GRAD; break;
+        case FLX_OP_GELU: gop = FLX_OP_GELU_GRAD, name = "gelu"; break;
+        case FLX_OP_GELU_ERF: gop = FLX_OP_GELU_ERF_GRAD, name = "gelu_erf"; break;
+        case FLX_OP_LEAKYRELU: gop = FLX_OP_LEAKYRELU_GRAD, name = "leakyrelu"; break;
+        case FLX_OP_ELU: gop = FLX_OP_ELU_GRAD, name = "elu"; break;
+        case FLX_OP_SWISH: gop = FLX_OP_SWISH_GRAD, name = "swish"; break;
+        case FLX_OP_SOFTPLUS: gop = FLX_OP_SOFTPLUS_GRAD, name = "softplus"; break;
+        case FLX_OP_CLAMP: gop = FLX_OP_CLAMP_GRAD, name = "clamp"; break;
       }
       FLX_CHECK(gop >= 0, Error, "internal: no backward rule for unary op ", op);
-      autograd::record(out, {x}, [gop, alpha, beta, x = x.detach()](const Tensor& g, const bool*, Tensor* gi) {
-        gi[0] = ops::raw_binary(gop, x, g.to(x.dtype()), alpha, beta);
-      });
+      autograd::record(name, Order::FirstOnly, out, {x},
+                       [gop, alpha, beta, x = x.detach()](const Tensor& g, const bool*, Tensor* gi) {
+                         gi[0] = ops::raw_binary(gop, x, g.to(x.dtype()), alpha, beta);
+                       });
     }
   }
   return out;
@@ -347,7 +379,8 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   DType t = promote_types(a0.dtype(), b0.dtype());
   Tensor a = a0.to(t), b = b0.to(t);
   Tensor out = ops::raw_map(FLX_OP_WHERE, t, t, shape, {{&cond}, {&a}, {&b}});
-  autograd::record(out, {a, b}, [c = cond, sa = a.shape(), sb = b.shape()](const Tensor& g, const bool* n, Tensor* gi) {
+  autograd::record("where", autograd::Order::Higher, out, {a, b},
+                   [c = cond, sa = a.shape(), sb = b.shape()](const Tensor& g, const bool* n, Tensor* gi) {
     Tensor z = zeros(g.dtype(), Shape{}).to(g.device());
     if (n[0]) gi[0] = ops::sum_to(where(c, g, z), sa);
     if (n[1]) gi[1] = ops::sum_to(where(c, z, g), sb);

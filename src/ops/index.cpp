@@ -74,7 +74,8 @@ Tensor gather_checked(const Tensor& x, const Tensor& idx) {
     const auto& b = detail::be(x);
     b.check(b.f->gather(b.f->ctx, detail::dev(x), &d, nullptr), "gather");
   }
-  autograd::record(out, {x}, [idx, xs = x.shape()](const Tensor& g, const bool*, Tensor* gi) {
+  autograd::record("gather", autograd::Order::FirstOnly, out, {x},
+                   [idx, xs = x.shape()](const Tensor& g, const bool*, Tensor* gi) {
     gi[0] = scatter_add_last(g, idx, xs);
   });
   return out;

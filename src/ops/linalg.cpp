@@ -24,7 +24,7 @@ Tensor expand_batch(const Tensor& x, const Shape& batch, const Shape& out_batch)
 
 // C = op(A) op(B), batched over dims 2+; batch dims broadcast (size 1 or
 // missing dims stretch), as in NNlib's batched_mul and torch.matmul.
-Tensor gemm(const Tensor& a0, bool ta, const Tensor& b0, bool tb) {
+Tensor raw_gemm(const Tensor& a0, bool ta, const Tensor& b0, bool tb) {
   const Shape &sa0 = a0.shape(), &sb0 = b0.shape();
   int64_t m = ta ? sa0[1] : sa0[0], ka = ta ? sa0[0] : sa0[1];
   int64_t kb = tb ? sb0[1] : sb0[0], n = tb ? sb0[0] : sb0[1];
@@ -73,6 +73,19 @@ Tensor gemm(const Tensor& a0, bool ta, const Tensor& b0, bool tb) {
   return c;
 }
 
+// raw_gemm, recorded; its rule is made of gemm, so products differentiate to
+// any order. dA = dC op(B)ᵀ, dB = op(A)ᵀ dC (transposed back where A or B
+// was); a broadcast operand sums over the batch dims it stretched along.
+Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb) {
+  Tensor c = raw_gemm(a, ta, b, tb);
+  autograd::record("matmul", autograd::Order::Higher, c, {a, b},
+                   [a, ta, b, tb](const Tensor& g, const bool* n, Tensor* gi) {
+                     if (n[0]) gi[0] = ops::sum_to(ta ? gemm(b, tb, g, true) : gemm(g, false, b, !tb), a.shape());
+                     if (n[1]) gi[1] = ops::sum_to(tb ? gemm(g, true, a, ta) : gemm(a, !ta, g, false), b.shape());
+                   });
+  return c;
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
@@ -88,13 +101,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   DType t = promote_types(a0.dtype(), b0.dtype());
   if (!is_floating(t)) t = DType::Float32;
   Tensor a = a0.to(t), b = b0.to(t);
-  Tensor c = gemm(a, false, b, false);
-  autograd::record(c, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const bool* n, Tensor* gi) {
-    // dA = dC Bᵀ, dB = Aᵀ dC; a broadcast operand sums over the batch dims it stretched along.
-    if (n[0]) gi[0] = ops::sum_to(gemm(g, false, b, true), a.shape());
-    if (n[1]) gi[1] = ops::sum_to(gemm(a, true, g, false), b.shape());
-  });
-  return c;
+  return gemm(a, false, b, false);
 }
 
 }  // namespace flx

@@ -31,8 +31,10 @@ Tensor raw_binary(int op, const Tensor& a, const Tensor& b, double alpha = 0, do
 Tensor raw_cast(const Tensor& x, DType t);
 // out = scale * reduce(x) over the dims in mask (kept as size 1).
 Tensor raw_reduce(int op, const Tensor& x, uint32_t mask, double scale = 1.0);
-// Sum g down to `shape` (the inverse of broadcasting), for backward rules.
+// Sum g down to `shape` (the inverse of broadcasting), and broadcast g up to
+// `shape`: backward rules of each other, differentiable to any order.
 Tensor sum_to(const Tensor& g, const Shape& shape);
+Tensor broadcast_to(const Tensor& g, const Shape& shape);
 void fill(const Tensor& t, double v);
 // gather(x, idx) for Int64 indices on x's device that the caller has already
 // checked to lie in range (DataLoader checks them on the host).

@@ -38,17 +38,6 @@ Tensor raw_reduce(int op, const Tensor& x, uint32_t mask, double scale) {
   return out;
 }
 
-Tensor sum_to(const Tensor& g, const Shape& shape) {
-  if (g.shape() == shape) return g;
-  uint32_t mask = 0;
-  for (int k = 0; k < g.ndims(); ++k) {
-    int64_t e = k < shape.ndims() ? shape[k] : 1;
-    if (e == 1 && g.shape()[k] != 1) mask |= 1u << k;
-  }
-  Tensor r = mask ? raw_reduce(FLX_REDUCE_SUM, g, mask) : g;
-  return reshape(r, shape);
-}
-
 }  // namespace ops
 
 namespace {
@@ -73,10 +62,10 @@ Tensor sum_like(const Tensor& x0, uint32_t mask, bool mean, const char* name, bo
   if (mean) FLX_CHECK(n > 0, ArgumentError, name, ": mean of an empty collection of shape ", x.shape());
   Tensor out = x.ndims() == 0 ? ops::raw_unary(FLX_OP_COPY, x) : ops::raw_reduce(FLX_REDUCE_SUM, x, mask, scale);
   if (drop) out = detail::share(out, Shape{}, out.impl()->offset);  // before any node is attached
-  autograd::record(out, {x}, [s = x.shape(), scale](const Tensor& g, const bool*, Tensor* gi) {
-    Tensor gs = scale == 1.0 ? g : g * scale;
-    gi[0] = ops::raw_map(FLX_OP_COPY, gs.dtype(), gs.dtype(), s, {{&gs}});
-  });
+  autograd::record(name, autograd::Order::Higher, out, {x},
+                   [s = x.shape(), scale](const Tensor& g, const bool*, Tensor* gi) {
+                     gi[0] = ops::broadcast_to(scale == 1.0 ? g : g * scale, s);
+                   });
   return out;
 }
 
@@ -89,16 +78,40 @@ Tensor extremum(const Tensor& x, uint32_t mask, bool is_max, const char* name, b
                               : ops::raw_reduce(is_max ? FLX_REDUCE_MAX : FLX_REDUCE_MIN, x, mask);
   if (drop) out = detail::share(out, Shape{}, out.impl()->offset);  // before any node is attached
   if (is_floating(x.dtype()))
-    autograd::record(out, {x}, [x = x.detach(), y = out.detach(), mask](const Tensor& g, const bool*, Tensor* gi) {
-      // Gradient shared equally among the elements that attain the extremum.
-      Tensor hit = (x == y).to(x.dtype());
-      Tensor count = x.ndims() ? ops::raw_reduce(FLX_REDUCE_SUM, hit, mask) : hit;
-      gi[0] = hit * (g / count);
-    });
+    autograd::record(name, autograd::Order::Higher, out, {x},
+                     [x = x.detach(), y = out.detach(), mask](const Tensor& g, const bool*, Tensor* gi) {
+                       // Gradient shared equally among the elements that attain the extremum
+                       // (a constant factor: its own derivative is zero almost everywhere).
+                       Tensor hit = (x == y).to(x.dtype());
+                       Tensor count = x.ndims() ? ops::raw_reduce(FLX_REDUCE_SUM, hit, mask) : hit;
+                       gi[0] = hit * (g / count);
+                     });
   return out;
 }
 
 }  // namespace
+
+namespace ops {
+
+// Both differentiable, each the other's backward rule, to any order.
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  uint32_t mask = 0;
+  for (int k = 0; k < g.ndims(); ++k) {
+    int64_t e = k < shape.ndims() ? shape[k] : 1;
+    if (e == 1 && g.shape()[k] != 1) mask |= 1u << k;
+  }
+  return reshape(mask ? sum_like(g, mask, false, "sum") : g, shape);
+}
+Tensor broadcast_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  Tensor out = raw_map(FLX_OP_COPY, g.dtype(), g.dtype(), shape, {{&g}});
+  autograd::record("broadcast", autograd::Order::Higher, out, {g},
+                   [gs = g.shape()](const Tensor& d, const bool*, Tensor* gi) { gi[0] = sum_to(d, gs); });
+  return out;
+}
+
+}  // namespace ops
 
 Tensor sum(const Tensor& x) { return sum_like(x, all_mask(x), false, "sum", kDropDims); }
 Tensor sum(const Tensor& x, const Dims& dims) { return sum_like(x, ops::dims_mask(x, dims, "sum"), false, "sum"); }

@@ -28,7 +28,8 @@ Tensor reshape(const Tensor& x, const Shape& s0) {
             " elements) cannot be reshaped to ", s, " (", s.numel(), " elements)");
   if (s == x.shape()) return x;
   Tensor out = detail::share(x, s, x.impl()->offset);
-  autograd::record(out, {x}, [xs = x.shape()](const Tensor& g, const bool*, Tensor* gi) { gi[0] = reshape(g, xs); });
+  autograd::record("reshape", autograd::Order::Higher, out, {x},
+                   [xs = x.shape()](const Tensor& g, const bool*, Tensor* gi) { gi[0] = reshape(g, xs); });
   return out;
 }
 
@@ -59,7 +60,8 @@ Tensor permutedims(const Tensor& x, const std::vector<int>& perm) {
     const auto& b = detail::be(x);
     b.check(b.f->permute(b.f->ctx, detail::dev(x), &d, nullptr), "permute");
   }
-  autograd::record(out, {x}, [inv](const Tensor& g, const bool*, Tensor* gi) { gi[0] = permutedims(g, inv); });
+  autograd::record("permutedims", autograd::Order::Higher, out, {x},
+                   [inv](const Tensor& g, const bool*, Tensor* gi) { gi[0] = permutedims(g, inv); });
   return out;
 }
 
@@ -109,7 +111,9 @@ Tensor detail::softmax(const Tensor& x, int dim, bool log) {
   d.y = detail::mem(y);
   const auto& b = detail::be(x);
   if (x.numel()) b.check(b.f->softmax(b.f->ctx, detail::dev(x), &d, nullptr), name);
-  autograd::record(y, {x}, [d, yd = y.detach()](const Tensor& g0, const bool*, Tensor* gi) mutable {
+  // The fused backward kernel is first order (its gradient refuses a second derivative).
+  autograd::record(name, autograd::Order::FirstOnly, y, {x},
+                   [d, yd = y.detach()](const Tensor& g0, const bool*, Tensor* gi) mutable {
     Tensor g = g0.to(yd.dtype());
     Tensor dx = empty(yd.dtype(), yd.shape(), yd.device());
     d.y = detail::mem(yd);
