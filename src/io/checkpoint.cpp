@@ -12,6 +12,7 @@
 #include "../tensor_impl.hpp"
 #include "flx/checkpoints.hpp"
 #include "flx/ops.hpp"
+#include "files.hpp"
 #include "safetensors.hpp"
 
 namespace flx {
@@ -84,7 +85,7 @@ void save(const std::string& path, const State& s) {
     entries.push_back(std::move(e));
   }
   auto bytes = safetensors::serialize(entries, s.metadata());
-  safetensors::write_atomic(path, bytes);
+  io::write_atomic(path, bytes);
 }
 
 namespace detail {
