@@ -1,10 +1,16 @@
 // Checkpoints: names, round trips of every dtype, the row-major layout of the
 // file, loadmodel on every device, strict checks that leave the model alone,
 // atomic writes, and optimiser state that resumes training exactly.
+#include <limits.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "io/safetensors.hpp"
+#include "tensor_impl.hpp"
 #include "test_util.hpp"
 
 using namespace flx;
@@ -24,6 +30,40 @@ std::string error_of(const std::function<void()>& f) { return flx::testing::erro
 
 using MLP = decltype(Chain(Dense(3, 4, relu), Dense(4, 2)));
 MLP mlp() { return Chain(Dense(3, 4, relu), Dense(4, 2)); }
+
+std::vector<uint8_t> slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+void spit(const fs::path& p, const std::vector<uint8_t>& bytes) {
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+// The raw bytes of every tensor of a model: a refused load must leave each one as it was.
+template <class M>
+std::vector<std::vector<uint8_t>> parameter_bytes(const M& m) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const auto& [name, t] : state(m)) {
+    Tensor c = t.to(Device::cpu());
+    const auto* p = static_cast<const uint8_t*>(detail::host_data(c));
+    out.emplace_back(p, p + size_t(c.numel()) * dtype_size(c.dtype()));
+  }
+  return out;
+}
+
+// Sets the soft limit of a resource for one scope (the hard limit stays, so
+// the old value can be restored without privileges).
+struct ScopedLimit {
+  int resource;
+  rlimit saved{};
+  ScopedLimit(int r, rlim_t soft) : resource(r) {
+    ::getrlimit(r, &saved);
+    rlimit lim = saved;
+    lim.rlim_cur = std::min(soft, saved.rlim_max);
+    ::setrlimit(r, &lim);
+  }
+  ~ScopedLimit() { ::setrlimit(resource, &saved); }
+};
 
 }  // namespace
 
@@ -95,10 +135,12 @@ TEST(Checkpoints, AFailedLoadChangesNothingAndNamesTheKey) {
   TempDir tmp;
   MLP model = mlp();
   const auto before = model(ones(3, 1)).to_vector<float>();
+  const auto bytes = parameter_bytes(model);
   auto expect_refused = [&](const State& s, const std::string& phrase) {
     std::string m = error_of([&] { loadmodel(model, s); });
     EXPECT_NE(m.find(phrase), std::string::npos) << m;
     EXPECT_EQ(model(ones(3, 1)).to_vector<float>(), before) << "a refused checkpoint must not touch the model";
+    EXPECT_EQ(parameter_bytes(model), bytes) << "a refused checkpoint must not touch the model";
   };
   // Another model: a layer wider. The first tensors fit, so a loader that
   // copied as it checked would have changed them.
@@ -138,6 +180,105 @@ TEST(Checkpoints, WritesAreAtomic) {
   EXPECT_EQ(tmp.count(), 2u);
   loadmodel(c, load(path));
   EXPECT_EQ(c(ones(3, 2)).to_vector<float>(), b(ones(3, 2)).to_vector<float>());
+}
+
+// Any legal file name saves: the temporary file's name must fit NAME_MAX too.
+TEST(Checkpoints, AnyLegalFileNameSaves) {
+  TempDir tmp;
+  MLP a = mlp();
+  for (size_t len : {size_t(1), size_t(240), size_t(250), size_t(NAME_MAX)}) {
+    SCOPED_TRACE(len);
+    const std::string path = tmp / std::string(len, 'm');
+    save(path, a);
+    save(path, a);  // and replaces itself
+    MLP b = mlp();
+    loadmodel(b, load(path));
+    EXPECT_EQ(parameter_bytes(b), parameter_bytes(a));
+    fs::remove(path);
+    EXPECT_EQ(tmp.count(), 0u) << "no temporary file is left behind";
+  }
+  // A path that ends in '/' names no file.
+  EXPECT_NE(error_of([&] { save(tmp / "dir/", a); }).find("names a directory"), std::string::npos);
+  EXPECT_EQ(tmp.count(), 0u);
+}
+
+// A write that fails part-way (here: over the file size limit) leaves the old
+// file as it was and no temporary file.
+TEST(Checkpoints, AFailedWriteLeavesNoTemporaryFile) {
+  TempDir tmp;
+  const std::string path = tmp / "m.safetensors";
+  save(path, mlp());
+  const auto before = slurp(path);
+  std::string msg;
+  {
+    struct sigaction ignore {}, old {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGXFSZ, &ignore, &old);  // so that write() fails with EFBIG instead of killing the process
+    ScopedLimit limit(RLIMIT_FSIZE, before.size() / 2);
+    msg = error_of([&] { save(path, Chain(Dense(30, 40), Dense(40, 2))); });
+    ::sigaction(SIGXFSZ, &old, nullptr);
+  }
+  EXPECT_EQ(msg.rfind(path, 0), 0u) << msg;
+  EXPECT_NE(msg.find("File too large"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unchanged"), std::string::npos) << msg;
+  EXPECT_EQ(tmp.count(), 1u) << "the temporary file must be removed";
+  EXPECT_EQ(slurp(path), before);
+}
+
+// flx tensors have at most FLX_MAX_DIMS dims; a file's tensor with more is
+// refused naming the file, the tensor, its dims and the limit.
+TEST(Checkpoints, TooManyDimsNamesTheFileTheTensorAndTheLimit) {
+  TempDir tmp;
+  const float v[2] = {1, 2};
+  const std::string path = tmp / "deep.safetensors";
+  spit(path, safetensors::serialize({{"ok", Float32, {2}, v, sizeof v},
+                                     {"deep.weight", Float32, {1, 1, 1, 1, 1, 1, 1, 1, 2}, v, sizeof v}},
+                                    {}));
+  std::string m = error_of([&] { load(path); });
+  EXPECT_EQ(m.rfind(path, 0), 0u) << m;
+  EXPECT_NE(m.find("tensor \"deep.weight\""), std::string::npos) << m;
+  EXPECT_NE(m.find("[1, 1, 1, 1, 1, 1, 1, 1, 2]"), std::string::npos) << m;
+  EXPECT_NE(m.find("9 dims"), std::string::npos) << m;
+  EXPECT_NE(m.find("at most 8"), std::string::npos) << m;
+}
+
+// Running out of memory while loading is a CheckpointError, never
+// std::bad_alloc. A child process limits its address space and loads a
+// 3 GB file (sparse: it takes no disk).
+TEST(CheckpointsDeathTest, OutOfMemoryIsACheckpointError) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan reserves terabytes of shadow memory, so an address-space limit cannot fail one allocation";
+#else
+  TempDir tmp;
+  const std::string path = tmp / "big.safetensors";
+  const uint64_t n = 3'000'000'000;
+  std::string header = "{\"big\":{\"dtype\":\"U8\",\"shape\":[" + std::to_string(n) + "],\"data_offsets\":[0," +
+                       std::to_string(n) + "]}}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::vector<uint8_t> bytes(8 + header.size());
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  std::memcpy(bytes.data() + 8, header.data(), header.size());
+  spit(path, bytes);
+  fs::resize_file(path, bytes.size() + n);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        flx::testing::limit_address_space(1ull << 30);
+        int code = 2;
+        try {
+          load(path);
+        } catch (const CheckpointError& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          code = 0;
+        } catch (const std::bad_alloc&) {
+          std::fprintf(stderr, "std::bad_alloc escaped\n");
+          code = 1;
+        }
+        fs::remove_all(tmp.path);
+        std::_Exit(code);
+      },
+      ::testing::ExitedWithCode(0), "not enough memory");
+#endif
 }
 
 TEST(Checkpoints, TruncatedAndMissingFilesAreCheckpointErrors) {

@@ -4,6 +4,7 @@
 // permutedims and loading reverses them back.
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -90,10 +91,15 @@ void save(const std::string& path, const State& s) {
 
 namespace detail {
 
-State load_bytes(std::span<const uint8_t> bytes, const std::string& origin) {
-  // parse() checks the whole header against the file before anything below
-  // allocates a tensor.
+State load_bytes(std::span<const uint8_t> bytes, const std::string& origin) try {
+  // parse() checks the whole header against the file, and the loop below
+  // what flx can hold, before anything allocates a tensor.
   const safetensors::Header h = safetensors::parse(bytes, origin);
+  for (const auto& e : h.entries)
+    FLX_CHECK(e.shape.size() <= size_t(Shape::max_dims), CheckpointError, origin, ": tensor ",
+              safetensors::show_name(e.name), " has ", e.shape.size(), " dims ", safetensors::show_shape(e.shape),
+              ", but flx tensors have at most ", Shape::max_dims, " dims (FLX_MAX_DIMS); reshape it to ",
+              Shape::max_dims, " dims or fewer (merge adjacent dims) before saving it");
   autograd::PauseScope pause;
   State s;
   for (const auto& e : h.entries) {
@@ -115,6 +121,9 @@ State load_bytes(std::span<const uint8_t> bytes, const std::string& origin) {
   }
   s.metadata() = h.metadata;
   return s;
+} catch (const std::bad_alloc&) {
+  FLX_THROW(CheckpointError, origin, ": not enough memory to load the checkpoint's ", bytes.size(),
+            " bytes as tensors; free memory, or load it on a machine with more");
 }
 
 void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what) {
@@ -155,6 +164,8 @@ void load_model(const std::vector<State::Entry>& targets, const State& s) {
 }  // namespace detail
 
 State load(const std::string& path) {
+  // read_file and load_bytes turn running out of memory into a
+  // CheckpointError that says how much was needed.
   const auto bytes = safetensors::read_file(path);
   return detail::load_bytes(bytes, path);
 }
