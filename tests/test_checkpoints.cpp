@@ -327,6 +327,102 @@ TEST(Checkpoints, OptimiserStateResumesTrainingExactly) {
             std::string::npos);
 }
 
+// ---- checkpoints of other libraries ---------------------------------------------
+
+namespace {
+
+// What PyTorch's nn.Sequential(nn.Linear, nn.ReLU(), nn.Linear).state_dict()
+// holds for m: "0.weight", "0.bias", "2.weight", "2.bias" (the ReLU is module
+// 1 and has no tensors).
+State torch_sequential(const MLP& m) {
+  State src = state(m), s;
+  for (const char* leaf : {"weight", "bias"}) {
+    s.insert(std::string("0.") + leaf, src.at(std::string("layers.0.") + leaf));
+    s.insert(std::string("2.") + leaf, src.at(std::string("layers.1.") + leaf));
+  }
+  return s;
+}
+
+std::vector<std::string> names(const State& s) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : s) out.push_back(name);
+  return out;
+}
+
+}  // namespace
+
+TEST(Checkpoints, ForeignNamesAreMappedWhenLoading) {
+  const MLP trained = mlp();
+  const State torch = torch_sequential(trained);
+  MLP m = mlp();
+  // As it is, refused; the message gives the call that loads it.
+  std::string msg = error_of([&] { loadmodel(m, torch); });
+  EXPECT_NE(msg.find("no tensor \"layers.0.weight\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("loadmodel(model, s, {{\"0.\", \"layers.0.\"}, {\"2.\", \"layers.1.\"}})"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("docs/checkpoints.md"), std::string::npos) << msg;
+
+  // Prefixes, as the message says.
+  loadmodel(m, torch, {{"0.", "layers.0."}, {"2.", "layers.1."}});
+  EXPECT_EQ(parameter_bytes(m), parameter_bytes(trained));
+  EXPECT_EQ(m(ones(3, 2)).to_vector<float>(), trained(ones(3, 2)).to_vector<float>());
+  // Or any function from the checkpoint's key to the model's.
+  MLP f = mlp();
+  loadmodel(f, torch, [](const std::string& k) { return "layers." + std::string(k[0] == '0' ? "0" : "1") + k.substr(1); });
+  EXPECT_EQ(parameter_bytes(f), parameter_bytes(trained));
+
+  // rename() alone: the same tensors under the new names, metadata kept.
+  State t2 = torch;
+  t2.metadata()["format"] = "pt";
+  State r = rename(t2, {{"0.", "layers.0."}, {"2.", "layers.1."}});
+  EXPECT_EQ(names(r), (std::vector<std::string>{"layers.0.weight", "layers.1.weight", "layers.0.bias", "layers.1.bias"}));
+  EXPECT_EQ(r.at("layers.1.bias").id(), torch.at("2.bias").id());
+  EXPECT_EQ(r.metadata().at("format"), "pt");
+  // The longest matching prefix wins; a key that matches none keeps its name.
+  State x;
+  for (const char* k : {"a.b.c", "a.d", "z"}) x.insert(k, ones(1));
+  EXPECT_EQ(names(rename(x, {{"a.", "A."}, {"a.b.", "B."}})), (std::vector<std::string>{"B.c", "A.d", "z"}));
+  // A function that returns "" leaves a tensor out (BatchNorm's
+  // num_batches_tracked, say, which flx does not keep).
+  State extra = torch;
+  extra.insert("1.num_batches_tracked", tensor(std::vector<int64_t>{7}, Shape{}));
+  MLP e = mlp();
+  loadmodel(e, extra, [](const std::string& k) -> std::string {
+    if (k.ends_with("num_batches_tracked")) return "";
+    return (k[0] == '0' ? "layers.0" : "layers.1") + k.substr(1);
+  });
+  EXPECT_EQ(parameter_bytes(e), parameter_bytes(trained));
+  // Two keys that map to one name are refused, naming both.
+  msg = error_of([&] { rename(torch, [](const std::string&) { return std::string("same"); }); });
+  EXPECT_NE(msg.find("\"0.weight\" and \"2.weight\" both map to \"same\""), std::string::npos) << msg;
+}
+
+TEST(Checkpoints, ARefusedMappedLoadChangesNoParameter) {
+  MLP model = mlp();
+  const auto before = parameter_bytes(model);
+  const std::map<std::string, std::string> prefixes{{"0.", "layers.0."}, {"2.", "layers.1."}};
+  auto expect_refused = [&](const std::function<void()>& f, const std::string& phrase) {
+    std::string m = error_of(f);
+    EXPECT_NE(m.find(phrase), std::string::npos) << m;
+    EXPECT_EQ(parameter_bytes(model), before) << "a refused checkpoint must not touch the model";
+  };
+  // The first layer fits, the second is wider: nothing is copied.
+  const State wide = torch_sequential(Chain(Dense(3, 4, relu), Dense(4, 3)));
+  expect_refused([&] { loadmodel(model, wide, prefixes); },
+                 "\"layers.1.weight\" (checkpoint key \"2.weight\") has shape (3×4) in the checkpoint but (2×4)");
+  State f64;
+  for (const auto& [n, t] : torch_sequential(mlp())) f64.insert(n, t.to(Float64));
+  expect_refused([&] { loadmodel(model, f64, prefixes); }, "is Float64 in the checkpoint but Float32");
+  expect_refused([&] { loadmodel(model, torch_sequential(mlp()), {{"0.", "layers.0."}}); },
+                 "no tensor \"layers.1.weight\"");
+  expect_refused([&] { loadmodel(model, torch_sequential(mlp()), [](const std::string&) { return std::string("x"); }); },
+                 "both map to \"x\"");
+  State extra = torch_sequential(mlp());
+  extra.insert("4.weight", ones(2, 2));
+  expect_refused([&] { loadmodel(model, extra, prefixes); },
+                 "the checkpoint holds \"4.weight\", which the model has no place for");
+}
+
 // ---- every device --------------------------------------------------------------
 
 class CheckpointDevices : public ::testing::TestWithParam<Device> {};

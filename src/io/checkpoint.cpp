@@ -14,6 +14,7 @@
 #include "flx/checkpoints.hpp"
 #include "flx/ops.hpp"
 #include "files.hpp"
+#include "key_mapping.hpp"
 #include "safetensors.hpp"
 
 namespace flx {
@@ -126,22 +127,30 @@ State load_bytes(std::span<const uint8_t> bytes, const std::string& origin) try 
             " bytes as tensors; free memory, or load it on a machine with more");
 }
 
-void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what) {
+void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what,
+               const std::map<std::string, std::string>* from, const std::string& hint) {
+  // "layers.1.weight" (checkpoint key "2.weight") when a key map renamed it.
+  auto show = [&](const std::string& name) {
+    std::string out = "\"" + name + "\"";
+    if (!from) return out;
+    auto it = from->find(name);
+    return it == from->end() || it->second == name ? out : out + " (checkpoint key \"" + it->second + "\")";
+  };
   std::set<std::string> wanted;
   for (const auto& [name, t] : targets) {
     wanted.insert(name);
     FLX_CHECK(s.contains(name), CheckpointError, what, ": the checkpoint has no tensor \"", name,
-              "\", which the model needs; it holds ", names_of(s), ". Is it a checkpoint of another model?");
+              "\", which the model needs; it holds ", names_of(s), ". Is it a checkpoint of another model?", hint);
     const Tensor& v = s.at(name);
-    FLX_CHECK(v.shape() == t.shape(), CheckpointError, what, ": \"", name, "\" has shape ", v.shape(),
+    FLX_CHECK(v.shape() == t.shape(), CheckpointError, what, ": ", show(name), " has shape ", v.shape(),
               " in the checkpoint but ", t.shape(), " in the model; the checkpoint is for another model");
-    FLX_CHECK(v.dtype() == t.dtype(), CheckpointError, what, ": \"", name, "\" is ", v.dtype(),
+    FLX_CHECK(v.dtype() == t.dtype(), CheckpointError, what, ": ", show(name), " is ", v.dtype(),
               " in the checkpoint but ", t.dtype(), " in the model; convert one so they agree (e.g. fmap with ",
               "t.to(", v.dtype(), ") on the model)");
   }
   for (const auto& [name, v] : s)
-    FLX_CHECK(wanted.count(name), CheckpointError, what, ": the checkpoint holds \"", name,
-              "\", which the model has no place for; it is a checkpoint of another model");
+    FLX_CHECK(wanted.count(name), CheckpointError, what, ": the checkpoint holds ", show(name),
+              ", which the model has no place for; it is a checkpoint of another model", hint);
   // Every key checked: now copy, so a bad checkpoint changes nothing.
   autograd::PauseScope pause;
   for (const auto& [name, t] : targets) {
@@ -153,12 +162,16 @@ void load_into(const std::vector<State::Entry>& targets, const State& s, const c
   }
 }
 
-void load_model(const std::vector<State::Entry>& targets, const State& s) {
+void load_model(const std::vector<State::Entry>& targets, const State& s, const KeyMap* key_map) {
   auto kind = s.metadata().find(kKind);
   FLX_CHECK(kind == s.metadata().end() || kind->second != kOptKind, CheckpointError,
             "loadmodel: this checkpoint holds an optimiser state, not a model; load it with loadmodel(opt_state, s) "
             "into the state that setup() made");
-  load_into(targets, s, "loadmodel");
+  if (!key_map) return load_into(targets, s, "loadmodel", nullptr, foreign_names_hint(targets, s));
+  std::map<std::string, std::string> from;
+  const State renamed = rename_recording(s, *key_map, from);
+  load_into(targets, renamed, "loadmodel", &from,
+            " The names are those after the key map: check that it gives each of the model's tensors a checkpoint key");
 }
 
 }  // namespace detail
