@@ -216,6 +216,14 @@ TEST(Datasets, TrailingDataIsRefusedAndGzipLoads) {
   expect_trailing(images + std::vector<uint8_t>{1, 2, 3});            // raw (gzread passes it through)
   expect_trailing(gzip(images + std::vector<uint8_t>(100)));           // inside the gzip stream
   expect_trailing(gzip(images) + gzip(std::vector<uint8_t>(100)));     // in a second gzip member
+
+  // A damaged stream is named as such, in zlib's words.
+  auto broken = gzip(images);
+  broken[broken.size() - 6] ^= 0xff;  // the CRC-32 in the trailer
+  d.write("t10k-images-idx3-ubyte.gz", broken);
+  std::string msg = error_of([] { datasets::fashion_mnist("test"); });
+  EXPECT_NE(msg.find("t10k-images-idx3-ubyte.gz is damaged (incorrect data check); reinstall it"), std::string::npos)
+      << msg;
 }
 
 // A gzip bomb (a small file that inflates to gigabytes) is refused after the

@@ -119,7 +119,9 @@ class GzReader {
 
   [[noreturn]] void damaged() {
     int err = Z_OK;
-    const char* msg = gzerror(gz_, &err);
+    std::string msg = gzerror(gz_, &err);
+    // zlib names a gzdopen'ed file "<fd:N>"; the path is in the message already.
+    if (msg.starts_with("<fd:")) msg.erase(0, msg.find(": ") == std::string::npos ? 0 : msg.find(": ") + 2);
     FLX_THROW(Error, where_, " is damaged (", err == Z_BUF_ERROR ? "the gzip stream ends early" : msg,
               "); reinstall it: ", fix_);
   }
