@@ -392,6 +392,10 @@ TEST(Checkpoints, ForeignNamesAreMappedWhenLoading) {
     return (k[0] == '0' ? "layers.0" : "layers.1") + k.substr(1);
   });
   EXPECT_EQ(parameter_bytes(e), parameter_bytes(trained));
+  // A Chain with the activation as a layer is numbered as nn.Sequential is.
+  auto c = Chain(Dense(3, 4), relu, Dense(4, 2));
+  loadmodel(c, torch, [](const std::string& k) { return "layers." + k; });
+  EXPECT_EQ(c(ones(3, 2)).to_vector<float>(), trained(ones(3, 2)).to_vector<float>());
   // Two keys that map to one name are refused, naming both.
   msg = error_of([&] { rename(torch, [](const std::string&) { return std::string("same"); }); });
   EXPECT_NE(msg.find("\"0.weight\" and \"2.weight\" both map to \"same\""), std::string::npos) << msg;

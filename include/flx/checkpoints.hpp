@@ -117,6 +117,7 @@ const M& loadmodel(const M& model, const State& s) {
   detail::load_model(detail::named_tensors(model), s);
   return model;
 }
+
 // ---- checkpoints of other libraries ----
 // Other libraries name tensors their own way: PyTorch's
 // nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)) saves "0.weight",
@@ -125,6 +126,10 @@ const M& loadmodel(const M& model, const State& s) {
 // "layers.1.bias". Map the names as you load, by prefix or by function:
 //
 //   loadmodel(model, s, {{"0.", "layers.0."}, {"2.", "layers.1."}});
+//
+// or, into Chain(Dense(3 => 4), relu, Dense(4 => 2)), whose layers are
+// numbered as the modules are:
+//
 //   loadmodel(model, s, [](const std::string& key) -> std::string {
 //     if (key.ends_with("num_batches_tracked")) return "";   // leave it out
 //     return "layers." + key;
