@@ -217,6 +217,15 @@ TEST(Datasets, TrailingDataIsRefusedAndGzipLoads) {
   expect_trailing(gzip(images + std::vector<uint8_t>(100)));           // inside the gzip stream
   expect_trailing(gzip(images) + gzip(std::vector<uint8_t>(100)));     // in a second gzip member
 
+  // Bytes after the last gzip member that are not another member are not
+  // skipped (as zlib's gzread skips them): they are trailing data too.
+  for (const auto& after : {std::vector<uint8_t>{'x', 'y', 'z'}, std::vector<uint8_t>(8), std::vector<uint8_t>{0x1f}}) {
+    d.write("t10k-images-idx3-ubyte.gz", gzip(images) + after);
+    std::string msg = error_of([] { datasets::fashion_mnist("test"); });
+    EXPECT_NE(msg.find("t10k-images-idx3-ubyte.gz: trailing data after the end of its gzip stream"), std::string::npos)
+        << msg;
+  }
+
   // A damaged stream is named as such, in zlib's words.
   auto broken = gzip(images);
   broken[broken.size() - 6] ^= 0xff;  // the CRC-32 in the trailer

@@ -1,12 +1,15 @@
-// IDX readers for MNIST and Fashion-MNIST (gzip through zlib). Every problem
+// IDX readers for MNIST and Fashion-MNIST (gzip through zlib's inflate). Every problem
 // with a file is a flx::Error naming the path, what is wrong and what to do.
 // The files are downloads, so nothing in them is trusted: the header is
 // checked against the split before any data is read, and no more than the
 // bytes it promises are ever inflated (a gzip bomb stops there).
 #include "flx/datasets.hpp"
 
+#include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -82,48 +85,88 @@ struct Idx {
   std::vector<uint8_t> data;
 };
 
-// A gzip or uncompressed file (zlib's gzread passes uncompressed data through).
-class GzReader {
+// A gzip file (one member or several, as gunzip joins them) or an
+// uncompressed one. Inflated here rather than through zlib's gzread, which
+// silently skips whatever follows the last gzip member.
+class IdxStream {
  public:
-  GzReader(const fs::path& path, const std::string& where, const std::string& fix) : where_(where), fix_(fix) {
+  IdxStream(const fs::path& path, const std::string& where, const std::string& install)
+      : where_(where), install_(install) {
     io::OpenedFile f = io::open_regular_file(path.string());
     FLX_CHECK(f.fd, Error, where_, ": ", f.err ? "cannot open it: " : "", f.problem,
-              f.err ? "; check its permissions, or reinstall it: " + fix_ : "; reinstall it: " + fix_);
-    gz_ = gzdopen(f.fd.get(), "rb");
-    if (!gz_) throw std::bad_alloc();  // zlib could not allocate its state
-    f.fd.release();                    // gzclose closes it now
-    gzbuffer(gz_, 1 << 17);            // fewer, larger reads than zlib's 8 kB default
+              f.err ? "; check its permissions, or reinstall it: " : "; reinstall it: ", install_);
+    fd_ = std::move(f.fd);
+    gzip_ = fill(2) >= 2 && buf_[0] == 0x1f && buf_[1] == 0x8b;
+    if (gzip_ && inflateInit2(&z_, 15 + 16) != Z_OK) throw std::bad_alloc();  // 16: gzip wrapper
   }
-  ~GzReader() { gzclose(gz_); }
-  GzReader(const GzReader&) = delete;
-  GzReader& operator=(const GzReader&) = delete;
+  ~IdxStream() {
+    if (gzip_) inflateEnd(&z_);
+  }
+  IdxStream(const IdxStream&) = delete;
+  IdxStream& operator=(const IdxStream&) = delete;
 
-  // Up to n bytes, fewer only at the end of the data; a corrupt or
-  // truncated gzip stream is an error.
+  // Up to n bytes, fewer only at the end of the data. A corrupt or truncated
+  // gzip stream, or bytes after it that are not another member, are errors.
   size_t read(uint8_t* dst, size_t n) {
     size_t done = 0;
     while (done < n) {
-      const int r = gzread(gz_, dst + done, unsigned(std::min<size_t>(n - done, 1u << 30)));
-      if (r < 0) damaged();
-      if (r == 0) break;
-      done += size_t(r);
+      if (!gzip_) {
+        if (fill(1) == 0) break;
+        const size_t k = std::min(n - done, end_ - pos_);
+        std::memcpy(dst + done, buf_.data() + pos_, k);
+        pos_ += k, done += k;
+        continue;
+      }
+      if (member_done_) {
+        const size_t have = fill(2);
+        if (have == 0) break;  // the end of the file
+        FLX_CHECK(have >= 2 && buf_[pos_] == 0x1f && buf_[pos_ + 1] == 0x8b, Error, where_,
+                  ": trailing data after the end of its gzip stream (bytes that are not another gzip member)",
+                  "; the file is damaged; reinstall it: ", install_);
+        inflateReset(&z_);
+        member_done_ = false;
+      }
+      if (fill(1) == 0) damaged("the gzip stream ends early");
+      z_.next_in = buf_.data() + pos_;
+      z_.avail_in = uInt(end_ - pos_);
+      z_.next_out = dst + done;
+      z_.avail_out = uInt(std::min<size_t>(n - done, 1u << 30));
+      const uInt out_before = z_.avail_out;
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      done += out_before - z_.avail_out;
+      pos_ = end_ - z_.avail_in;
+      if (rc == Z_STREAM_END) member_done_ = true;
+      else if (rc == Z_MEM_ERROR) throw std::bad_alloc();
+      else if (rc != Z_OK && rc != Z_BUF_ERROR) damaged(z_.msg ? z_.msg : "corrupt gzip data");
     }
-    // Z_BUF_ERROR: the input ended inside a gzip stream.
-    if (int err = Z_OK; done < n && (gzerror(gz_, &err), err == Z_BUF_ERROR)) damaged();
     return done;
   }
 
  private:
-  gzFile gz_ = nullptr;
-  std::string where_, fix_;
+  io::Fd fd_;
+  std::string where_, install_;
+  std::vector<uint8_t> buf_ = std::vector<uint8_t>(1 << 17);
+  size_t pos_ = 0, end_ = 0;  // the unread input is buf_[pos_, end_)
+  bool eof_ = false, gzip_ = false, member_done_ = false;
+  z_stream z_{};
 
-  [[noreturn]] void damaged() {
-    int err = Z_OK;
-    std::string msg = gzerror(gz_, &err);
-    // zlib names a gzdopen'ed file "<fd:N>"; the path is in the message already.
-    if (msg.starts_with("<fd:")) msg.erase(0, msg.find(": ") == std::string::npos ? 0 : msg.find(": ") + 2);
-    FLX_THROW(Error, where_, " is damaged (", err == Z_BUF_ERROR ? "the gzip stream ends early" : msg,
-              "); reinstall it: ", fix_);
+  // Buffers at least `want` unread bytes unless the file ends first; returns how many there are.
+  size_t fill(size_t want) {
+    if (end_ - pos_ >= want || eof_) return end_ - pos_;
+    std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+    end_ -= pos_;
+    pos_ = 0;
+    while (end_ < want && !eof_) {
+      const ssize_t r = ::read(fd_.get(), buf_.data() + end_, buf_.size() - end_);
+      if (r < 0 && errno == EINTR) continue;
+      FLX_CHECK(r >= 0, Error, where_, ": read error: ", std::strerror(errno), "; reinstall it: ", install_);
+      if (r == 0) eof_ = true;
+      end_ += size_t(r);
+    }
+    return end_ - pos_;
+  }
+  [[noreturn]] void damaged(const char* why) {
+    FLX_THROW(Error, where_, " is damaged (", why, "); reinstall it: ", install_);
   }
 };
 
@@ -133,7 +176,7 @@ class GzReader {
 Idx read_idx(const fs::path& path, int ndims, const Split& split, const Source& src) {
   const std::string where = std::string(src.title) + ": " + path.string();
   const std::string fix = "; the file is damaged or not an IDX file of this kind; reinstall it: " + std::string(src.install);
-  GzReader in(path, where, src.install);
+  IdxStream in(path, where, src.install);
 
   uint8_t head[16];
   const size_t head_size = 4 + 4 * size_t(ndims);
