@@ -1,10 +1,16 @@
 // Checkpoints: names, round trips of every dtype, the row-major layout of the
 // file, loadmodel on every device, strict checks that leave the model alone,
 // atomic writes, and optimiser state that resumes training exactly.
+#include <limits.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "io/safetensors.hpp"
+#include "tensor_impl.hpp"
 #include "test_util.hpp"
 
 using namespace flx;
@@ -24,6 +30,40 @@ std::string error_of(const std::function<void()>& f) { return flx::testing::erro
 
 using MLP = decltype(Chain(Dense(3, 4, relu), Dense(4, 2)));
 MLP mlp() { return Chain(Dense(3, 4, relu), Dense(4, 2)); }
+
+std::vector<uint8_t> slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+void spit(const fs::path& p, const std::vector<uint8_t>& bytes) {
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+// The raw bytes of every tensor of a model: a refused load must leave each one as it was.
+template <class M>
+std::vector<std::vector<uint8_t>> parameter_bytes(const M& m) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const auto& [name, t] : state(m)) {
+    Tensor c = t.to(Device::cpu());
+    const auto* p = static_cast<const uint8_t*>(detail::host_data(c));
+    out.emplace_back(p, p + size_t(c.numel()) * dtype_size(c.dtype()));
+  }
+  return out;
+}
+
+// Sets the soft limit of a resource for one scope (the hard limit stays, so
+// the old value can be restored without privileges).
+struct ScopedLimit {
+  int resource;
+  rlimit saved{};
+  ScopedLimit(int r, rlim_t soft) : resource(r) {
+    ::getrlimit(r, &saved);
+    rlimit lim = saved;
+    lim.rlim_cur = std::min(soft, saved.rlim_max);
+    ::setrlimit(r, &lim);
+  }
+  ~ScopedLimit() { ::setrlimit(resource, &saved); }
+};
 
 }  // namespace
 
@@ -95,10 +135,12 @@ TEST(Checkpoints, AFailedLoadChangesNothingAndNamesTheKey) {
   TempDir tmp;
   MLP model = mlp();
   const auto before = model(ones(3, 1)).to_vector<float>();
+  const auto bytes = parameter_bytes(model);
   auto expect_refused = [&](const State& s, const std::string& phrase) {
     std::string m = error_of([&] { loadmodel(model, s); });
     EXPECT_NE(m.find(phrase), std::string::npos) << m;
     EXPECT_EQ(model(ones(3, 1)).to_vector<float>(), before) << "a refused checkpoint must not touch the model";
+    EXPECT_EQ(parameter_bytes(model), bytes) << "a refused checkpoint must not touch the model";
   };
   // Another model: a layer wider. The first tensors fit, so a loader that
   // copied as it checked would have changed them.
@@ -138,6 +180,105 @@ TEST(Checkpoints, WritesAreAtomic) {
   EXPECT_EQ(tmp.count(), 2u);
   loadmodel(c, load(path));
   EXPECT_EQ(c(ones(3, 2)).to_vector<float>(), b(ones(3, 2)).to_vector<float>());
+}
+
+// Any legal file name saves: the temporary file's name must fit NAME_MAX too.
+TEST(Checkpoints, AnyLegalFileNameSaves) {
+  TempDir tmp;
+  MLP a = mlp();
+  for (size_t len : {size_t(1), size_t(240), size_t(250), size_t(NAME_MAX)}) {
+    SCOPED_TRACE(len);
+    const std::string path = tmp / std::string(len, 'm');
+    save(path, a);
+    save(path, a);  // and replaces itself
+    MLP b = mlp();
+    loadmodel(b, load(path));
+    EXPECT_EQ(parameter_bytes(b), parameter_bytes(a));
+    fs::remove(path);
+    EXPECT_EQ(tmp.count(), 0u) << "no temporary file is left behind";
+  }
+  // A path that ends in '/' names no file.
+  EXPECT_NE(error_of([&] { save(tmp / "dir/", a); }).find("names a directory"), std::string::npos);
+  EXPECT_EQ(tmp.count(), 0u);
+}
+
+// A write that fails part-way (here: over the file size limit) leaves the old
+// file as it was and no temporary file.
+TEST(Checkpoints, AFailedWriteLeavesNoTemporaryFile) {
+  TempDir tmp;
+  const std::string path = tmp / "m.safetensors";
+  save(path, mlp());
+  const auto before = slurp(path);
+  std::string msg;
+  {
+    struct sigaction ignore {}, old {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGXFSZ, &ignore, &old);  // so that write() fails with EFBIG instead of killing the process
+    ScopedLimit limit(RLIMIT_FSIZE, before.size() / 2);
+    msg = error_of([&] { save(path, Chain(Dense(30, 40), Dense(40, 2))); });
+    ::sigaction(SIGXFSZ, &old, nullptr);
+  }
+  EXPECT_EQ(msg.rfind(path, 0), 0u) << msg;
+  EXPECT_NE(msg.find("File too large"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unchanged"), std::string::npos) << msg;
+  EXPECT_EQ(tmp.count(), 1u) << "the temporary file must be removed";
+  EXPECT_EQ(slurp(path), before);
+}
+
+// flx tensors have at most FLX_MAX_DIMS dims; a file's tensor with more is
+// refused naming the file, the tensor, its dims and the limit.
+TEST(Checkpoints, TooManyDimsNamesTheFileTheTensorAndTheLimit) {
+  TempDir tmp;
+  const float v[2] = {1, 2};
+  const std::string path = tmp / "deep.safetensors";
+  spit(path, safetensors::serialize({{"ok", Float32, {2}, v, sizeof v},
+                                     {"deep.weight", Float32, {1, 1, 1, 1, 1, 1, 1, 1, 2}, v, sizeof v}},
+                                    {}));
+  std::string m = error_of([&] { load(path); });
+  EXPECT_EQ(m.rfind(path, 0), 0u) << m;
+  EXPECT_NE(m.find("tensor \"deep.weight\""), std::string::npos) << m;
+  EXPECT_NE(m.find("[1, 1, 1, 1, 1, 1, 1, 1, 2]"), std::string::npos) << m;
+  EXPECT_NE(m.find("9 dims"), std::string::npos) << m;
+  EXPECT_NE(m.find("at most 8"), std::string::npos) << m;
+}
+
+// Running out of memory while loading is a CheckpointError, never
+// std::bad_alloc. A child process limits its address space and loads a
+// 3 GB file (sparse: it takes no disk).
+TEST(CheckpointsDeathTest, OutOfMemoryIsACheckpointError) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan reserves terabytes of shadow memory, so an address-space limit cannot fail one allocation";
+#else
+  TempDir tmp;
+  const std::string path = tmp / "big.safetensors";
+  const uint64_t n = 3'000'000'000;
+  std::string header = "{\"big\":{\"dtype\":\"U8\",\"shape\":[" + std::to_string(n) + "],\"data_offsets\":[0," +
+                       std::to_string(n) + "]}}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::vector<uint8_t> bytes(8 + header.size());
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  std::memcpy(bytes.data() + 8, header.data(), header.size());
+  spit(path, bytes);
+  fs::resize_file(path, bytes.size() + n);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        flx::testing::limit_address_space(1ull << 30);
+        int code = 2;
+        try {
+          load(path);
+        } catch (const CheckpointError& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          code = 0;
+        } catch (const std::bad_alloc&) {
+          std::fprintf(stderr, "std::bad_alloc escaped\n");
+          code = 1;
+        }
+        fs::remove_all(tmp.path);
+        std::_Exit(code);
+      },
+      ::testing::ExitedWithCode(0), "not enough memory");
+#endif
 }
 
 TEST(Checkpoints, TruncatedAndMissingFilesAreCheckpointErrors) {
@@ -184,6 +325,106 @@ TEST(Checkpoints, OptimiserStateResumesTrainingExactly) {
             std::string::npos);
   EXPECT_NE(error_of([&] { loadmodel(ropt, load(tmp / "m.safetensors")); }).find("no optimiser state"),
             std::string::npos);
+}
+
+// ---- checkpoints of other libraries ---------------------------------------------
+
+namespace {
+
+// What PyTorch's nn.Sequential(nn.Linear, nn.ReLU(), nn.Linear).state_dict()
+// holds for m: "0.weight", "0.bias", "2.weight", "2.bias" (the ReLU is module
+// 1 and has no tensors).
+State torch_sequential(const MLP& m) {
+  State src = state(m), s;
+  for (const char* leaf : {"weight", "bias"}) {
+    s.insert(std::string("0.") + leaf, src.at(std::string("layers.0.") + leaf));
+    s.insert(std::string("2.") + leaf, src.at(std::string("layers.1.") + leaf));
+  }
+  return s;
+}
+
+std::vector<std::string> names(const State& s) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : s) out.push_back(name);
+  return out;
+}
+
+}  // namespace
+
+TEST(Checkpoints, ForeignNamesAreMappedWhenLoading) {
+  const MLP trained = mlp();
+  const State torch = torch_sequential(trained);
+  MLP m = mlp();
+  // As it is, refused; the message gives the call that loads it.
+  std::string msg = error_of([&] { loadmodel(m, torch); });
+  EXPECT_NE(msg.find("no tensor \"layers.0.weight\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("loadmodel(model, s, {{\"0.\", \"layers.0.\"}, {\"2.\", \"layers.1.\"}})"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("docs/checkpoints.md"), std::string::npos) << msg;
+
+  // Prefixes, as the message says.
+  loadmodel(m, torch, {{"0.", "layers.0."}, {"2.", "layers.1."}});
+  EXPECT_EQ(parameter_bytes(m), parameter_bytes(trained));
+  EXPECT_EQ(m(ones(3, 2)).to_vector<float>(), trained(ones(3, 2)).to_vector<float>());
+  // Or any function from the checkpoint's key to the model's.
+  MLP f = mlp();
+  loadmodel(f, torch, [](const std::string& k) { return "layers." + std::string(k[0] == '0' ? "0" : "1") + k.substr(1); });
+  EXPECT_EQ(parameter_bytes(f), parameter_bytes(trained));
+
+  // rename() alone: the same tensors under the new names, metadata kept.
+  State t2 = torch;
+  t2.metadata()["format"] = "pt";
+  State r = rename(t2, {{"0.", "layers.0."}, {"2.", "layers.1."}});
+  EXPECT_EQ(names(r), (std::vector<std::string>{"layers.0.weight", "layers.1.weight", "layers.0.bias", "layers.1.bias"}));
+  EXPECT_EQ(r.at("layers.1.bias").id(), torch.at("2.bias").id());
+  EXPECT_EQ(r.metadata().at("format"), "pt");
+  // The longest matching prefix wins; a key that matches none keeps its name.
+  State x;
+  for (const char* k : {"a.b.c", "a.d", "z"}) x.insert(k, ones(1));
+  EXPECT_EQ(names(rename(x, {{"a.", "A."}, {"a.b.", "B."}})), (std::vector<std::string>{"B.c", "A.d", "z"}));
+  // A function that returns "" leaves a tensor out (BatchNorm's
+  // num_batches_tracked, say, which flx does not keep).
+  State extra = torch;
+  extra.insert("1.num_batches_tracked", tensor(std::vector<int64_t>{7}, Shape{}));
+  MLP e = mlp();
+  loadmodel(e, extra, [](const std::string& k) -> std::string {
+    if (k.ends_with("num_batches_tracked")) return "";
+    return (k[0] == '0' ? "layers.0" : "layers.1") + k.substr(1);
+  });
+  EXPECT_EQ(parameter_bytes(e), parameter_bytes(trained));
+  // A Chain with the activation as a layer is numbered as nn.Sequential is.
+  auto c = Chain(Dense(3, 4), relu, Dense(4, 2));
+  loadmodel(c, torch, [](const std::string& k) { return "layers." + k; });
+  EXPECT_EQ(c(ones(3, 2)).to_vector<float>(), trained(ones(3, 2)).to_vector<float>());
+  // Two keys that map to one name are refused, naming both.
+  msg = error_of([&] { rename(torch, [](const std::string&) { return std::string("same"); }); });
+  EXPECT_NE(msg.find("\"0.weight\" and \"2.weight\" both map to \"same\""), std::string::npos) << msg;
+}
+
+TEST(Checkpoints, ARefusedMappedLoadChangesNoParameter) {
+  MLP model = mlp();
+  const auto before = parameter_bytes(model);
+  const std::map<std::string, std::string> prefixes{{"0.", "layers.0."}, {"2.", "layers.1."}};
+  auto expect_refused = [&](const std::function<void()>& f, const std::string& phrase) {
+    std::string m = error_of(f);
+    EXPECT_NE(m.find(phrase), std::string::npos) << m;
+    EXPECT_EQ(parameter_bytes(model), before) << "a refused checkpoint must not touch the model";
+  };
+  // The first layer fits, the second is wider: nothing is copied.
+  const State wide = torch_sequential(Chain(Dense(3, 4, relu), Dense(4, 3)));
+  expect_refused([&] { loadmodel(model, wide, prefixes); },
+                 "\"layers.1.weight\" (checkpoint key \"2.weight\") has shape (3×4) in the checkpoint but (2×4)");
+  State f64;
+  for (const auto& [n, t] : torch_sequential(mlp())) f64.insert(n, t.to(Float64));
+  expect_refused([&] { loadmodel(model, f64, prefixes); }, "is Float64 in the checkpoint but Float32");
+  expect_refused([&] { loadmodel(model, torch_sequential(mlp()), {{"0.", "layers.0."}}); },
+                 "no tensor \"layers.1.weight\"");
+  expect_refused([&] { loadmodel(model, torch_sequential(mlp()), [](const std::string&) { return std::string("x"); }); },
+                 "both map to \"x\"");
+  State extra = torch_sequential(mlp());
+  extra.insert("4.weight", ones(2, 2));
+  expect_refused([&] { loadmodel(model, extra, prefixes); },
+                 "the checkpoint holds \"4.weight\", which the model has no place for");
 }
 
 // ---- every device --------------------------------------------------------------

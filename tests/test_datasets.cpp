@@ -1,8 +1,14 @@
 // Fashion-MNIST from Debian's dataset-fashion-mnist, and every way its files
 // can be missing or damaged.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 #include "test_util.hpp"
 
@@ -42,6 +48,27 @@ std::vector<uint8_t> idx(std::vector<uint32_t> dims, size_t payload, uint8_t val
 }
 
 std::string error_of(const std::function<void()>& f) { return flx::testing::error_message(f); }
+
+// One gzip member holding bytes.
+std::vector<uint8_t> gzip(const std::vector<uint8_t>& in) {
+  z_stream z{};
+  if (deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK) throw std::runtime_error("deflateInit2");
+  std::vector<uint8_t> out(deflateBound(&z, uLong(in.size())));
+  z.next_in = const_cast<Bytef*>(in.data());
+  z.avail_in = uInt(in.size());
+  z.next_out = out.data();
+  z.avail_out = uInt(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) throw std::runtime_error("deflate");
+  return out;
+}
+
+std::vector<uint8_t> operator+(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 bool have_fashion_mnist() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
 
@@ -111,11 +138,135 @@ TEST(Datasets, MissingAndDamagedFilesNameThePathAndTheFix) {
   auto floats = images;
   floats[2] = 0x0d;
   expect_error("t10k-images-idx3-ubyte", floats, "unsigned byte");
-  expect_error("t10k-images-idx3-ubyte", idx({3, 0xffffff, 0xffffff}, 10), "more data than the file holds");
+  expect_error("t10k-images-idx3-ubyte", idx({5, 28, 28}, 10), "more data than the file holds");
+  expect_error("t10k-images-idx3-ubyte", idx({3, 0xffffff, 0xffffff}, 10), "expected images of 28×28 pixels");
   // A gzip stream cut short.
   std::vector<uint8_t> gz = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0x63, 0x60, 0x60};
   expect_error("t10k-images-idx3-ubyte", gz, "damaged");
   d.write("t10k-images-idx3-ubyte", images);
   expect_error("t10k-labels-idx1-ubyte", idx({2}, 2), "holds 3 images but");
   expect_error("t10k-labels-idx1-ubyte", idx({3}, 3, 12), "label 12");
+}
+
+// Whatever is where an IDX file should be, the reader says what it is, and
+// opening a named pipe does not wait for a writer.
+TEST(Datasets, WhatIsNotARegularFileIsRefusedByName) {
+  DataDir d;
+  const fs::path images = d.dir / "fashion-mnist" / "t10k-images-idx3-ubyte.gz";
+  d.write("t10k-labels-idx1-ubyte", idx({3}, 3));
+  auto expect_refused = [&](const std::string& what) {
+    auto pending = std::async(std::launch::async, [] { return error_of([] { datasets::fashion_mnist("test"); }); });
+    if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ADD_FAILURE() << "the reader blocked on " << what;
+      ::close(::open(images.c_str(), O_WRONLY | O_NONBLOCK));  // a writer comes and goes: open() returns
+    }
+    std::string msg = pending.get();
+    EXPECT_NE(msg.find(images.string() + ": is " + what + ", not a regular file"), std::string::npos) << msg;
+    fs::remove(images);
+  };
+  ASSERT_EQ(::mkfifo(images.c_str(), 0600), 0) << std::strerror(errno);
+  expect_refused("a named pipe (FIFO)");
+  fs::create_directory(images);
+  expect_refused("a directory");
+  fs::create_symlink("/dev/zero", images);
+  expect_refused("a character device");
+}
+
+// The 16-byte header is checked against what the split can hold before any
+// data is read: a file claiming more items, or images of another size, is
+// refused without allocating for it.
+TEST(Datasets, HeadersAreCheckedAgainstTheSplit) {
+  DataDir d;
+  d.write("t10k-labels-idx1-ubyte", idx({3}, 3));
+  auto expect_error = [&](const std::string& file, std::vector<uint8_t> bytes, const std::string& phrase) {
+    d.write(file, bytes);
+    std::string msg = error_of([] { datasets::fashion_mnist("test"); });
+    EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
+    EXPECT_NE(msg.find((d.dir / "fashion-mnist" / file).string()), std::string::npos) << msg;
+  };
+  expect_error("t10k-images-idx3-ubyte", idx({3, 32, 32}, 3 * 32 * 32), "expected images of 28×28 pixels; found 32×32");
+  expect_error("t10k-images-idx3-ubyte", idx({10001, 28, 28}, 0), "10001 items, but the test split has 10000");
+  expect_error("t10k-images-idx3-ubyte", idx({0xffffffff, 28, 28}, 0), "4294967295 items, but the test split has 10000");
+  d.write("t10k-images-idx3-ubyte", idx({3, 28, 28}, 3 * 28 * 28));
+  expect_error("t10k-labels-idx1-ubyte", idx({10001}, 0), "10001 items, but the test split has 10000");
+}
+
+// Data after what the header promises is refused, in raw and gzip files
+// alike, without inflating it; gzip files with a correct payload load.
+TEST(Datasets, TrailingDataIsRefusedAndGzipLoads) {
+  DataDir d;
+  const auto images = idx({3, 28, 28}, 3 * 28 * 28, 7), labels = idx({3}, 3, 2);
+  d.write("t10k-labels-idx1-ubyte.gz", gzip(labels));
+  d.write("t10k-images-idx3-ubyte.gz", gzip(images));
+  auto [x, y] = datasets::fashion_mnist("test");
+  EXPECT_EQ(x.shape(), (Shape{28, 28, 1, 3}));
+  EXPECT_FLOAT_EQ(x.to_vector<float>()[100], 7.0f / 255.0f);
+  EXPECT_EQ(y.to_vector<int64_t>(), (std::vector<int64_t>{2, 2, 2}));
+  // Two gzip members holding the file between them are one stream, as gunzip reads them.
+  const std::vector<uint8_t> head(images.begin(), images.begin() + 1000), tail(images.begin() + 1000, images.end());
+  d.write("t10k-images-idx3-ubyte.gz", gzip(head) + gzip(tail));
+  EXPECT_EQ(datasets::fashion_mnist("test").features.to_vector<float>(), x.to_vector<float>());
+
+  auto expect_trailing = [&](const std::vector<uint8_t>& bytes) {
+    d.write("t10k-images-idx3-ubyte.gz", bytes);
+    std::string msg = error_of([] { datasets::fashion_mnist("test"); });
+    EXPECT_NE(msg.find("trailing data after the 2352 bytes"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("t10k-images-idx3-ubyte.gz"), std::string::npos) << msg;
+  };
+  expect_trailing(images + std::vector<uint8_t>{1, 2, 3});            // raw (gzread passes it through)
+  expect_trailing(gzip(images + std::vector<uint8_t>(100)));           // inside the gzip stream
+  expect_trailing(gzip(images) + gzip(std::vector<uint8_t>(100)));     // in a second gzip member
+
+  // Bytes after the last gzip member that are not another member are not
+  // skipped (as zlib's gzread skips them): they are trailing data too.
+  for (const auto& after : {std::vector<uint8_t>{'x', 'y', 'z'}, std::vector<uint8_t>(8), std::vector<uint8_t>{0x1f}}) {
+    d.write("t10k-images-idx3-ubyte.gz", gzip(images) + after);
+    std::string msg = error_of([] { datasets::fashion_mnist("test"); });
+    EXPECT_NE(msg.find("t10k-images-idx3-ubyte.gz: trailing data after the end of its gzip stream"), std::string::npos)
+        << msg;
+  }
+
+  // A damaged stream is named as such, in zlib's words.
+  auto broken = gzip(images);
+  broken[broken.size() - 6] ^= 0xff;  // the CRC-32 in the trailer
+  d.write("t10k-images-idx3-ubyte.gz", broken);
+  std::string msg = error_of([] { datasets::fashion_mnist("test"); });
+  EXPECT_NE(msg.find("t10k-images-idx3-ubyte.gz is damaged (incorrect data check); reinstall it"), std::string::npos)
+      << msg;
+}
+
+// A gzip bomb (a small file that inflates to gigabytes) is refused after the
+// bytes its header promises: no std::bad_alloc, however little memory there
+// is. A child process limits its address space and reads a 2 MB file that
+// inflates to 2 GB.
+TEST(DatasetsDeathTest, AGzipBombIsAnErrorNotBadAlloc) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan reserves terabytes of shadow memory, so an address-space limit cannot fail one allocation";
+#else
+  DataDir d;
+  d.write("t10k-labels-idx1-ubyte", idx({10}, 10));
+  const auto zeros = gzip(std::vector<uint8_t>(1 << 20));  // 1 MB of zeros in about 1 kB
+  std::vector<uint8_t> bomb = gzip(idx({10, 28, 28}, 10 * 28 * 28));
+  bomb.reserve(bomb.size() + 2048 * zeros.size());
+  for (int i = 0; i < 2048; ++i) bomb.insert(bomb.end(), zeros.begin(), zeros.end());
+  d.write("t10k-images-idx3-ubyte.gz", bomb);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        flx::testing::limit_address_space(1ull << 30);
+        int code = 2;
+        try {
+          datasets::fashion_mnist("test");
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          code = 0;
+        } catch (const std::bad_alloc&) {
+          std::fprintf(stderr, "std::bad_alloc escaped\n");
+          code = 1;
+        }
+        fs::remove_all(d.dir);
+        std::_Exit(code);
+      },
+      ::testing::ExitedWithCode(0), "trailing data");
+#endif
 }

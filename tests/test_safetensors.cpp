@@ -1,10 +1,14 @@
 // The safetensors format layer: round trips, the reference implementation's
 // error cases (huggingface/safetensors, safetensors/src/tensor.rs tests), the
 // rules of DESIGN.md's "Checkpoints", file reading and atomic writes.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -12,6 +16,7 @@
 #include <vector>
 
 #include "flx/error.hpp"
+#include "io/files.hpp"
 #include "io/safetensors.hpp"
 #include "test_util.hpp"
 
@@ -59,6 +64,15 @@ uint64_t header_length(const Bytes& f) {
 }
 
 using flx::testing::TempDir;
+
+std::string read_error(const fs::path& p) {
+  try {
+    st::read_file(p.string());
+  } catch (const flx::CheckpointError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 Bytes slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -250,7 +264,7 @@ TEST(Safetensors, EntrySchema) {
   EXPECT_REJECTED(raw("{\"\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8), "empty name");
   EXPECT_REJECTED(raw("{\"t\":[1]}", 0), "expected an object");
   EXPECT_REJECTED(raw("[]", 0), "not a JSON object");
-  EXPECT_REJECTED(raw("{} x", 0), "not valid JSON");
+  EXPECT_REJECTED(raw("{} x", 0), "trailing characters");
   EXPECT_REJECTED(raw("{\"t\":{\"a\":{\"b\":[[1]]}}}", 0), "nests");
 }
 
@@ -269,6 +283,43 @@ TEST(Safetensors, DuplicateKeysAndMetadata) {
   EXPECT_REJECTED(raw("{\"t\":" + e + "}\xc0\xaf", 8), "not valid UTF-8");  // overlong '/'
 }
 
+// Only JSON whitespace (space, tab, LF, CR) may surround the header's object:
+// the reference reader parses the header with serde_json::from_str, and
+// Python's safetensors (0.8.0) refuses each of the cases below with "trailing
+// characters" or "expected value". A NUL is not padding: a JSON parser that
+// stops at it would read "{}\0garbage" as an empty file.
+TEST(Safetensors, OnlyJsonWhitespaceSurroundsTheHeader) {
+  for (const std::string ok : {"{}", " {}", "{}      ", "\t\n\r {}\t\n\r ", "\n{}\n"}) {
+    SCOPED_TRACE(::testing::PrintToString(ok));
+    EXPECT_NO_THROW(st::parse(raw(ok, 0), "<memory>"));
+  }
+  using namespace std::string_literals;
+  const std::pair<std::string, const char*> bad[] = {
+      {"{}\0"s, "NUL byte at header offset 2"},
+      {"{}\0garbage"s, "NUL byte at header offset 2"},
+      {"{}   \0\0\0"s, "NUL byte at header offset 5"},
+      {"\0{}"s, "NUL byte at header offset 0"},
+      {"\xef\xbb\xbf{}", "must start with '{'"},  // a UTF-8 byte order mark
+      {"x{}", "must start with '{'"},
+      {"{}\x0b", "trailing characters after the JSON object at header offset 2"},
+      {"{}\x0c", "trailing characters"},
+      {"{}\xc2\xa0", "trailing characters"},  // no-break space
+      {"{} x", "trailing characters after the JSON object at header offset 3"},
+      {"{}/**/", "trailing characters"},
+      {"{}}", "trailing characters"},
+      {"{}{}", "trailing characters"},
+  };
+  for (const auto& [text, phrase] : bad) {
+    SCOPED_TRACE(::testing::PrintToString(text));
+    EXPECT_REJECTED(raw(text, 0), phrase);
+  }
+  // With tensors and data, too.
+  const std::string t = "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  EXPECT_NO_THROW(st::parse(raw(t + "    ", 8), "<memory>"));
+  EXPECT_REJECTED(raw(t + "\0\0\0\0"s, 8), "NUL byte");
+  EXPECT_REJECTED(raw(t + "\0junk"s, 8), "NUL byte");
+}
+
 // ---- files -------------------------------------------------------------------
 
 TEST(Safetensors, ReadFile) {
@@ -276,17 +327,9 @@ TEST(Safetensors, ReadFile) {
   const fs::path good = dir.path / "good.safetensors";
   const float w[3] = {1, 2, 3};
   Bytes file = st::serialize({{"w", DType::Float32, {3}, w, sizeof w}}, {});
-  st::write_atomic(good.string(), file);
+  flx::io::write_atomic(good.string(), file);
   EXPECT_EQ(st::read_file(good.string()), file);
 
-  auto read_error = [](const fs::path& p) -> std::string {
-    try {
-      st::read_file(p.string());
-    } catch (const flx::CheckpointError& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
   std::string msg = read_error(dir.path / "missing.safetensors");
   EXPECT_EQ(msg.rfind((dir.path / "missing.safetensors").string(), 0), 0u) << msg;
   EXPECT_NE(msg.find("No such file"), std::string::npos) << msg;
@@ -306,21 +349,47 @@ TEST(Safetensors, ReadFile) {
   EXPECT_NE(read_error(dir.path / "cut.safetensors").find("runs past the end of the file"), std::string::npos);
 }
 
+// Whatever is at the path, read_file says what it is without blocking: open()
+// of a named pipe waits for a writer unless the file type is checked first.
+TEST(Safetensors, ReadFileRefusesAnythingButARegularFileWithoutBlocking) {
+  TempDir dir;
+  const fs::path fifo = dir.path / "pipe.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  auto pending = std::async(std::launch::async, [&] { return read_error(fifo); });
+  if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "read_file blocked on a named pipe";
+    ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));  // a writer comes and goes: open() returns
+  }
+  std::string msg = pending.get();
+  EXPECT_EQ(msg.rfind(fifo.string(), 0), 0u) << msg;
+  EXPECT_NE(msg.find("is a named pipe (FIFO), not a regular file"), std::string::npos) << msg;
+
+  msg = read_error(dir.path);
+  EXPECT_EQ(msg.rfind(dir.path.string(), 0), 0u) << msg;
+  EXPECT_NE(msg.find("is a directory, not a regular file"), std::string::npos) << msg;
+  msg = read_error("/dev/zero");
+  EXPECT_NE(msg.find("/dev/zero: is a character device, not a regular file"), std::string::npos) << msg;
+  // A symbolic link is followed: what counts is what it points to.
+  fs::create_symlink("/dev/null", dir.path / "link.safetensors");
+  msg = read_error(dir.path / "link.safetensors");
+  EXPECT_NE(msg.find("link.safetensors: is a character device"), std::string::npos) << msg;
+}
+
 TEST(Safetensors, WriteAtomic) {
   TempDir dir;
   const fs::path p = dir.path / "ckpt.safetensors";
   Bytes big(1000), small{1, 2, 3};
   std::iota(big.begin(), big.end(), uint8_t(0));
-  st::write_atomic(p.string(), big);
+  flx::io::write_atomic(p.string(), big);
   EXPECT_EQ(slurp(p), big);
-  st::write_atomic(p.string(), small);  // replaced whole, not overwritten in place
+  flx::io::write_atomic(p.string(), small);  // replaced whole, not overwritten in place
   EXPECT_EQ(slurp(p), small);
   EXPECT_EQ(dir.count(), 1u);
 
   // The target directory does not exist: an error naming the path, nothing left behind.
   const fs::path nodir = dir.path / "nope" / "x.safetensors";
   try {
-    st::write_atomic(nodir.string(), small);
+    flx::io::write_atomic(nodir.string(), small);
     ADD_FAILURE() << "expected CheckpointError";
   } catch (const flx::CheckpointError& e) {
     EXPECT_EQ(std::string(e.what()).rfind(nodir.string(), 0), 0u) << e.what();
@@ -332,7 +401,7 @@ TEST(Safetensors, WriteAtomic) {
   const fs::path sub = dir.path / "subdir";
   fs::create_directory(sub);
   std::ofstream(sub / "inside") << "keep";
-  EXPECT_THROW(st::write_atomic(sub.string(), small), flx::CheckpointError);
+  EXPECT_THROW(flx::io::write_atomic(sub.string(), small), flx::CheckpointError);
   EXPECT_EQ(dir.count(), 2u);  // ckpt.safetensors and subdir, no *.tmp.*
   EXPECT_TRUE(fs::is_directory(sub));
   EXPECT_TRUE(fs::exists(sub / "inside"));

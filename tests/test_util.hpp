@@ -2,12 +2,14 @@
 // closeness checks, and finite-difference gradient checks in Float64.
 #pragma once
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -98,6 +100,18 @@ struct TempDir {
     return size_t(std::distance(std::filesystem::directory_iterator(path), std::filesystem::directory_iterator()));
   }
 };
+
+// Limits the address space of this process to what it maps now plus extra
+// bytes, so that a large allocation fails (death tests of out-of-memory paths;
+// useless under ASan, which maps terabytes of shadow memory).
+inline void limit_address_space(uint64_t extra) {
+  uint64_t pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  rlimit lim{};
+  ::getrlimit(RLIMIT_AS, &lim);
+  lim.rlim_cur = rlim_t(pages * uint64_t(::sysconf(_SC_PAGESIZE)) + extra);
+  ::setrlimit(RLIMIT_AS, &lim);
+}
 
 // The message of the E that fn throws, or "(no error)".
 template <class E = Error>

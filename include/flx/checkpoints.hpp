@@ -10,8 +10,11 @@
 // FLX_FUNCTOR). Files hold flx's shapes with row-major bytes, as the format
 // requires: a Dense weight (out, in) is [out, in] in the file, like PyTorch's
 // nn.Linear.weight. Loading validates the whole header before allocating.
+// Checkpoints of other libraries load with a key mapping (see loadmodel
+// below and docs/checkpoints.md).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <ostream>
 #include <span>
@@ -51,6 +54,12 @@ class State {
 };
 std::ostream& operator<<(std::ostream& os, const State& s);
 
+// Maps a checkpoint's key to the model's name for it ("" leaves the tensor out).
+using KeyMap = std::function<std::string(const std::string& key)>;
+// Prefix renames {{"0.", "layers.0."}, ...}: a key's longest matching prefix is
+// replaced; a key that matches none keeps its name.
+using PrefixMap = std::map<std::string, std::string>;
+
 namespace detail {
 // Every tensor of a model with its name (a bare tensor is called "tensor").
 template <class M>
@@ -64,9 +73,14 @@ std::vector<State::Entry> named_tensors(const M& model) {
 }
 // Check every name, shape and dtype of `targets` against s (nothing extra,
 // nothing missing), then copy the values in place, on the targets' devices.
-void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what);
-// load_into for a model: also refuses an optimiser state with a clear word.
-void load_model(const std::vector<State::Entry>& targets, const State& s);
+// from (if given) holds the checkpoint key each renamed key came from, for
+// messages; hint ends the message of a missing or unexpected key.
+void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what,
+               const std::map<std::string, std::string>* from = nullptr, const std::string& hint = "");
+// load_into for a model: also refuses an optimiser state with a clear word,
+// and renames the checkpoint's keys first when given a key map.
+void load_model(const std::vector<State::Entry>& targets, const State& s, const KeyMap* key_map = nullptr);
+KeyMap prefix_key_map(const PrefixMap& prefixes);
 // load() on bytes in memory; origin names them in errors (fuzzing, tests).
 State load_bytes(std::span<const uint8_t> bytes, const std::string& origin);
 }  // namespace detail
@@ -103,6 +117,41 @@ const M& loadmodel(const M& model, const State& s) {
   detail::load_model(detail::named_tensors(model), s);
   return model;
 }
+
+// ---- checkpoints of other libraries ----
+// Other libraries name tensors their own way: PyTorch's
+// nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)) saves "0.weight",
+// "0.bias", "2.weight", "2.bias" (the ReLU is module 1), where
+// Chain(Dense(3 => 4, relu), Dense(4 => 2)) has "layers.0.weight", ...,
+// "layers.1.bias". Map the names as you load, by prefix or by function:
+//
+//   loadmodel(model, s, {{"0.", "layers.0."}, {"2.", "layers.1."}});
+//
+// or, into Chain(Dense(3 => 4), relu, Dense(4 => 2)), whose layers are
+// numbered as the modules are:
+//
+//   loadmodel(model, s, [](const std::string& key) -> std::string {
+//     if (key.ends_with("num_batches_tracked")) return "";   // leave it out
+//     return "layers." + key;
+//   });
+//
+// The renamed state is then checked as strictly as by loadmodel(model, s)
+// (names, shapes, dtypes; nothing missing, nothing extra), errors name the
+// checkpoint's key too, and a refused load changes nothing.
+template <class M>
+const M& loadmodel(const M& model, const State& s, const KeyMap& key_map) {
+  detail::load_model(detail::named_tensors(model), s, &key_map);
+  return model;
+}
+template <class M>
+const M& loadmodel(const M& model, const State& s, const PrefixMap& prefixes) {
+  return loadmodel(model, s, detail::prefix_key_map(prefixes));
+}
+// The same renaming on its own: the same tensors under the new names, the
+// same metadata. Two keys that map to one name are a CheckpointError.
+State rename(const State& s, const KeyMap& key_map);
+State rename(const State& s, const PrefixMap& prefixes);
+
 // Restores an optimiser state saved with save(path, opt_state) into one
 // made by setup() with the same rule for the same model. The learning rate
 // is the rule's (adjust() it as the run that saved it did).

@@ -7,6 +7,10 @@
 // /usr/share/datasets/<name> (Debian's dataset-fashion-mnist puts
 // Fashion-MNIST there), as train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
 // t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz (gzipped or not).
+// Each file is checked before its data is read (IDX magic, 28×28 images, no
+// more items than the split has; fewer is fine) and must hold exactly what
+// its header promises; anything else, or a path that is not a regular file,
+// is a flx::Error naming the path and saying what to do.
 #pragma once
 
 #include <string>

@@ -1,14 +1,22 @@
-// IDX readers for MNIST and Fashion-MNIST (gzip through zlib). Every problem
+// IDX readers for MNIST and Fashion-MNIST (gzip through zlib's inflate). Every problem
 // with a file is a flx::Error naming the path, what is wrong and what to do.
+// The files are downloads, so nothing in them is trusted: the header is
+// checked against the split before any data is read, and no more than the
+// bytes it promises are ever inflated (a gzip bomb stops there).
 #include "flx/datasets.hpp"
 
+#include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <vector>
 
+#include "../io/files.hpp"
 #include "../tensor_impl.hpp"
 
 namespace flx::datasets {
@@ -29,6 +37,16 @@ constexpr Source kMnist{"mnist", "MNIST",
                         "put the four IDX files of MNIST (train-images-idx3-ubyte.gz, ...) in $FLX_DATA/mnist; Debian "
                         "has no package for them"};
 
+// Both datasets: 28×28 images, 60,000 for training and 10,000 for testing.
+// A file may hold fewer (a subset), never more.
+constexpr uint32_t kSide = 28;
+struct Split {
+  const char* name;    // "train"
+  const char* prefix;  // of the file names: "train", "t10k"
+  uint32_t items;
+};
+constexpr Split kTrain{"train", "train", 60'000}, kTest{"test", "t10k", 10'000};
+
 std::vector<fs::path> search_dirs(const Source& src) {
   std::vector<fs::path> dirs;
   if (const char* d = std::getenv("FLX_DATA"); d && *d) {
@@ -40,89 +58,189 @@ std::vector<fs::path> search_dirs(const Source& src) {
 }
 
 // The first of <dir>/<file>.gz and <dir>/<file> that exists, over the dirs.
+// Whatever it is: read_idx says so if it is not a regular file.
 fs::path find_file(const Source& src, const std::string& file) {
   std::string searched;
   for (const auto& dir : search_dirs(src)) {
     for (const auto& candidate : {dir / (file + ".gz"), dir / file}) {
       std::error_code ec;
-      if (fs::is_regular_file(candidate, ec)) return candidate;
+      if (fs::exists(candidate, ec)) return candidate;
     }
     searched += "\n  " + (dir / (file + ".gz")).string();
   }
   FLX_THROW(Error, src.title, ": ", file, " not found; searched:", searched, "\nTo fix: ", src.install);
 }
 
-// The whole (decompressed) file. gzread reads uncompressed files as they are.
-std::vector<uint8_t> read_all(const fs::path& path, const Source& src) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  FLX_CHECK(f, Error, src.title, ": cannot open ", path.string(), ": ", std::strerror(errno));
-  std::vector<uint8_t> out;
-  uint8_t buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.insert(out.end(), buf, buf + n);
-  int err = 0;
-  std::string msg = n < 0 ? gzerror(f, &err) : "the gzip stream ends early";
-  // gzclose reports Z_BUF_ERROR when the data ended inside a gzip stream.
-  const bool cut_short = gzclose(f) == Z_BUF_ERROR;
-  FLX_CHECK(n == 0 && !cut_short, Error, src.title, ": ", path.string(), " is damaged (", msg, "); reinstall it: ", src.install);
-  return out;
-}
-
 uint32_t big_endian(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
 
-// An IDX file of unsigned bytes with `ndims` dims: its dims and where the data starts.
-std::vector<int64_t> idx_dims(const std::vector<uint8_t>& b, int ndims, const fs::path& path, const Source& src) {
-  const std::string where = std::string(src.title) + ": " + path.string();
-  const std::string fix = "; the file is not an IDX file of this kind; reinstall it: " + std::string(src.install);
-  FLX_CHECK(b.size() >= 4 + 4 * size_t(ndims), Error, where, " is too short for an IDX header (", b.size(), " bytes)",
-            fix);
-  FLX_CHECK(b[0] == 0 && b[1] == 0, Error, where, " does not start with the IDX magic 00 00", fix);
-  FLX_CHECK(b[2] == 0x08, Error, where, ": expected unsigned byte data (type 0x08); found type 0x", std::hex, int(b[2]),
-            fix);
-  FLX_CHECK(b[3] == ndims, Error, where, ": expected ", ndims, " dims; found ", int(b[3]), fix);
-  std::vector<int64_t> dims;
-  uint64_t total = 1;
-  for (int k = 0; k < ndims; ++k) {
-    dims.push_back(big_endian(&b[4 + 4 * size_t(k)]));
-    total *= uint64_t(dims.back());  // no overflow: total ≤ file size < 2^32 before each step
-    FLX_CHECK(total <= b.size(), Error, where, ": the header's dims promise more data than the file holds", fix);
+std::string dims_text(const std::vector<uint32_t>& dims) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "×" : "") + std::to_string(dims[i]);
+  return s;
+}
+
+// An IDX file of unsigned bytes: its dims and its data.
+struct Idx {
+  std::vector<uint32_t> dims;
+  std::vector<uint8_t> data;
+};
+
+// A gzip file (one member or several, as gunzip joins them) or an
+// uncompressed one. Inflated here rather than through zlib's gzread, which
+// silently skips whatever follows the last gzip member.
+class IdxStream {
+ public:
+  IdxStream(const fs::path& path, const std::string& where, const std::string& install)
+      : where_(where), install_(install) {
+    io::OpenedFile f = io::open_regular_file(path.string());
+    FLX_CHECK(f.fd, Error, where_, ": ", f.err ? "cannot open it: " : "", f.problem,
+              f.err ? "; check its permissions, or reinstall it: " : "; reinstall it: ", install_);
+    fd_ = std::move(f.fd);
+    gzip_ = fill(2) >= 2 && buf_[0] == 0x1f && buf_[1] == 0x8b;
+    if (gzip_ && inflateInit2(&z_, 15 + 16) != Z_OK) throw std::bad_alloc();  // 16: gzip wrapper
   }
-  const size_t expected = 4 + 4 * size_t(ndims) + size_t(total);
-  FLX_CHECK(b.size() == expected, Error, where, ": expected ", expected, " bytes for dims", [&] {
-    std::string s;
-    for (auto d : dims) s += " " + std::to_string(d);
-    return s;
-  }(), "; found ", b.size(), fix);
-  return dims;
+  ~IdxStream() {
+    if (gzip_) inflateEnd(&z_);
+  }
+  IdxStream(const IdxStream&) = delete;
+  IdxStream& operator=(const IdxStream&) = delete;
+
+  // Up to n bytes, fewer only at the end of the data. A corrupt or truncated
+  // gzip stream, or bytes after it that are not another member, are errors.
+  size_t read(uint8_t* dst, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+      if (!gzip_) {
+        if (fill(1) == 0) break;
+        const size_t k = std::min(n - done, end_ - pos_);
+        std::memcpy(dst + done, buf_.data() + pos_, k);
+        pos_ += k, done += k;
+        continue;
+      }
+      if (member_done_) {
+        const size_t have = fill(2);
+        if (have == 0) break;  // the end of the file
+        FLX_CHECK(have >= 2 && buf_[pos_] == 0x1f && buf_[pos_ + 1] == 0x8b, Error, where_,
+                  ": trailing data after the end of its gzip stream (bytes that are not another gzip member)",
+                  "; the file is damaged; reinstall it: ", install_);
+        inflateReset(&z_);
+        member_done_ = false;
+      }
+      if (fill(1) == 0) damaged("the gzip stream ends early");
+      z_.next_in = buf_.data() + pos_;
+      z_.avail_in = uInt(end_ - pos_);
+      z_.next_out = dst + done;
+      z_.avail_out = uInt(std::min<size_t>(n - done, 1u << 30));
+      const uInt out_before = z_.avail_out;
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      done += out_before - z_.avail_out;
+      pos_ = end_ - z_.avail_in;
+      if (rc == Z_STREAM_END) member_done_ = true;
+      else if (rc == Z_MEM_ERROR) throw std::bad_alloc();
+      else if (rc != Z_OK && rc != Z_BUF_ERROR) damaged(z_.msg ? z_.msg : "corrupt gzip data");
+    }
+    return done;
+  }
+
+ private:
+  io::Fd fd_;
+  std::string where_, install_;
+  std::vector<uint8_t> buf_ = std::vector<uint8_t>(1 << 17);
+  size_t pos_ = 0, end_ = 0;  // the unread input is buf_[pos_, end_)
+  bool eof_ = false, gzip_ = false, member_done_ = false;
+  z_stream z_{};
+
+  // Buffers at least `want` unread bytes unless the file ends first; returns how many there are.
+  size_t fill(size_t want) {
+    if (end_ - pos_ >= want || eof_) return end_ - pos_;
+    std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+    end_ -= pos_;
+    pos_ = 0;
+    while (end_ < want && !eof_) {
+      const ssize_t r = ::read(fd_.get(), buf_.data() + end_, buf_.size() - end_);
+      if (r < 0 && errno == EINTR) continue;
+      FLX_CHECK(r >= 0, Error, where_, ": read error: ", std::strerror(errno), "; reinstall it: ", install_);
+      if (r == 0) eof_ = true;
+      end_ += size_t(r);
+    }
+    return end_ - pos_;
+  }
+  [[noreturn]] void damaged(const char* why) {
+    FLX_THROW(Error, where_, " is damaged (", why, "); reinstall it: ", install_);
+  }
+};
+
+// Reads an IDX file of unsigned bytes with ndims dims (3: images, 1:
+// labels): the header first, checked against the split, then exactly the
+// bytes its dims promise, and one more to find trailing data.
+Idx read_idx(const fs::path& path, int ndims, const Split& split, const Source& src) {
+  const std::string where = std::string(src.title) + ": " + path.string();
+  const std::string fix = "; the file is damaged or not an IDX file of this kind; reinstall it: " + std::string(src.install);
+  IdxStream in(path, where, src.install);
+
+  uint8_t head[16];
+  const size_t head_size = 4 + 4 * size_t(ndims);
+  const size_t got_head = in.read(head, head_size);
+  FLX_CHECK(got_head == head_size, Error, where, " is too short for an IDX header (", got_head, " bytes, expected ",
+            head_size, ")", fix);
+  FLX_CHECK(head[0] == 0 && head[1] == 0, Error, where, " does not start with the IDX magic 00 00", fix);
+  FLX_CHECK(head[2] == 0x08, Error, where, ": expected unsigned byte data (type 0x08); found type 0x", std::hex,
+            int(head[2]), fix);
+  FLX_CHECK(head[3] == ndims, Error, where, ": expected ", ndims, " dims; found ", int(head[3]), fix);
+  Idx idx;
+  for (int k = 0; k < ndims; ++k) idx.dims.push_back(big_endian(&head[4 + 4 * size_t(k)]));
+  FLX_CHECK(idx.dims[0] <= split.items, Error, where, ": the header promises ", idx.dims[0], " items, but the ",
+            split.name, " split has ", split.items, fix);
+  FLX_CHECK(ndims == 1 || (idx.dims[1] == kSide && idx.dims[2] == kSide), Error, where, ": expected images of ",
+            kSide, "×", kSide, " pixels; found ", idx.dims[1], "×", idx.dims[2], fix);
+
+  // At most 60,000 × 28 × 28 bytes after the checks above: no overflow.
+  const size_t payload = size_t(idx.dims[0]) * (ndims == 1 ? 1 : kSide * kSide);
+  idx.data.resize(payload);
+  const size_t got = in.read(idx.data.data(), payload);
+  FLX_CHECK(got == payload, Error, where, ": the header's dims ", dims_text(idx.dims),
+            " promise more data than the file holds: expected ", head_size + payload, " bytes in all (", head_size,
+            " of header, ", payload, " of data), found ", head_size + got, fix);
+  uint8_t extra;
+  FLX_CHECK(in.read(&extra, 1) == 0, Error, where, ": trailing data after the ", payload,
+            " bytes its header's dims ", dims_text(idx.dims), " promise (the file holds more than ",
+            head_size + payload, " bytes)", fix);
+  return idx;
+}
+
+Dataset load(const Source& src, const Split& split) {
+  const fs::path ipath = find_file(src, std::string(split.prefix) + "-images-idx3-ubyte");
+  const fs::path lpath = find_file(src, std::string(split.prefix) + "-labels-idx1-ubyte");
+  const Idx images = read_idx(ipath, 3, split, src);
+  const Idx labels = read_idx(lpath, 1, split, src);
+  FLX_CHECK(images.dims[0] == labels.dims[0], Error, src.title, ": ", ipath.string(), " holds ", images.dims[0],
+            " images but ", lpath.string(), " holds ", labels.dims[0], " labels; reinstall them: ", src.install);
+  const int64_t n = images.dims[0], h = images.dims[1], w = images.dims[2];
+  // IDX images are row-major (row, column), so column-major (width, height)
+  // needs no permutation: x[c, r] is byte r*w + c.
+  Tensor x = empty(DType::Float32, {w, h, 1, n});
+  float* xp = static_cast<float*>(detail::host_data(x));
+  for (int64_t i = 0; i < x.numel(); ++i) xp[i] = float(images.data[size_t(i)]) * (1.0f / 255.0f);
+  Tensor y = empty(DType::Int64, {n});
+  int64_t* yp = static_cast<int64_t*>(detail::host_data(y));
+  for (int64_t i = 0; i < n; ++i) {
+    yp[i] = labels.data[size_t(i)];
+    FLX_CHECK(yp[i] < 10, Error, src.title, ": ", lpath.string(), " holds label ", yp[i], " at index ", i,
+              "; labels are 0..9. Reinstall it: ", src.install);
+  }
+  return {x, y};
 }
 
 Dataset load(const Source& src, const std::string& split) {
   FLX_CHECK(split == "train" || split == "test", ArgumentError, src.title, ": split must be \"train\" or \"test\"; got \"",
             split, "\"");
-  const std::string prefix = split == "train" ? "train" : "t10k";
-  const fs::path ipath = find_file(src, prefix + "-images-idx3-ubyte");
-  const fs::path lpath = find_file(src, prefix + "-labels-idx1-ubyte");
-  const auto images = read_all(ipath, src);
-  const auto labels = read_all(lpath, src);
-  const auto idims = idx_dims(images, 3, ipath, src);
-  const auto ldims = idx_dims(labels, 1, lpath, src);
-  FLX_CHECK(idims[0] == ldims[0], Error, src.title, ": ", ipath.string(), " holds ", idims[0], " images but ",
-            lpath.string(), " holds ", ldims[0], " labels; reinstall them: ", src.install);
-  const int64_t n = idims[0], h = idims[1], w = idims[2];
-  // IDX images are row-major (row, column), so column-major (width, height)
-  // needs no permutation: x[c, r] is byte r*w + c.
-  Tensor x = empty(DType::Float32, {w, h, 1, n});
-  float* xp = static_cast<float*>(detail::host_data(x));
-  const uint8_t* ip = images.data() + 16;
-  for (int64_t i = 0; i < x.numel(); ++i) xp[i] = float(ip[i]) * (1.0f / 255.0f);
-  Tensor y = empty(DType::Int64, {n});
-  int64_t* yp = static_cast<int64_t*>(detail::host_data(y));
-  for (int64_t i = 0; i < n; ++i) {
-    yp[i] = labels[8 + size_t(i)];
-    FLX_CHECK(yp[i] < 10, Error, src.title, ": ", lpath.string(), " holds label ", yp[i], " at index ", i,
-              "; labels are 0..9. Reinstall it: ", src.install);
+  try {
+    return load(src, split == "train" ? kTrain : kTest);
+  } catch (const std::bad_alloc&) {
+    FLX_THROW(Error, src.title, ": not enough memory to read the ", split, " split (up to ",
+              (split == "train" ? kTrain : kTest).items * (kSide * kSide * 5 + 9) / 1'000'000,
+              " MB: the bytes and the Float32 images); free memory and try again");
   }
-  return {x, y};
 }
 
 }  // namespace

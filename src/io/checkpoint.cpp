@@ -4,6 +4,7 @@
 // permutedims and loading reverses them back.
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -12,6 +13,8 @@
 #include "../tensor_impl.hpp"
 #include "flx/checkpoints.hpp"
 #include "flx/ops.hpp"
+#include "files.hpp"
+#include "key_mapping.hpp"
 #include "safetensors.hpp"
 
 namespace flx {
@@ -84,15 +87,20 @@ void save(const std::string& path, const State& s) {
     entries.push_back(std::move(e));
   }
   auto bytes = safetensors::serialize(entries, s.metadata());
-  safetensors::write_atomic(path, bytes);
+  io::write_atomic(path, bytes);
 }
 
 namespace detail {
 
-State load_bytes(std::span<const uint8_t> bytes, const std::string& origin) {
-  // parse() checks the whole header against the file before anything below
-  // allocates a tensor.
+State load_bytes(std::span<const uint8_t> bytes, const std::string& origin) try {
+  // parse() checks the whole header against the file, and the loop below
+  // what flx can hold, before anything allocates a tensor.
   const safetensors::Header h = safetensors::parse(bytes, origin);
+  for (const auto& e : h.entries)
+    FLX_CHECK(e.shape.size() <= size_t(Shape::max_dims), CheckpointError, origin, ": tensor ",
+              safetensors::show_name(e.name), " has ", e.shape.size(), " dims ", safetensors::show_shape(e.shape),
+              ", but flx tensors have at most ", Shape::max_dims, " dims (FLX_MAX_DIMS); reshape it to ",
+              Shape::max_dims, " dims or fewer (merge adjacent dims) before saving it");
   autograd::PauseScope pause;
   State s;
   for (const auto& e : h.entries) {
@@ -114,24 +122,35 @@ State load_bytes(std::span<const uint8_t> bytes, const std::string& origin) {
   }
   s.metadata() = h.metadata;
   return s;
+} catch (const std::bad_alloc&) {
+  FLX_THROW(CheckpointError, origin, ": not enough memory to load the checkpoint's ", bytes.size(),
+            " bytes as tensors; free memory, or load it on a machine with more");
 }
 
-void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what) {
+void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what,
+               const std::map<std::string, std::string>* from, const std::string& hint) {
+  // "layers.1.weight" (checkpoint key "2.weight") when a key map renamed it.
+  auto show = [&](const std::string& name) {
+    std::string out = "\"" + name + "\"";
+    if (!from) return out;
+    auto it = from->find(name);
+    return it == from->end() || it->second == name ? out : out + " (checkpoint key \"" + it->second + "\")";
+  };
   std::set<std::string> wanted;
   for (const auto& [name, t] : targets) {
     wanted.insert(name);
     FLX_CHECK(s.contains(name), CheckpointError, what, ": the checkpoint has no tensor \"", name,
-              "\", which the model needs; it holds ", names_of(s), ". Is it a checkpoint of another model?");
+              "\", which the model needs; it holds ", names_of(s), ". Is it a checkpoint of another model?", hint);
     const Tensor& v = s.at(name);
-    FLX_CHECK(v.shape() == t.shape(), CheckpointError, what, ": \"", name, "\" has shape ", v.shape(),
+    FLX_CHECK(v.shape() == t.shape(), CheckpointError, what, ": ", show(name), " has shape ", v.shape(),
               " in the checkpoint but ", t.shape(), " in the model; the checkpoint is for another model");
-    FLX_CHECK(v.dtype() == t.dtype(), CheckpointError, what, ": \"", name, "\" is ", v.dtype(),
+    FLX_CHECK(v.dtype() == t.dtype(), CheckpointError, what, ": ", show(name), " is ", v.dtype(),
               " in the checkpoint but ", t.dtype(), " in the model; convert one so they agree (e.g. fmap with ",
               "t.to(", v.dtype(), ") on the model)");
   }
   for (const auto& [name, v] : s)
-    FLX_CHECK(wanted.count(name), CheckpointError, what, ": the checkpoint holds \"", name,
-              "\", which the model has no place for; it is a checkpoint of another model");
+    FLX_CHECK(wanted.count(name), CheckpointError, what, ": the checkpoint holds ", show(name),
+              ", which the model has no place for; it is a checkpoint of another model", hint);
   // Every key checked: now copy, so a bad checkpoint changes nothing.
   autograd::PauseScope pause;
   for (const auto& [name, t] : targets) {
@@ -143,17 +162,23 @@ void load_into(const std::vector<State::Entry>& targets, const State& s, const c
   }
 }
 
-void load_model(const std::vector<State::Entry>& targets, const State& s) {
+void load_model(const std::vector<State::Entry>& targets, const State& s, const KeyMap* key_map) {
   auto kind = s.metadata().find(kKind);
   FLX_CHECK(kind == s.metadata().end() || kind->second != kOptKind, CheckpointError,
             "loadmodel: this checkpoint holds an optimiser state, not a model; load it with loadmodel(opt_state, s) "
             "into the state that setup() made");
-  load_into(targets, s, "loadmodel");
+  if (!key_map) return load_into(targets, s, "loadmodel", nullptr, foreign_names_hint(targets, s));
+  std::map<std::string, std::string> from;
+  const State renamed = rename_recording(s, *key_map, from);
+  load_into(targets, renamed, "loadmodel", &from,
+            " The names are those after the key map: check that it gives each of the model's tensors a checkpoint key");
 }
 
 }  // namespace detail
 
 State load(const std::string& path) {
+  // read_file and load_bytes turn running out of memory into a
+  // CheckpointError that says how much was needed.
   const auto bytes = safetensors::read_file(path);
   return detail::load_bytes(bytes, path);
 }

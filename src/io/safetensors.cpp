@@ -1,8 +1,6 @@
-// The safetensors format: strict header validation, serialisation, atomic writes.
+// The safetensors format: strict header validation, serialisation, reading files.
 #include "safetensors.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -18,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "files.hpp"
 #include "flx/error.hpp"
 
 namespace flx::safetensors {
@@ -82,34 +82,6 @@ size_t utf8_error_at(std::string_view s) {
   return std::string_view::npos;
 }
 
-// A name as it appears in messages: quoted, with control and non-ASCII bytes
-// escaped, and cut short (names come from untrusted files).
-std::string show(std::string_view s) {
-  std::string out = "\"";
-  static const char* hex = "0123456789abcdef";
-  size_t shown = 0;
-  for (unsigned char c : s) {
-    if (++shown > 80) {
-      out += "...";
-      break;
-    }
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out += char(c);
-    } else {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out + "\"";
-}
-
-std::string show_shape(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 template <class... Parts>
 [[noreturn]] void fail(const std::string& origin, const Parts&... parts) {
   FLX_THROW(CheckpointError, origin, ": ", parts...);
@@ -143,14 +115,21 @@ class StrictBuilder : public nlohmann::json_sax<json> {
   bool key(string_t& k) override {
     Frame& f = stack_.back();
     if (!f.keys.insert(k).second) {
-      error = "duplicate key " + show(k) + (f.name.empty() ? " at the top level" : " in " + show(f.name));
+      error = "duplicate key " + show_name(k) + (f.name.empty() ? " at the top level" : " in " + show_name(f.name));
       return false;
     }
     pending_key_ = std::move(k);
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override {
-    error = ex.what();
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
+    // After the top-level object only whitespace may follow: whatever the
+    // parser tripped on is a trailing character (position counts the bytes
+    // read, the offending one included).
+    if (root_closed_)
+      error = "header has trailing characters after the JSON object at header offset " +
+              std::to_string(position - 1) + "; only spaces, tabs, CR and LF may follow it";
+    else
+      error = std::string("header is not valid JSON: ") + ex.what();
     return false;
   }
 
@@ -164,6 +143,7 @@ class StrictBuilder : public nlohmann::json_sax<json> {
   static constexpr size_t max_depth = 3;
   std::vector<Frame> stack_;
   std::string pending_key_;
+  bool root_closed_ = false;
 
   json* place(json&& v) {
     if (stack_.empty()) {
@@ -196,6 +176,7 @@ class StrictBuilder : public nlohmann::json_sax<json> {
   }
   bool close() {
     stack_.pop_back();
+    root_closed_ = stack_.empty();
     return true;
   }
 };
@@ -220,14 +201,14 @@ std::string describe(const json& v) {
 }
 
 Entry parse_entry(const std::string& name, const json& info, const std::string& origin) {
-  const std::string who = "tensor " + show(name);
+  const std::string who = "tensor " + show_name(name);
   if (name.empty()) fail(origin, "a tensor has an empty name; every tensor needs a non-empty name", not_safetensors);
   if (!info.is_object())
     fail(origin, who, ": expected an object with keys dtype, shape and data_offsets, found ", describe(info),
          not_safetensors);
   for (const auto& [key, value] : info.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets")
-      fail(origin, who, ": unexpected key ", show(key),
+      fail(origin, who, ": unexpected key ", show_name(key),
            "; an entry must have exactly the keys dtype, shape and data_offsets", not_safetensors);
   }
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
@@ -244,10 +225,10 @@ Entry parse_entry(const std::string& name, const json& info, const std::string& 
   auto it = std::find_if(dtype_codes.begin(), dtype_codes.end(), [&](const DTypeCode& c) { return c.code == code; });
   if (it == dtype_codes.end()) {
     if (is_unsupported_code(code))
-      fail(origin, who, ": dtype ", show(code),
+      fail(origin, who, ": dtype ", show_name(code),
            " is valid safetensors but not supported by flx (supported: F32 F64 F16 BF16 I32 I64 U8 BOOL); "
            "convert the tensor to a supported dtype before saving it");
-    fail(origin, who, ": unknown dtype ", show(code), " (flx reads F32 F64 F16 BF16 I32 I64 U8 BOOL)", not_safetensors);
+    fail(origin, who, ": unknown dtype ", show_name(code), " (flx reads F32 F64 F16 BF16 I32 I64 U8 BOOL)", not_safetensors);
   }
   e.dtype = it->dtype;
 
@@ -293,6 +274,40 @@ std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace
 
+// A name as it appears in messages: quoted, with control and non-ASCII bytes
+// escaped, and cut short (names come from untrusted files).
+std::string show_name(std::string_view s) {
+  std::string out = "\"";
+  static const char* hex = "0123456789abcdef";
+  size_t shown = 0;
+  for (unsigned char c : s) {
+    if (++shown > 80) {
+      out += "...";
+      break;
+    }
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += char(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out + "\"";
+}
+
+static std::string hex_byte(char c) {
+  static const char* hex = "0123456789abcdef";
+  const auto b = static_cast<unsigned char>(c);
+  return {hex[b >> 4], hex[b & 15]};
+}
+
+std::string show_shape(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
 std::string_view dtype_code(DType t) {
   for (const auto& c : dtype_codes)
     if (c.dtype == t) return c.code;
@@ -316,17 +331,27 @@ Header parse(std::span<const uint8_t> file, const std::string& origin) {
   if (size_t at = utf8_error_at(text); at != std::string_view::npos)
     fail(origin, "header is not valid UTF-8 (bad byte at header offset ", at, ")", not_safetensors);
 
+  // The reference reader (serde_json::from_str) allows JSON whitespace around
+  // the object and nothing else. nlohmann's parser would stop at a NUL as at
+  // the end of its input ("{}\0garbage" would load as an empty file) and
+  // skip a leading byte order mark, so both are refused here first.
+  if (size_t at = text.find('\0'); at != std::string_view::npos)
+    fail(origin, "header holds a NUL byte at header offset ", at,
+         "; JSON text has none, and only spaces, tabs, CR and LF may pad a header", not_safetensors);
+  if (size_t first = text.find_first_not_of(" \t\n\r"); first == std::string_view::npos || text[first] != '{')
+    fail(origin, "header is not a JSON object: it must start with '{' (after optional spaces, tabs, CR or LF), found ",
+         first == std::string_view::npos ? std::string("nothing else") : "byte 0x" + hex_byte(text[first]),
+         first == std::string_view::npos ? "" : " at header offset " + std::to_string(first), not_safetensors);
+
   StrictBuilder builder;
   // strict: nothing but whitespace after the object; no comments.
   bool ok = json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json, true, false);
   if (!ok) {
     if (builder.error.starts_with("duplicate key"))
       fail(origin, "header has a ", builder.error, "; each key may appear once", not_safetensors);
-    fail(origin, "header is not valid JSON: ", builder.error, not_safetensors);
+    fail(origin, builder.error, not_safetensors);
   }
   const json& root = builder.root;
-  if (!root.is_object())
-    fail(origin, "header is not a JSON object: found ", describe(root), not_safetensors);
 
   Header h;
   h.data_start = 8 + n;
@@ -336,7 +361,7 @@ Header parse(std::span<const uint8_t> file, const std::string& origin) {
         fail(origin, "__metadata__ must be an object of string to string, found ", describe(value), not_safetensors);
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string())
-          fail(origin, "__metadata__ must be an object of string to string; key ", show(mk), " has value ",
+          fail(origin, "__metadata__ must be an object of string to string; key ", show_name(mk), " has value ",
                describe(mv), not_safetensors);
         h.metadata.emplace(mk, mv.get<std::string>());
       }
@@ -353,18 +378,18 @@ Header parse(std::span<const uint8_t> file, const std::string& origin) {
   const Entry* prev = nullptr;
   for (const Entry& e : h.entries) {
     if (e.begin < pos)
-      fail(origin, "tensor ", show(e.name), ": data_offsets [", e.begin, ", ", e.end, "] overlap tensor ",
-           show(prev->name), " which ends at ", pos, not_safetensors);
+      fail(origin, "tensor ", show_name(e.name), ": data_offsets [", e.begin, ", ", e.end, "] overlap tensor ",
+           show_name(prev->name), " which ends at ", pos, not_safetensors);
     if (e.begin > pos)
-      fail(origin, "tensor ", show(e.name), ": data_offsets begin ", e.begin, " leaves a hole in the data section (",
-           prev ? "tensor " + show(prev->name) + " ends at " + std::to_string(pos) : std::string("data starts at 0"),
+      fail(origin, "tensor ", show_name(e.name), ": data_offsets begin ", e.begin, " leaves a hole in the data section (",
+           prev ? "tensor " + show_name(prev->name) + " ends at " + std::to_string(pos) : std::string("data starts at 0"),
            ")", not_safetensors);
     pos = e.end;
     prev = &e;
   }
   const uint64_t data_size = file.size() - h.data_start;
   if (pos > data_size)
-    fail(origin, "tensor ", show(prev->name), " ends at data offset ", pos, " but the data section has only ",
+    fail(origin, "tensor ", show_name(prev->name), " ends at data offset ", pos, " but the data section has only ",
          data_size, " bytes: the file is truncated (incomplete buffer)", not_safetensors);
   if (pos < data_size)
     fail(origin, "the tensors end at data offset ", pos, " but the data section has ", data_size, " bytes: ",
@@ -373,22 +398,13 @@ Header parse(std::span<const uint8_t> file, const std::string& origin) {
 }
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    fail(path, "cannot open checkpoint for reading: ", errno_text(err),
-         err == ENOENT ? "; check the path" : "; check the path and its permissions");
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) fail(path, "cannot stat checkpoint: ", errno_text(errno));
-  if (!S_ISREG(st.st_mode))
-    fail(path, "is not a regular file", S_ISDIR(st.st_mode) ? " (it is a directory)" : "",
-         "; pass the path of a .safetensors file");
-  const uint64_t size = uint64_t(st.st_size);
+  io::OpenedFile f = io::open_regular_file(path);
+  if (!f.fd && f.err)
+    fail(path, "cannot open checkpoint for reading: ", f.problem,
+         f.err == ENOENT ? "; check the path" : "; check the path and its permissions");
+  if (!f.fd) fail(path, f.problem, "; pass the path of a .safetensors file");
+  const int fd = f.fd.get();
+  const uint64_t size = f.size;
 
   auto read_exact = [&](uint8_t* dst, size_t count, uint64_t at) {
     size_t done = 0;
@@ -417,7 +433,13 @@ std::vector<uint8_t> read_file(const std::string& path) {
   if (size > uint64_t(std::numeric_limits<size_t>::max() / 2))
     fail(path, "file of ", size, " bytes is too large to read into memory");
 
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.resize(static_cast<size_t>(size));
+  } catch (const std::bad_alloc&) {
+    fail(path, "not enough memory to read the ", size, "-byte checkpoint into memory; free memory, or load it on a "
+         "machine with more");
+  }
   std::memcpy(bytes.data(), prefix, 8);
   read_exact(bytes.data() + 8, size_t(size - 8), 8);
   return bytes;
@@ -431,28 +453,28 @@ std::vector<uint8_t> serialize(const std::vector<WriteEntry>& entries,
     FLX_CHECK(e.name != metadata_key, ArgumentError, "safetensors: the tensor name \"__metadata__\" is reserved by "
               "the format; rename the tensor");
     FLX_CHECK(utf8_error_at(e.name) == std::string_view::npos, ArgumentError, "safetensors: tensor name ",
-              show(e.name), " is not valid UTF-8; names must be UTF-8 text");
-    FLX_CHECK(names.insert(e.name).second, ArgumentError, "safetensors: duplicate tensor name ", show(e.name),
+              show_name(e.name), " is not valid UTF-8; names must be UTF-8 text");
+    FLX_CHECK(names.insert(e.name).second, ArgumentError, "safetensors: duplicate tensor name ", show_name(e.name),
               "; every tensor needs a distinct name");
     uint64_t numel = 1;
     for (int64_t d : e.shape) {
-      FLX_CHECK(d >= 0, ArgumentError, "safetensors: tensor ", show(e.name), " has negative dimension ", d,
+      FLX_CHECK(d >= 0, ArgumentError, "safetensors: tensor ", show_name(e.name), " has negative dimension ", d,
                 " in shape ", show_shape(e.shape));
       FLX_CHECK(d == 0 || numel <= std::numeric_limits<uint64_t>::max() / uint64_t(d), ArgumentError,
-                "safetensors: tensor ", show(e.name), ": element count of shape ", show_shape(e.shape),
+                "safetensors: tensor ", show_name(e.name), ": element count of shape ", show_shape(e.shape),
                 " overflows 64 bits");
       numel *= uint64_t(d);
     }
     const uint64_t esize = dtype_size(e.dtype);
     FLX_CHECK(numel <= std::numeric_limits<uint64_t>::max() / esize && numel * esize == e.nbytes, ArgumentError,
-              "safetensors: tensor ", show(e.name), " of shape ", show_shape(e.shape), " and dtype ",
+              "safetensors: tensor ", show_name(e.name), " of shape ", show_shape(e.shape), " and dtype ",
               dtype_code(e.dtype), " needs ", numel, " x ", esize, " bytes, but ", e.nbytes, " were given");
-    FLX_CHECK(e.nbytes == 0 || e.data != nullptr, ArgumentError, "safetensors: tensor ", show(e.name),
+    FLX_CHECK(e.nbytes == 0 || e.data != nullptr, ArgumentError, "safetensors: tensor ", show_name(e.name),
               " has no data pointer for its ", e.nbytes, " bytes");
   }
   for (const auto& [k, v] : metadata) {
     FLX_CHECK(utf8_error_at(k) == std::string_view::npos && utf8_error_at(v) == std::string_view::npos,
-              ArgumentError, "safetensors: metadata entry ", show(k), " is not valid UTF-8; metadata must be UTF-8 text");
+              ArgumentError, "safetensors: metadata entry ", show_name(k), " is not valid UTF-8; metadata must be UTF-8 text");
   }
 
   // Largest elements first, so that every offset is a multiple of its
@@ -499,59 +521,6 @@ std::vector<uint8_t> serialize(const std::vector<WriteEntry>& entries,
     if (e->nbytes) out.insert(out.end(), p, p + e->nbytes);
   }
   return out;
-}
-
-void write_atomic(const std::string& path, std::span<const uint8_t> bytes) {
-  FLX_CHECK(!path.empty(), CheckpointError, "<empty path>: cannot write a checkpoint to an empty path");
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) {
-    int err = errno;
-    fail(path, "cannot create a temporary file in ", show(dir), " to write the checkpoint: ", errno_text(err),
-         "; check that the directory exists and is writable");
-  }
-  // Everything after this point removes the temp file on failure.
-  auto abandon = [&](const char* what, int err) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    fail(path, what, ": ", errno_text(err), "; the previous file at this path (if any) is unchanged");
-  };
-  // mkstemp creates 0600: keep the mode of the file being replaced, else the usual 0644.
-  struct stat old {};
-  mode_t mode = (::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode)) ? (old.st_mode & 07777) : 0644;
-  if (::fchmod(fd, mode) != 0) abandon("cannot set the temporary file's permissions", errno);
-
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) abandon("write error", errno);
-    done += size_t(w);
-  }
-  if (::fsync(fd) != 0) abandon("fsync failed", errno);
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path, "close failed: ", errno_text(err), "; the previous file at this path (if any) is unchanged");
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path, "cannot rename the temporary file over the checkpoint: ", errno_text(err),
-         err == EISDIR ? " (the path is a directory)" : "", "; the previous file at this path (if any) is unchanged");
-  }
-  // The rename is durable only once the directory entry is on disk.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) fail(path, "written, but cannot open its directory to fsync it: ", errno_text(errno));
-  int rc = ::fsync(dfd);
-  int err = errno;
-  ::close(dfd);
-  // Some file systems do not support fsync on directories; that is not a failure to write.
-  if (rc != 0 && err != EINVAL && err != ENOTSUP)
-    fail(path, "written, but fsync of its directory failed: ", errno_text(err));
 }
 
 }  // namespace flx::safetensors

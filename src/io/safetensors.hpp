@@ -8,6 +8,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flx/dtype.hpp"
@@ -38,8 +39,9 @@ struct Header {
 Header parse(std::span<const uint8_t> file, const std::string& origin);
 
 // Reads a whole file (CheckpointError naming the path if it is missing,
-// unreadable or not a regular file); checks the 8-byte length prefix against
-// the file size before reading the rest.
+// unreadable, not a regular file, or larger than the memory there is);
+// checks the 8-byte length prefix against the file size before reading the
+// rest. Never blocks on a named pipe. (Writing: io::write_atomic.)
 std::vector<uint8_t> read_file(const std::string& path);
 
 // What to write: data are the row-major bytes (nbytes must equal numel * dtype_size).
@@ -59,10 +61,11 @@ struct WriteEntry {
 std::vector<uint8_t> serialize(const std::vector<WriteEntry>& entries,
                                const std::map<std::string, std::string>& metadata);
 
-// Atomic write: a temp file in the same directory, fsync, rename over path,
-// fsync the directory. On failure the temp file is removed, the old file at
-// path is untouched, and a CheckpointError names the path and the errno text.
-void write_atomic(const std::string& path, std::span<const uint8_t> bytes);
+// A tensor name as messages show it: quoted, control and non-ASCII bytes
+// escaped, cut short (names come from untrusted files).
+std::string show_name(std::string_view name);
+// A shape as the file has it: "[4, 3]".
+std::string show_shape(const std::vector<int64_t>& shape);
 
 // The file's name of a dtype ("F32", ...).
 std::string_view dtype_code(DType t);

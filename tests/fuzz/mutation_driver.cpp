@@ -15,11 +15,10 @@
 #include <map>
 #include <tuple>
 #include <cctype>
-#include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "byte_mutator.hpp"
 #include "flx/error.hpp"
 #include "io/safetensors.hpp"
 
@@ -29,7 +28,7 @@ extern long fuzz_models_loaded, fuzz_opt_states_loaded;
 namespace {
 
 namespace st = flx::safetensors;
-using Bytes = std::vector<uint8_t>;
+using flx::fuzz::Bytes;
 
 Bytes make_seed(const std::vector<std::tuple<std::string, flx::DType, std::vector<int64_t>>>& specs,
                 const std::map<std::string, std::string>& metadata) {
@@ -73,17 +72,15 @@ std::vector<Bytes> make_seeds() {
   return seeds;
 }
 
-class Mutator {
+class Mutator : public flx::fuzz::ByteMutator {
  public:
-  explicit Mutator(uint64_t seed) : rng_(seed) {}
-  uint64_t below(uint64_t n) { return n ? rng_() % n : 0; }
-  bool chance(int percent) { return below(100) < uint64_t(percent); }
+  using ByteMutator::ByteMutator;
 
   void mutate(Bytes& f, const std::vector<Bytes>& seeds) {
     switch (below(9)) {
       case 0: bit_flips(f); break;
       case 1: overwrite(f); break;
-      case 2: f.resize(size_t(below(f.size() + 1))); break;
+      case 2: truncate(f); break;
       case 3: extend(f); break;
       case 4: set_prefix(f); break;
       case 5: splice(f, seeds[below(seeds.size())]); break;
@@ -92,17 +89,6 @@ class Mutator {
   }
 
  private:
-  std::mt19937_64 rng_;
-
-  void bit_flips(Bytes& f) {
-    for (uint64_t k = 1 + below(4); k-- && !f.empty();) f[below(f.size())] ^= uint8_t(1u << below(8));
-  }
-  void overwrite(Bytes& f) {
-    for (uint64_t k = 1 + below(4); k-- && !f.empty();) f[below(f.size())] = uint8_t(rng_());
-  }
-  void extend(Bytes& f) {
-    for (uint64_t k = 1 + below(16); k--;) f.push_back(uint8_t(rng_()));
-  }
   static void write_prefix(Bytes& f, uint64_t n) {
     if (f.size() < 8) f.resize(8);
     for (int i = 0; i < 8; ++i) f[size_t(i)] = uint8_t(n >> (8 * i));
@@ -119,12 +105,6 @@ class Mutator {
                                 size + k,   size - 8 - k,       prefix(f) + k,        prefix(f) - k};
     write_prefix(f, choices[below(std::size(choices))]);
   }
-  void splice(Bytes& f, const Bytes& other) {
-    size_t cut = size_t(below(f.size() + 1)), from = size_t(below(other.size() + 1));
-    f.resize(cut);
-    f.insert(f.end(), other.begin() + long(from), other.end());
-  }
-
   // Edits the header text, then (usually) fixes the length prefix so that the
   // edit reaches the JSON validation instead of failing the length check.
   void mutate_header(Bytes& f) {
@@ -233,13 +213,7 @@ class Mutator {
   }
 };
 
-// Copies the input into a buffer of exactly its size, so that any read past
-// the end is caught by ASan (a vector's capacity may hide it).
-bool run_one(const Bytes& f) {
-  std::unique_ptr<uint8_t[]> exact(new uint8_t[f.size() ? f.size() : 1]);
-  if (!f.empty()) std::memcpy(exact.get(), f.data(), f.size());
-  return fuzz_one(exact.get(), f.size());
-}
+bool run_one(const Bytes& f) { return flx::fuzz::run_exact(f, fuzz_one); }
 
 }  // namespace
 

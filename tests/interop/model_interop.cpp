@@ -4,6 +4,14 @@
 //   model_interop load PATH   loads a PyTorch-style nn.Linear(3, 2) file
 //                             ("weight" [2, 3], "bias" [2]) into Dense(3 => 2)
 //                             and prints the output for x = (1, 1, 1)
+//   model_interop sequential PATH
+//                             loads a file laid out as the state_dict of
+//                             PyTorch's nn.Sequential(Linear(3, 4), ReLU(),
+//                             Linear(4, 2)) ("0.weight", ..., "2.bias"): first
+//                             without a key map (prints the refusal), then
+//                             into Chain(Dense(3 => 4, relu), Dense(4 => 2))
+//                             with the prefixes the refusal names; prints the
+//                             output for x = (1, 2, 3)
 #include <flx/flx.hpp>
 
 #include <cstdio>
@@ -21,7 +29,7 @@ void print(const Tensor& y) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s save|load PATH\n", argv[0]);
+    std::fprintf(stderr, "usage: %s save|load|sequential PATH\n", argv[0]);
     return 2;
   }
   try {
@@ -43,10 +51,24 @@ int main(int argc, char** argv) {
       print(d(ones(3)));
       return 0;
     }
+    if (mode == "sequential") {
+      auto model = Chain(Dense(3, 4, relu), Dense(4, 2));
+      const State s = load(path);
+      try {
+        loadmodel(model, s);
+        std::fprintf(stderr, "loadmodel took PyTorch's names without a key map\n");
+        return 1;
+      } catch (const CheckpointError& e) {
+        std::printf("refused: %s\n", e.what());
+      }
+      loadmodel(model, s, {{"0.", "layers.0."}, {"2.", "layers.1."}});
+      print(model(tensor(std::vector<float>{1, 2, 3}, {3})));
+      return 0;
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "unknown mode %s; use save or load\n", argv[1]);
+  std::fprintf(stderr, "unknown mode %s; use save, load or sequential\n", argv[1]);
   return 2;
 }

@@ -10,6 +10,7 @@
 
 #include "flx/dtype.hpp"
 #include "flx/error.hpp"
+#include "io/files.hpp"
 #include "io/safetensors.hpp"
 
 namespace st = flx::safetensors;
@@ -37,7 +38,7 @@ int write_file(const std::string& path) {
       {"half", flx::DType::Float16, {2}, half, sizeof half},
       {"empty", flx::DType::Float32, {0, 2}, nullptr, 0},
   };
-  st::write_atomic(path, st::serialize(entries, {{"format", "flx"}, {"epoch", "3"}}));
+  flx::io::write_atomic(path, st::serialize(entries, {{"format", "flx"}, {"epoch", "3"}}));
   return 0;
 }
 

@@ -1,0 +1,100 @@
+// Key mappings for checkpoints of other libraries: rename(), prefix maps, and
+// the hint that tells a user with a PyTorch nn.Sequential file what to write.
+#include "key_mapping.hpp"
+
+#include <charconv>
+#include <set>
+#include <utility>
+
+#include "flx/error.hpp"
+
+namespace flx {
+
+namespace detail {
+
+State rename_recording(const State& s, const KeyMap& key_map, std::map<std::string, std::string>& from) {
+  State out;
+  for (const auto& [key, t] : s) {
+    std::string name = key_map(key);
+    if (name.empty()) continue;  // left out on purpose
+    auto [it, fresh] = from.emplace(name, key);
+    FLX_CHECK(fresh, CheckpointError, "rename: checkpoint keys \"", it->second, "\" and \"", key, "\" both map to \"",
+              name, "\"; a key map must give each tensor its own name (or \"\" to leave one out)");
+    out.insert(name, t);
+  }
+  out.metadata() = s.metadata();
+  return out;
+}
+
+KeyMap prefix_key_map(const PrefixMap& prefixes) {
+  return [prefixes](const std::string& key) {
+    const std::pair<const std::string, std::string>* best = nullptr;  // the longest matching prefix
+    for (const auto& p : prefixes)
+      if (key.starts_with(p.first) && (!best || p.first.size() > best->first.size())) best = &p;
+    return best ? best->second + key.substr(best->first.size()) : key;
+  };
+}
+
+namespace {
+
+// "12.weight" -> {12, "weight"}; false unless the key starts with a number and a dot.
+bool numbered(const std::string& key, size_t from, uint64_t& n, std::string& rest) {
+  const size_t dot = key.find('.', from);
+  if (dot == std::string::npos || dot == from) return false;
+  const char* b = key.data() + from;
+  const char* e = key.data() + dot;
+  auto [p, ec] = std::from_chars(b, e, n);
+  if (ec != std::errc() || p != e) return false;
+  rest = key.substr(dot + 1);
+  return true;
+}
+
+// The exact call for numbered modules that pair up in order with a Chain's
+// "layers.<i>." (the same leaf names in each pair), or "".
+std::string sequential_call(const std::vector<State::Entry>& targets, const State& s) {
+  std::map<uint64_t, std::set<std::string>> theirs, ours;
+  uint64_t n;
+  std::string rest;
+  for (const auto& [key, t] : s) {
+    if (!numbered(key, 0, n, rest)) return "";
+    theirs[n].insert(rest);
+  }
+  const std::string layers = "layers.";
+  for (const auto& [name, t] : targets) {
+    if (!name.starts_with(layers) || !numbered(name, layers.size(), n, rest)) return "";
+    ours[n].insert(rest);
+  }
+  if (theirs.empty() || theirs.size() != ours.size()) return "";
+  std::string call = "loadmodel(model, s, {";
+  for (auto a = theirs.begin(), b = ours.begin(); a != theirs.end(); ++a, ++b) {
+    if (a->second != b->second) return "";
+    call += (a == theirs.begin() ? "{\"" : ", {\"") + std::to_string(a->first) + ".\", \"layers." +
+            std::to_string(b->first) + ".\"}";
+  }
+  return call + "})";
+}
+
+}  // namespace
+
+std::string foreign_names_hint(const std::vector<State::Entry>& targets, const State& s) {
+  for (const auto& [name, t] : targets)
+    if (s.contains(name)) return "";
+  const std::string call = sequential_call(targets, s);
+  if (!call.empty())
+    return " Its names are numbered modules, as PyTorch's nn.Sequential saves them: load it with " + call +
+           ", which maps them to the model's layers in order (see docs/checkpoints.md)";
+  return " If another library wrote it, map its names to the model's as you load: loadmodel(model, s, "
+         "{{\"their.prefix.\", \"model.prefix.\"}, ...}) or loadmodel(model, s, key_function) "
+         "(see docs/checkpoints.md)";
+}
+
+}  // namespace detail
+
+State rename(const State& s, const KeyMap& key_map) {
+  std::map<std::string, std::string> from;
+  return detail::rename_recording(s, key_map, from);
+}
+
+State rename(const State& s, const PrefixMap& prefixes) { return rename(s, detail::prefix_key_map(prefixes)); }
+
+}  // namespace flx
