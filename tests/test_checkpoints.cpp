@@ -202,6 +202,24 @@ TEST(Checkpoints, AnyLegalFileNameSaves) {
   EXPECT_EQ(tmp.count(), 0u);
 }
 
+// The temporary files a killed save leaves are found by interrupted_saves,
+// and only those: for a long name too, whose temporary name is cut.
+TEST(Checkpoints, InterruptedSavesAreFound) {
+  TempDir tmp;
+  const std::string long_name(200, 'n');
+  for (const char* f : {".m.safetensors.0123456789abcdef.tmp", ".m.safetensors.00000000000000ff.tmp", "m.safetensors",
+                        ".m.safetensors.0123456789abcdeg.tmp", ".m.safetensors.123.tmp", ".x.safetensors.0123456789abcdef.tmp"})
+    std::ofstream(tmp / f) << "x";
+  std::ofstream(tmp / ("." + long_name.substr(0, 32) + ".fedcba9876543210.tmp")) << "x";
+  EXPECT_EQ(interrupted_saves(tmp / "m.safetensors"),
+            (std::vector<std::string>{tmp / ".m.safetensors.00000000000000ff.tmp",
+                                      tmp / ".m.safetensors.0123456789abcdef.tmp"}));  // sorted
+  EXPECT_EQ(interrupted_saves(tmp / long_name).size(), 1u);
+  EXPECT_TRUE(interrupted_saves(tmp / "missing-dir/m.safetensors").empty());
+  save(tmp / "m.safetensors", mlp());  // a finished save leaves none of its own
+  EXPECT_EQ(interrupted_saves(tmp / "m.safetensors").size(), 2u);
+}
+
 // A write that fails part-way (here: over the file size limit) leaves the old
 // file as it was and no temporary file.
 TEST(Checkpoints, AFailedWriteLeavesNoTemporaryFile) {

@@ -22,9 +22,6 @@ constexpr const char* kStep = "step";
 constexpr const char* kModel = "model.";
 constexpr const char* kOptimiser = "optimiser.";
 
-// save() writes path + ".tmp." + 6 random characters, then renames it.
-constexpr const char* kTempMark = ".safetensors.tmp.";
-
 void add_part(State& all, const std::string& prefix, const State& part) {
   for (const auto& [name, t] : part) all.insert(prefix + name, t);
   for (const auto& [k, v] : part.metadata()) all.metadata()[prefix + k] = v;
@@ -90,13 +87,12 @@ void CheckpointDir::prepare() const {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw flx::ArgumentError("cannot create the checkpoint directory " + dir_ + ": " + ec.message());
-  for (const auto& e : fs::directory_iterator(dir_)) {
-    const std::string name = e.path().filename().string();
-    if (name.find(kTempMark) == std::string::npos || !e.is_regular_file()) continue;
-    if (fs::remove(e.path(), ec); ec)
-      throw flx::ArgumentError("cannot remove " + e.path().string() + ", left by an interrupted run: " + ec.message());
-    std::fprintf(stderr, "flx-train: removed %s, left by an interrupted run\n", e.path().string().c_str());
-  }
+  for (const std::string& path : {checkpoint_path(), model_path()})
+    for (const std::string& tmp : flx::interrupted_saves(path)) {
+      if (fs::remove(tmp, ec); ec)
+        throw flx::ArgumentError("cannot remove " + tmp + ", left by an interrupted run: " + ec.message());
+      std::fprintf(stderr, "flx-train: removed %s, left by an interrupted run\n", tmp.c_str());
+    }
 }
 
 void CheckpointDir::save(const State& model, const State& optimiser, int epoch, int64_t step) const {

@@ -99,6 +99,10 @@ State state(const OptState& opt);
 // Writes a safetensors file atomically (a temporary file in the same
 // directory, fsync, rename): a crash leaves the old file or the new one.
 void save(const std::string& path, const State& s);
+// The temporary files that save(path, ...) left beside path when a process
+// was killed while writing it (hidden: ".<name>.<16 hex digits>.tmp"). They
+// are stale once no process is saving to path: remove them then.
+std::vector<std::string> interrupted_saves(const std::string& path);
 inline void save(const std::string& path, const OptState& opt) { save(path, state(opt)); }
 template <class M>
 void save(const std::string& path, const M& model) {

@@ -9,7 +9,10 @@
 #include <set>
 #include <sstream>
 
+#include <filesystem>
+
 #include "../autograd.hpp"
+#include "../common/atomic_file.hpp"
 #include "../tensor_impl.hpp"
 #include "flx/checkpoints.hpp"
 #include "flx/ops.hpp"
@@ -88,6 +91,22 @@ void save(const std::string& path, const State& s) {
   }
   auto bytes = safetensors::serialize(entries, s.metadata());
   io::write_atomic(path, bytes);
+}
+
+std::vector<std::string> interrupted_saves(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::string base = p.filename().string();
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (detail::is_temp_name_for(it->path().filename().string(), base) && it->is_regular_file(ec))
+      found.push_back(it->path().string());
+  FLX_CHECK(!ec || ec == std::errc::no_such_file_or_directory, CheckpointError, "interrupted_saves: cannot list ",
+            dir.string(), ": ", ec.message());
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 namespace detail {

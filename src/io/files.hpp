@@ -50,11 +50,11 @@ struct OpenedFile {
 // for ever if none comes.
 OpenedFile open_regular_file(const std::string& path);
 
-// Replaces the file at path with bytes atomically: a temporary file in the
-// same directory (a short hidden name, so any legal file name works), fsync,
-// rename over path, fsync the directory. On failure the temporary file is
-// removed, the old file at path is untouched, and a CheckpointError names the
-// path and the errno text.
+// Replaces the file at path with bytes atomically (detail::write_file_atomic:
+// a short hidden temporary name in the same directory, fsync, rename, fsync
+// of the directory). On failure the temporary file is removed, the old file
+// at path is untouched, and a CheckpointError names the path, the step and
+// the errno text.
 void write_atomic(const std::string& path, std::span<const uint8_t> bytes);
 
 }  // namespace flx::io

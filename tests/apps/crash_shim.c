@@ -7,8 +7,9 @@
  *   FLX_CRASH_AT=N          1-based; without it nothing is killed
  *
  * Counted calls: write() (the Nth writes the first half of its bytes, then
- * the process dies: a file cut off mid-write), fsync(), rename(), unlink()
- * and remove() (the process dies before the call). Writes through stdio from
+ * the process dies: a file cut off mid-write), fsync(), rename(),
+ * renameat(), unlink(), unlinkat() and remove() (the process dies before
+ * the call). Writes through stdio from
  * inside libc are not seen; the checkpoint writer uses write() directly. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -73,6 +74,23 @@ int fsync(int fd) {
 int rename(const char* from, const char* to) {
   if (path_in_dir(from) && due()) die();
   return REAL(rename)(from, to);
+}
+
+/* A name relative to a directory descriptor: in the watched directory when
+ * that directory is the watched one. */
+static int at_in_dir(int dirfd, const char* name) {
+  if (!getenv("FLX_CRASH_AT") || !name) return 0;
+  return name[0] == '/' ? path_in_dir(name) : fd_in_dir(dirfd);
+}
+
+int renameat(int olddirfd, const char* from, int newdirfd, const char* to) {
+  if (at_in_dir(olddirfd, from) && due()) die();
+  return REAL(renameat)(olddirfd, from, newdirfd, to);
+}
+
+int unlinkat(int dirfd, const char* path, int flags) {
+  if (at_in_dir(dirfd, path) && due()) die();
+  return REAL(unlinkat)(dirfd, path, flags);
 }
 
 int unlink(const char* path) {

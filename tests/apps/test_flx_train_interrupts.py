@@ -58,7 +58,7 @@ assert not any(".tmp" in name for name in want), list(want)
 for n in range(1, 100):
     d = os.path.join(work, f"kill{n}")
     shutil.copytree(base, d)
-    with open(os.path.join(d, "checkpoint.safetensors.tmp.Xy12Zw"), "wb") as f:
+    with open(os.path.join(d, ".checkpoint.safetensors.0123456789abcdef.tmp"), "wb") as f:
         f.write(b"left by a run killed earlier")  # removed on the way: a moment to kill at too
     env = dict(os.environ, LD_PRELOAD=shim, FLX_CRASH_DIR=d, FLX_CRASH_AT=str(n))
     p = subprocess.run([exe, *SMALL, "--epochs", "3", "--resume", "--checkpoint-dir", d], capture_output=True,
@@ -121,7 +121,7 @@ def doctored(name, change):
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
         f.write(len(text).to_bytes(8, "little") + text + data[8 + n:])
-    with open(path + ".tmp.AbC123", "wb") as f:
+    with open(os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".fedcba9876543210.tmp"), "wb") as f:
         f.write(data[:100])
     return d, path
 
