@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/cpu_load.hpp"
 #include "cpu/cpu_pool.hpp"
 #include "test_util.hpp"
 
@@ -133,14 +134,15 @@ TEST(Threads, GemmTilesMatchANaiveProduct) {
 // With a thread of ours spinning on one core, the pool leaves that core to
 // it (measured from /proc/stat, so any busy thread or process counts).
 TEST(Threads, BusyCoresAreLeftToOtherThreads) {
-  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: there is no core to leave to others";
-  ThreadSettings s(2, true);
+  const int cores = pool::usable_cores();
+  if (cores < 2) GTEST_SKIP() << "one usable core: there is no core to leave to others";
+  ThreadSettings s(cores, true);
   std::atomic<bool> stop{false};
   std::thread spinner([&] {
     while (!stop.load(std::memory_order_relaxed)) {
     }
   });
-  int least = 2;
+  int least = cores;
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
   while (std::chrono::steady_clock::now() < until) {
     least = std::min(least, num_threads_in_use());
@@ -149,5 +151,5 @@ TEST(Threads, BusyCoresAreLeftToOtherThreads) {
   stop = true;
   spinner.join();
   if (!pool::pool_load_measured()) GTEST_SKIP() << "/proc/stat is not readable here: the pool cannot see other load";
-  EXPECT_EQ(least, 1) << "a core kept busy by another thread was still used";
+  EXPECT_LE(least, cores - 1) << "a core kept busy by another thread was still used";
 }

@@ -2,7 +2,7 @@
 // as torch.get_num_threads / torch.set_num_threads.
 //
 // The default is FLX_NUM_THREADS, else OMP_NUM_THREADS, else the cores this
-// process may use (affinity mask and cgroup CPU limit). Below that maximum
+// process may use (affinity mask and cgroup CPU limit). Up to that maximum
 // the backend uses no more threads than there are free cores: cores that
 // other threads or processes keep busy are left to them, re-measured about
 // every 50 ms (FLX_ADAPTIVE_THREADS=0 turns this off).

@@ -71,9 +71,9 @@ thread_local int64_t t_cpu_at_sample = 0;   // its CPU time then
 
 class Pool {
  public:
-  Pool() : adaptive_(env_adaptive()) {
+  Pool() : adaptive_(env_adaptive()), usable_(usable_cores()) {
     int n = env_threads();
-    max_ = n > 0 ? n : usable_cores();
+    max_ = n > 0 ? n : usable_;
     now_ = max_.load();
   }
   int threads_now() {
@@ -166,7 +166,8 @@ class Pool {
       helpers_.push_back(std::move(h));
     }
   }
-  // Every kSampleNs: leave the cores that other threads keep busy to them.
+  // Every kSampleNs: leave the cores that other threads keep busy to them
+  // (of those we may use; at most the maximum).
   void maybe_adapt() {
     if (!adaptive_ || max_ <= 1) return;
     int64_t t = now_ns();
@@ -178,7 +179,7 @@ class Pool {
     double others = monitor_.sample(t - last_sample_ns_, (mine - t_cpu_at_sample) + (helpers - helpers_cpu_));
     if (same_thread && others >= 0) {
       int busy = int(std::ceil(others - 0.4));  // a competitor using 0.4 core or less is not worth a core
-      now_ = std::clamp(max_ - busy, 1, max_.load());
+      now_ = std::clamp(usable_ - busy, 1, max_.load());
     }
     last_sample_ns_ = t_sampled_at = t;
     t_cpu_at_sample = mine;
@@ -195,6 +196,7 @@ class Pool {
   uint32_t epoch_ = 0;
   std::atomic<int> max_{1}, now_{1};
   bool adaptive_;
+  const int usable_;  // cores we may run on (affinity, cgroup limit)
   LoadMonitor monitor_;
   int64_t last_sample_ns_ = 0;
   int64_t helpers_cpu_ = 0;
