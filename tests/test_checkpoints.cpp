@@ -279,23 +279,9 @@ TEST(CheckpointsDeathTest, OutOfMemoryIsACheckpointError) {
   spit(path, bytes);
   fs::resize_file(path, bytes.size() + n);
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        flx::testing::limit_address_space(1ull << 30);
-        int code = 2;
-        try {
-          load(path);
-        } catch (const CheckpointError& e) {
-          std::fprintf(stderr, "%s\n", e.what());
-          code = 0;
-        } catch (const std::bad_alloc&) {
-          std::fprintf(stderr, "std::bad_alloc escaped\n");
-          code = 1;
-        }
-        fs::remove_all(tmp.path);
-        std::_Exit(code);
-      },
-      ::testing::ExitedWithCode(0), "not enough memory");
+  EXPECT_EXIT(flx::testing::exit_after_out_of_memory<CheckpointError>([&] { load(path); },
+                                                                     [&] { fs::remove_all(tmp.path); }),
+              ::testing::ExitedWithCode(0), "not enough memory");
 #endif
 }
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <future>
 
+#include "gzip_bytes.hpp"
 #include "test_util.hpp"
 
 using namespace flx;
@@ -49,21 +50,7 @@ std::vector<uint8_t> idx(std::vector<uint32_t> dims, size_t payload, uint8_t val
 
 std::string error_of(const std::function<void()>& f) { return flx::testing::error_message(f); }
 
-// One gzip member holding bytes.
-std::vector<uint8_t> gzip(const std::vector<uint8_t>& in) {
-  z_stream z{};
-  if (deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK) throw std::runtime_error("deflateInit2");
-  std::vector<uint8_t> out(deflateBound(&z, uLong(in.size())));
-  z.next_in = const_cast<Bytef*>(in.data());
-  z.avail_in = uInt(in.size());
-  z.next_out = out.data();
-  z.avail_out = uInt(out.size());
-  const int rc = deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  if (rc != Z_STREAM_END) throw std::runtime_error("deflate");
-  return out;
-}
+std::vector<uint8_t> gzip(const std::vector<uint8_t>& in) { return flx::testing::gzip_bytes(in); }
 
 std::vector<uint8_t> operator+(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -251,22 +238,8 @@ TEST(DatasetsDeathTest, AGzipBombIsAnErrorNotBadAlloc) {
   for (int i = 0; i < 2048; ++i) bomb.insert(bomb.end(), zeros.begin(), zeros.end());
   d.write("t10k-images-idx3-ubyte.gz", bomb);
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        flx::testing::limit_address_space(1ull << 30);
-        int code = 2;
-        try {
-          datasets::fashion_mnist("test");
-        } catch (const Error& e) {
-          std::fprintf(stderr, "%s\n", e.what());
-          code = 0;
-        } catch (const std::bad_alloc&) {
-          std::fprintf(stderr, "std::bad_alloc escaped\n");
-          code = 1;
-        }
-        fs::remove_all(d.dir);
-        std::_Exit(code);
-      },
-      ::testing::ExitedWithCode(0), "trailing data");
+  EXPECT_EXIT(flx::testing::exit_after_out_of_memory<Error>([&] { datasets::fashion_mnist("test"); },
+                                                            [&] { fs::remove_all(d.dir); }),
+              ::testing::ExitedWithCode(0), "trailing data");
 #endif
 }

@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -111,6 +114,27 @@ inline void limit_address_space(uint64_t extra) {
   ::getrlimit(RLIMIT_AS, &lim);
   lim.rlim_cur = rlim_t(pages * uint64_t(::sysconf(_SC_PAGESIZE)) + extra);
   ::setrlimit(RLIMIT_AS, &lim);
+}
+
+// The body of an out-of-memory death test: runs fn under an address-space
+// limit of 1 GiB more than the process maps now, prints the message of the E
+// it throws and exits 0; exits 1 when a std::bad_alloc escapes instead (what
+// a typed error must replace), 2 when fn returns. cleanup runs first.
+template <class E>
+[[noreturn]] void exit_after_out_of_memory(const std::function<void()>& fn, const std::function<void()>& cleanup) {
+  limit_address_space(1ull << 30);
+  int code = 2;
+  try {
+    fn();
+  } catch (const E& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    code = 0;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "std::bad_alloc escaped\n");
+    code = 1;
+  }
+  cleanup();
+  std::_Exit(code);
 }
 
 // The message of the E that fn throws, or "(no error)".

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../gzip_bytes.hpp"
 #include "byte_mutator.hpp"
 
 bool idx_fuzz_one(const uint8_t* data, size_t size);
@@ -27,21 +28,7 @@ namespace {
 
 using flx::fuzz::Bytes;
 
-// One gzip member holding bytes.
-Bytes gzip(const Bytes& in) {
-  z_stream z{};
-  if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) throw std::runtime_error("deflateInit2");
-  Bytes out(deflateBound(&z, uLong(in.size())));
-  z.next_in = const_cast<Bytef*>(in.data());
-  z.avail_in = uInt(in.size());
-  z.next_out = out.data();
-  z.avail_out = uInt(out.size());
-  const int rc = deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  if (rc != Z_STREAM_END) throw std::runtime_error("deflate");
-  return out;
-}
+Bytes gzip(const Bytes& in) { return flx::testing::gzip_bytes(in, 6); }
 
 void append(Bytes& a, const Bytes& b) { a.insert(a.end(), b.begin(), b.end()); }
 
