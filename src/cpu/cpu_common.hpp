@@ -23,6 +23,8 @@ inline char* addr(flx_mem m) { return reinterpret_cast<char*>(m.buf) + m.offset;
 // grains runs on the calling thread, since waking a helper costs more than
 // it saves (cpu_pool.hpp).
 inline constexpr int64_t parallel_grain = 1 << 14;
+// The grain of a loop whose items are `per` elements each (rows, columns).
+inline int64_t grain_of(int64_t per) { return per > 1 ? parallel_grain / per : parallel_grain; }
 
 // Compute type of a storage type: halves compute in float.
 template <class T>

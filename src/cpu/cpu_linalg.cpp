@@ -148,7 +148,7 @@ int permute(void*, int, const flx_permute_desc* dp, flx_stream) {
     using E = decltype(tag);
     const E* sp = reinterpret_cast<const E*>(src);
     E* dp2 = reinterpret_cast<E*>(dst);
-    parallel_for(rows, std::max<int64_t>(1, parallel_grain / std::max<int64_t>(n0, 1)), [&](int64_t lo, int64_t hi) {
+    parallel_for(rows, grain_of(n0), [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         int64_t off = 0, rem = r;
         for (int k = 1; k < d.ndim; ++k) {
@@ -179,13 +179,12 @@ int gather(void*, int, const flx_index_desc* dp, flx_stream) {
   size_t row = size_t(d.inner) * es;
   for (int64_t j = 0; j < d.nidx; ++j)
     if (idx[j] < 0 || idx[j] >= d.axis_len) return fail(FLX_ERR_INVALID_ARGUMENT, "gather: index out of range");
-  parallel_for(d.outer * d.nidx, std::max<int64_t>(1, parallel_grain / std::max<int64_t>(d.inner, 1)),
-               [&](int64_t lo, int64_t hi) {
-                 for (int64_t t = lo; t < hi; ++t) {
-                   int64_t o = t / d.nidx, j = t % d.nidx;
-                   std::memcpy(dst + t * row, src + (o * d.axis_len + idx[j]) * row, row);
-                 }
-               });
+  parallel_for(d.outer * d.nidx, grain_of(d.inner), [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      int64_t o = t / d.nidx, j = t % d.nidx;
+      std::memcpy(dst + t * row, src + (o * d.axis_len + idx[j]) * row, row);
+    }
+  });
   return FLX_OK;
 }
 
@@ -248,7 +247,7 @@ static void softmax_t(const flx_softmax_desc& d, bool backward) {
       }
     }
   };
-  parallel_for(n, std::max<int64_t>(1, parallel_grain / std::max<int64_t>(d.axis_len, 1)), [&](int64_t lo, int64_t hi) {
+  parallel_for(n, grain_of(d.axis_len), [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) one(t);
   });
 }

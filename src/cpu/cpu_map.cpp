@@ -230,13 +230,13 @@ void run(const flx_map_desc& d, F f) {
   if (total < 2 * parallel_grain) {
     for (int64_t r = 0; r < rows; ++r) do_row(r, 0, n0);
   } else if (rows >= 8) {
-    parallel_for(rows, std::max<int64_t>(1, parallel_grain / n0), [&](int64_t lo, int64_t hi) {
+    parallel_for(rows, grain_of(n0), [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) do_row(r, 0, n0);
     });
   } else {  // few long rows: split them
     constexpr int64_t piece = 8192;
     int64_t pieces = (n0 + piece - 1) / piece;
-    parallel_for(rows * pieces, std::max<int64_t>(1, parallel_grain / piece), [&](int64_t lo, int64_t hi) {
+    parallel_for(rows * pieces, grain_of(piece), [&](int64_t lo, int64_t hi) {
       for (int64_t t = lo; t < hi; ++t) {
         int64_t r = t / pieces, c = t % pieces;
         do_row(r, c * piece, std::min(piece, n0 - c * piece));

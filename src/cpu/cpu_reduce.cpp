@@ -61,7 +61,7 @@ void reduce_impl(const flx_reduce_desc& d, A init, Combine combine, bool is_sum)
   }
   if (g.size() == 2 && g[0].reduced) {  // first dims reduced: contiguous per output
     int64_t R = g[0].extent, K = g[1].extent;
-    parallel_for(K, std::max<int64_t>(1, parallel_grain / R), [&](int64_t lo, int64_t hi) {
+    parallel_for(K, grain_of(R), [&](int64_t lo, int64_t hi) {
       for (int64_t o = lo; o < hi; ++o) {
         A acc = init;
         const T* p = in + o * R;
@@ -84,7 +84,7 @@ void reduce_impl(const flx_reduce_desc& d, A init, Combine combine, bool is_sum)
   // General case: walk kept and reduced multi-indices.
   std::vector<Group> kept, red;
   for (auto& x : g) (x.reduced ? red : kept).push_back(x);
-  parallel_for(nkept, std::max<int64_t>(1, parallel_grain / nred), [&](int64_t lo, int64_t hi) {
+  parallel_for(nkept, grain_of(nred), [&](int64_t lo, int64_t hi) {
     for (int64_t o = lo; o < hi; ++o) {
       int64_t base = 0, rem = o;
       for (auto& k : kept) {

@@ -237,7 +237,7 @@ Dataset load(const Source& src, const std::string& split) {
   try {
     return load(src, split == "train" ? kTrain : kTest);
   } catch (const std::bad_alloc&) {
-    FLX_THROW(Error, src.title, ": not enough memory to read the ", split, " split (up to ",
+    FLX_THROW(OutOfMemory, src.title, ": not enough memory to read the ", split, " split (up to ",
               (split == "train" ? kTrain : kTest).items * (kSide * kSide * 5 + 9) / 1'000'000,
               " MB: the bytes and the Float32 images); free memory and try again");
   }
