@@ -1,10 +1,15 @@
-/* flx backend ABI — the boundary between libflx and a device backend.
+/* flx backend ABI, version 2 — the boundary between libflx and a device
+ * backend.
  *
  * Plain C so that a backend can be built by any compiler and loaded with
- * dlopen: no C++ type and no exception crosses this line. A backend is one
- * struct of function pointers (flx_backend_iface) returned by the exported
- * entry point FLX_BACKEND_ENTRY_SYMBOL. The loader checks api_version and
- * struct_size before it calls anything else.
+ * dlopen: no C++ type and no exception crosses this line. A plugin exports
+ * one function, FLX_BACKEND_ENTRY_SYMBOL, which returns its core table
+ * (flx_backend): devices, stream-ordered memory, pinned host memory,
+ * streams and events, copies, and get_table(), through which libflx looks up
+ * the op tables by name and version: "compute" (flx_compute_table: fill,
+ * random, cast, map, reduce, GEMM, gather/scatter, permute, softmax,
+ * optimiser steps); "dnn" (convolution, pooling, normalisation) and "comm"
+ * (collectives) are reserved for the tables that come next.
  *
  * Conventions
  *  - Every call takes the backend's own context pointer first.
@@ -13,12 +18,39 @@
  *  - Device memory is an opaque flx_buffer plus a byte offset (flx_mem), so
  *    backends whose buffers are not pointers (OpenCL cl_mem) fit too.
  *  - Work is ordered on a stream (a CUDA stream, an OpenCL in-order queue);
- *    the NULL stream is the device's default stream. Backends that compute
- *    synchronously (the CPU) may ignore streams and events entirely.
+ *    the NULL stream is the device's default stream. alloc and free are
+ *    stream-ordered: memory freed on stream s may be reused by work later on
+ *    s at once, and by other streams once s has reached the free (as
+ *    cudaFreeAsync). Backends that compute synchronously (the CPU) may
+ *    ignore streams and events entirely.
  *  - Shapes are column-major (first index fastest); strides count elements;
  *    a stride of 0 broadcasts.
- *  - Every backend implements every compute call: libflx never falls back to
- *    the CPU in the middle of a device computation.
+ *  - Descriptors arrive canonical: libflx has dropped size-1 dims, merged
+ *    dims that are contiguous for every operand and computed the strides, so
+ *    a backend only runs loops.
+ *  - A backend that lacks a table or a function still loads; the op that
+ *    needs it raises flx::NotImplemented naming the op, the backend and
+ *    what is missing. libflx never falls back to the CPU in the middle of a
+ *    device computation.
+ *
+ * Compatibility rules
+ *  - The ABI has a major and a minor version. libflx loads a plugin whose
+ *    major equals FLX_BACKEND_ABI_MAJOR, whatever its minor.
+ *  - Additive changes raise the minor version: a new function appended to
+ *    the end of flx_backend or of an op table, a new op table, a new map op
+ *    code, a new enum value. Every table begins with its struct_size as the
+ *    plugin was built, and libflx calls a function only when the table is
+ *    long enough to hold it and the pointer is not NULL (FLX_HAS_FN), so a
+ *    plugin built against an older minor version keeps working: what it
+ *    lacks is reported as missing when used.
+ *  - Anything else is a new major version: changing or removing a field,
+ *    a signature, a descriptor layout, the meaning of a code. An op table
+ *    changes incompatibly by getting a new version number under the same
+ *    name (get_table("compute", 2)); a backend may offer both.
+ *  - A backend states the minor version it implements in abi_minor; build
+ *    it with -DFLX_BACKEND_TARGET_MINOR=n to compile against the layout of
+ *    an older minor version n.
+ *  - Fields added in minor version n are marked "minor n" below.
  */
 #ifndef FLX_BACKEND_H
 #define FLX_BACKEND_H
@@ -26,13 +58,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flx/backend_ops.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define FLX_BACKEND_API_VERSION 1u
+#define FLX_BACKEND_ABI_MAJOR 2u
+#define FLX_BACKEND_ABI_MINOR 1u
+#ifndef FLX_BACKEND_TARGET_MINOR
+#define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
+#endif
 #define FLX_BACKEND_ENTRY_SYMBOL "flx_backend_entry"
 #define FLX_MAX_DIMS 8
+
+/* Op table names and the versions this header describes. */
+#define FLX_TABLE_COMPUTE "compute"
+#define FLX_TABLE_COMPUTE_VERSION 1u
+#define FLX_TABLE_DNN "dnn"   /* reserved: convolution, pooling, normalisation */
+#define FLX_TABLE_COMM "comm" /* reserved: collectives */
+
+/* True when `table` (a pointer to a table whose first field is struct_size)
+ * is long enough to hold `field` and the backend set it. */
+#define FLX_HAS_FN(table, type, field)                                                         \
+  ((table) != NULL && (table)->struct_size >= offsetof(type, field) + sizeof((table)->field) && \
+   (table)->field != NULL)
 
 typedef enum flx_dtype {
   FLX_F32 = 0,
@@ -79,84 +129,47 @@ typedef struct flx_device_props {
  * out[i] = op(in0[i], in1[i], in2[i]) over the output shape; each operand is
  * read through its own strides (0 = broadcast) or is a scalar.
  * Inputs share one dtype (the frontend casts first); the output dtype is
- * that dtype, or Bool for comparisons. alpha/beta parametrise some ops. */
+ * that dtype, or Bool for comparisons. alpha/beta parametrise some ops.
+ * The ops, their codes and their bodies are listed in backend_ops.h. */
 typedef enum flx_map_op {
-  /* unary */
-  FLX_OP_COPY = 0,
-  FLX_OP_NEG,
-  FLX_OP_ABS,
-  FLX_OP_SIGN,
-  FLX_OP_SQUARE,
-  FLX_OP_SQRT,
-  FLX_OP_EXP,
-  FLX_OP_LOG,
-  FLX_OP_SIGMOID,
-  FLX_OP_TANH,
-  FLX_OP_RELU,
-  FLX_OP_GELU,      /* tanh approximation, as NNlib.gelu */
-  FLX_OP_LEAKYRELU, /* alpha = negative slope */
-  FLX_OP_ELU,       /* alpha */
-  FLX_OP_SWISH,
-  FLX_OP_SOFTPLUS,
-  FLX_OP_NOT,
-  FLX_OP_CLAMP, /* clamp to [alpha, beta] */
-  FLX_OP_RECIP,
-  FLX_OP_GELU_ERF, /* exact form x/2 (1 + erf(x/sqrt 2)), as PyTorch's nn.GELU() */
-  /* binary */
-  FLX_OP_ADD = 32,
-  FLX_OP_SUB,
-  FLX_OP_MUL,
-  FLX_OP_DIV,
-  FLX_OP_POW,
-  FLX_OP_MAX,
-  FLX_OP_MIN,
-  FLX_OP_XLOGY, /* x*log(y), 0 where x == 0 */
-  FLX_OP_EQ,    /* comparisons write Bool */
-  FLX_OP_NE,
-  FLX_OP_LT,
-  FLX_OP_LE,
-  FLX_OP_GT,
-  FLX_OP_GE,
-  /* derivative products for activations: (x or y, upstream gradient g) */
-  FLX_OP_RELU_GRAD = 64, /* (x, g) */
-  FLX_OP_GELU_GRAD,      /* (x, g) */
-  FLX_OP_LEAKYRELU_GRAD, /* (x, g), alpha */
-  FLX_OP_ELU_GRAD,       /* (x, g), alpha */
-  FLX_OP_SWISH_GRAD,     /* (x, g) */
-  FLX_OP_SOFTPLUS_GRAD,  /* (x, g) */
-  FLX_OP_SIGMOID_GRAD,   /* (y, g): g*y*(1-y) */
-  FLX_OP_TANH_GRAD,      /* (y, g): g*(1-y^2) */
-  FLX_OP_ABS_GRAD,       /* (x, g): g*sign(x) */
-  FLX_OP_CLAMP_GRAD,     /* (x, g): g where alpha <= x <= beta */
-  FLX_OP_GELU_ERF_GRAD,  /* (x, g) */
-  /* ternary */
-  FLX_OP_WHERE = 96 /* in0 (Bool) ? in1 : in2 */
+#define FLX_MAP_OP_ENUM_(NAME, CODE, ARITY, CLASS, GRAD, BODY) FLX_OP_##NAME = CODE,
+  FLX_MAP_OPS(FLX_MAP_OP_ENUM_)
+#undef FLX_MAP_OP_ENUM_
+  FLX_OP_NONE = -1
 } flx_map_op;
 
 typedef struct flx_operand {
   flx_mem mem;
-  int64_t strides[FLX_MAX_DIMS];
-  int32_t is_scalar; /* use `scalar` instead of memory */
+  int64_t strides[FLX_MAX_DIMS]; /* per (canonical) dim; 0 broadcasts */
+  int32_t is_scalar;             /* use `scalar` instead of memory */
   double scalar;
 } flx_operand;
 
+/* Canonical: ndim >= 1, no dim of size 1 unless the output is one element,
+ * adjacent dims merged where every operand continues contiguously. The
+ * output is contiguous; numel is the product of shape. */
 typedef struct flx_map_desc {
   int32_t op;
-  int32_t ndim;
-  int64_t shape[FLX_MAX_DIMS]; /* output shape; the output is contiguous */
   int32_t ninputs;
-  int32_t in_dtype;  /* dtype of every input (Bool for WHERE's in0 aside) */
+  int32_t in_dtype; /* dtype of every input (Bool for WHERE's in0 aside) */
   int32_t out_dtype;
+  int32_t ndim;
+  int64_t shape[FLX_MAX_DIMS];
+  int64_t numel;
   flx_operand in[3];
   flx_mem out;
   double alpha, beta;
 } flx_map_desc;
 
 /* ---- reductions ----------------------------------------------------------
- * Reduce the contiguous input over the dims whose bit is set in `mask`; the
- * contiguous output has the input's shape with those dims set to 1.
- * out = scale * reduce(in). ARGMAX/ARGMIN reduce exactly one dim and write
- * 0-based Int64 indices (first occurrence). */
+ * out = scale * reduce(in) for SUM; MAX and MIN propagate NaN. The input is
+ * read through runs: output element o (0 <= o < nkept, the contiguous
+ * output) starts at the offset of o in the kept runs, and its nred inputs
+ * follow the reduced runs. Runs are (extent, stride) pairs, first fastest,
+ * with size-1 dims dropped and contiguous dims merged; either list may be
+ * empty. ARGMAX/ARGMIN have exactly one reduced run and write 0-based
+ * Int64 indices along it (the first NaN, else the first extremum). An
+ * empty reduction (nred == 0) writes the initial value. */
 typedef enum flx_reduce_op {
   FLX_REDUCE_SUM = 0,
   FLX_REDUCE_MAX = 1,
@@ -168,11 +181,16 @@ typedef enum flx_reduce_op {
 typedef struct flx_reduce_desc {
   int32_t op;
   int32_t dtype; /* input dtype; output dtype is the same except for ARG* (I64) */
-  int32_t ndim;
-  int64_t shape[FLX_MAX_DIMS];
-  uint32_t mask;
+  int32_t nkept_runs, nred_runs;
+  int64_t kept_extent[FLX_MAX_DIMS], kept_stride[FLX_MAX_DIMS];
+  int64_t red_extent[FLX_MAX_DIMS], red_stride[FLX_MAX_DIMS];
+  int64_t nkept, nred; /* products of the extents */
   double scale;
   flx_mem in, out;
+  /* Scratch memory of workspace_bytes (as reduce_workspace asked for), from
+   * the device's allocator on the call's stream; NULL buf when none. */
+  flx_mem workspace;
+  uint64_t workspace_bytes;
 } flx_reduce_desc;
 
 /* ---- batched GEMM, column-major ------------------------------------------
@@ -202,12 +220,16 @@ typedef struct flx_index_desc {
   int64_t nidx;
 } flx_index_desc;
 
-/* ---- permute: dst = permutedims(src, perm), dst contiguous --------------- */
+/* ---- permute: dst = permutedims(src, perm), dst contiguous ---------------
+ * Canonical: dst element t (column-major over out_shape) is read from src
+ * at the offset of t through src_strides (the permuted strides of src), with
+ * size-1 dims dropped and dims that stay adjacent merged. */
 typedef struct flx_permute_desc {
   int32_t dtype;
   int32_t ndim;
-  int64_t shape[FLX_MAX_DIMS]; /* input shape */
-  int32_t perm[FLX_MAX_DIMS];  /* output dim d is input dim perm[d] */
+  int64_t out_shape[FLX_MAX_DIMS];
+  int64_t src_strides[FLX_MAX_DIMS];
+  int64_t numel;
   flx_mem src, dst;
 } flx_permute_desc;
 
@@ -216,8 +238,8 @@ typedef struct flx_softmax_desc {
   int32_t dtype;
   int32_t log; /* logsoftmax */
   int64_t inner, axis_len, outer;
-  flx_mem x, y;           /* forward: y = softmax(x) */
-  flx_mem dy, dx;         /* backward: dx from y and dy (x unused) */
+  flx_mem x, y;   /* forward: y = softmax(x) */
+  flx_mem dy, dx; /* backward: dx from y and dy (x unused) */
 } flx_softmax_desc;
 
 /* ---- fused optimiser transforms (in place on state, writes dx) ---------- */
@@ -241,9 +263,43 @@ typedef enum flx_random_dist {
   FLX_RANDOM_NORMAL = 1   /* mean a, std b */
 } flx_random_dist;
 
-typedef struct flx_backend_iface {
-  uint32_t api_version; /* FLX_BACKEND_API_VERSION */
-  uint32_t struct_size; /* sizeof(flx_backend_iface) the backend was built with */
+/* ---- workspace and reserve space -------------------------------------------
+ * A call that needs scratch memory has a *_workspace function that says how
+ * many bytes (0 when none) for a descriptor; libflx allocates them from the
+ * device's allocator on the call's stream and passes them in the
+ * descriptor's `workspace`. A forward call whose backward needs state from
+ * it (cuDNN's BatchNorm and RNN reserve space, oneDNN's pooling workspace)
+ * gets a `reserve` of the size its *_reserve_size function gives, which
+ * libflx keeps with the autodiff record and hands to the backward call. */
+
+/* ---- the compute table: get_table("compute", 1) ------------------------- */
+typedef struct flx_compute_table {
+  uint32_t struct_size; /* sizeof(flx_compute_table) as the backend was built */
+  uint32_t version;     /* FLX_TABLE_COMPUTE_VERSION */
+  int (*fill)(void* ctx, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream s);
+  int (*random)(void* ctx, int dev, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed,
+                uint64_t offset, double a, double b, flx_stream s);
+  int (*cast)(void* ctx, int dev, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t src_dtype, size_t n,
+              flx_stream s);
+  int (*map)(void* ctx, int dev, const flx_map_desc* d, flx_stream s);
+  int (*reduce)(void* ctx, int dev, const flx_reduce_desc* d, flx_stream s);
+  /* bytes of workspace reduce needs for d (d->workspace unset); may be NULL */
+  int (*reduce_workspace)(void* ctx, int dev, const flx_reduce_desc* d, uint64_t* bytes);
+  int (*gemm)(void* ctx, int dev, const flx_gemm_desc* d, flx_stream s);
+  int (*gather)(void* ctx, int dev, const flx_index_desc* d, flx_stream s);
+  int (*scatter_add)(void* ctx, int dev, const flx_index_desc* d, flx_stream s);
+  int (*permute)(void* ctx, int dev, const flx_permute_desc* d, flx_stream s);
+  int (*softmax)(void* ctx, int dev, const flx_softmax_desc* d, flx_stream s);
+  int (*softmax_backward)(void* ctx, int dev, const flx_softmax_desc* d, flx_stream s);
+  int (*optim_step)(void* ctx, int dev, const flx_optim_desc* d, flx_stream s);
+} flx_compute_table;
+
+/* ---- the core table ---------------------------------------------------------- */
+typedef struct flx_backend {
+  uint32_t abi_major;   /* FLX_BACKEND_ABI_MAJOR (where version 1 had api_version) */
+  uint32_t struct_size; /* sizeof(flx_backend) as the backend was built */
+  uint32_t abi_minor;   /* the minor version the backend implements */
+  uint32_t reserved;    /* 0 */
   const char* name;     /* "CPU", "CUDA", "OpenCL", ... */
   void* ctx;
 
@@ -253,9 +309,12 @@ typedef struct flx_backend_iface {
   int (*device_props)(void* ctx, int dev, flx_device_props* out);
   const char* (*last_error)(void* ctx);
 
-  /* memory */
-  int (*alloc)(void* ctx, int dev, size_t bytes, flx_buffer* out);
-  void (*free)(void* ctx, int dev, flx_buffer buf);
+  /* op tables by name and version: NULL when the backend has none */
+  const void* (*get_table)(void* ctx, const char* name, uint32_t version);
+
+  /* stream-ordered device memory */
+  int (*alloc)(void* ctx, int dev, size_t bytes, flx_stream s, flx_buffer* out);
+  void (*free)(void* ctx, int dev, flx_buffer buf, flx_stream s);
   /* host address of a buffer, or NULL when it is not host-addressable */
   void* (*host_address)(void* ctx, int dev, flx_buffer buf);
   int (*host_alloc)(void* ctx, size_t bytes, void** out); /* pinned */
@@ -275,29 +334,19 @@ typedef struct flx_backend_iface {
   int (*copy_h2d)(void* ctx, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s);
   int (*copy_d2h)(void* ctx, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s);
   int (*copy_d2d)(void* ctx, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s);
-  int (*copy_peer)(void* ctx, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes,
-                   flx_stream s);
+  int (*copy_peer)(void* ctx, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s);
 
-  /* compute */
-  int (*fill)(void* ctx, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream s);
-  int (*random)(void* ctx, int dev, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed,
-                uint64_t offset, double a, double b, flx_stream s);
-  int (*cast)(void* ctx, int dev, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t src_dtype,
-              size_t n, flx_stream s);
-  int (*map)(void* ctx, int dev, const flx_map_desc* d, flx_stream s);
-  int (*reduce)(void* ctx, int dev, const flx_reduce_desc* d, flx_stream s);
-  int (*gemm)(void* ctx, int dev, const flx_gemm_desc* d, flx_stream s);
-  int (*gather)(void* ctx, int dev, const flx_index_desc* d, flx_stream s);
-  int (*scatter_add)(void* ctx, int dev, const flx_index_desc* d, flx_stream s);
-  int (*permute)(void* ctx, int dev, const flx_permute_desc* d, flx_stream s);
-  int (*softmax)(void* ctx, int dev, const flx_softmax_desc* d, flx_stream s);
-  int (*softmax_backward)(void* ctx, int dev, const flx_softmax_desc* d, flx_stream s);
-  int (*optim_step)(void* ctx, int dev, const flx_optim_desc* d, flx_stream s);
-} flx_backend_iface;
+#if FLX_BACKEND_TARGET_MINOR >= 1
+  /* minor 1: give cached device memory back to the driver or the system.
+   * libflx calls it when an allocation fails, then tries once more. */
+  int (*release_cached)(void* ctx, int dev);
+#endif
+} flx_backend;
 
 /* The one symbol a plugin exports. Returns NULL when the backend cannot
- * serve the requested ABI version. */
-typedef const flx_backend_iface* (*flx_backend_entry_fn)(uint32_t requested_api_version);
+ * serve the requested major version; a backend serves any requested minor
+ * and states its own in abi_minor. */
+typedef const flx_backend* (*flx_backend_entry_fn)(uint32_t abi_major, uint32_t abi_minor);
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "../cpu/cpu_backend.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "../tensor_impl.hpp"
 #include "flx/devices.hpp"
 #include "registry.hpp"
