@@ -1,6 +1,6 @@
 // Discovery (every device of every platform, one context per platform, one
-// in-order queue per device), errors, streams and events, and the exported
-// entry point with the backend's function table.
+// in-order queue per device), errors, device properties, streams and events.
+// The tables and the exported entry point are in ocl_entry.cpp.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -171,13 +171,13 @@ Device& device(int dev) {
 }
 
 namespace {
-
 void copy_reason(const std::string& r, char* out, size_t cap) {
   if (!out || !cap) return;
   size_t n = std::min(cap - 1, r.size());
   std::memcpy(out, r.data(), n);
   out[n] = '\0';
 }
+}  // namespace
 
 int functional(void*, char* reason, size_t cap) noexcept {
   try {
@@ -233,10 +233,12 @@ int stream_synchronize(void*, int dev, flx_stream s) noexcept {
 }
 
 // ---- events: a marker's cl_event, replaced at each record --------------------
+namespace {
 struct Event {
   cl_event ev = nullptr;
   cl_context ctx = nullptr;
 };
+}  // namespace
 int event_create(void*, int dev, flx_event* out) noexcept {
   return guard("event_create", [&] {
     device(dev);
@@ -282,59 +284,4 @@ int event_synchronize(void*, int dev, flx_event e) noexcept {
   });
 }
 
-const flx_backend_iface* iface_table() {
-  static const flx_backend_iface iface = [] {
-    flx_backend_iface f{};
-    f.api_version = FLX_BACKEND_API_VERSION;
-    f.struct_size = sizeof(flx_backend_iface);
-    f.name = "OpenCL";
-    f.ctx = nullptr;
-    f.functional = functional;
-    f.device_count = device_count;
-    f.device_props = device_props;
-    f.last_error = last_error_fn;
-    f.alloc = alloc;
-    f.free = free_buffer;
-    f.host_address = host_address;
-    f.host_alloc = host_alloc;
-    f.host_free = host_free;
-    f.stream_create = stream_create;
-    f.stream_destroy = stream_destroy;
-    f.stream_synchronize = stream_synchronize;
-    f.event_create = event_create;
-    f.event_destroy = event_destroy;
-    f.event_record = event_record;
-    f.stream_wait_event = stream_wait_event;
-    f.event_synchronize = event_synchronize;
-    f.copy_h2d = copy_h2d;
-    f.copy_d2h = copy_d2h;
-    f.copy_d2d = copy_d2d;
-    f.copy_peer = copy_peer;
-    f.fill = fill;
-    f.random = random;
-    f.cast = cast;
-    f.map = map;
-    f.reduce = reduce;
-    f.gemm = gemm;
-    f.gather = gather;
-    f.scatter_add = scatter_add;
-    f.permute = permute;
-    f.softmax = softmax;
-    f.softmax_backward = softmax_backward;
-    f.optim_step = optim_step;
-    return f;
-  }();
-  return &iface;
-}
-
-}  // namespace
 }  // namespace flx_ocl
-
-extern "C" __attribute__((visibility("default"))) const flx_backend_iface* flx_backend_entry(
-    uint32_t requested_api_version) {
-  if (requested_api_version != FLX_BACKEND_API_VERSION) return nullptr;
-  return flx_ocl::iface_table();
-}
-
-// The entry point has exactly the ABI's type.
-[[maybe_unused]] static constexpr flx_backend_entry_fn flx_ocl_entry_type_check = &flx_backend_entry;

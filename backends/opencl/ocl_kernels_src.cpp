@@ -1,14 +1,18 @@
-// The OpenCL C 1.2 source of every kernel. One program per element type is
-// built from it at run time with -DDT=<flx_dtype> -DHAS_FP64=<0|1>, so a
-// process pays the compile only for the dtypes it uses. Each kernel mirrors
-// the CPU backend (src/cpu/*.cpp) operation by operation: same compute types,
-// same evaluation order, FP contraction off, so results match the CPU exactly
-// where the math library does and to a few ulps where it does not.
+// The fixed OpenCL C 1.2 text of the kernels. One program per element type
+// is built at run time with -DDT=<flx_dtype> -DHAS_FP64=<0|1>, so a process
+// pays the compile only for the dtypes it uses. ocl_source.cpp puts the
+// element functions (include/flx/backend_elem.h) and the op switches
+// generated from FLX_MAP_OPS between the prelude and the kernels. Each
+// kernel mirrors the CPU backend (backends/cpu/*.cpp) operation by
+// operation: same compute types, same evaluation order, FP contraction off,
+// so results match the CPU exactly where the math library does and to a few
+// ulps where it does not.
 #include "ocl_common.hpp"
 
 namespace flx_ocl {
 
-const char* const kernel_source = R"CLC(
+// Types, half and bfloat16 conversions, loads and stores, strided offsets.
+const char* const kernel_prelude = R"CLC(
 #pragma OPENCL FP_CONTRACT OFF
 #if HAS_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -46,18 +50,13 @@ typedef long ST; typedef long CT;
 typedef uchar ST; typedef uchar CT;
 #define AT_MAX UCHAR_MAX
 #define AT_LOW 0
-#define IS_UNSIGNED 1
 #else
 typedef uchar ST; typedef uchar CT;
 #define AT_MAX LONG_MAX
 #define AT_LOW LONG_MIN
-#define IS_UNSIGNED 1
 #endif
 #ifndef IS_FLOAT
 #define IS_FLOAT 0
-#endif
-#ifndef IS_UNSIGNED
-#define IS_UNSIGNED 0
 #endif
 
 #if IS_FLOAT
@@ -77,6 +76,7 @@ typedef long AT;
 typedef CT AT;
 #endif
 
+// K(v): a constant in the compute type, as the op bodies of backend_ops.h use it.
 #define K(v) ((CT)(v))
 #define GID get_global_id(0)
 #define GSIZE get_global_size(0)
@@ -134,10 +134,6 @@ inline void st(global ST* p, long i, CT v) {
 #endif
 }
 
-// NaN propagates through max, min and relu, as in Julia and PyTorch.
-inline CT mx(CT a, CT b) { return b > a || b != b ? b : a; }
-inline CT mn(CT a, CT b) { return b < a || b != b ? b : a; }
-
 // Offset of flat index t in a strided view of nd dims.
 inline long view_off(long t, int nd, const long* sh, const long* sd) {
   long off = 0;
@@ -149,102 +145,15 @@ inline long view_off(long t, int nd, const long* sh, const long* sd) {
   return off;
 }
 
-// ---- elementwise ops (op codes of flx_map_op) ------------------------------
-#if IS_FLOAT
-#define KGELU 0.7978845608028654
-inline CT sigm(CT x) {
-  if (x >= K(0)) return K(1) / (K(1) + exp(-x));
-  CT e = exp(x);
-  return e / (K(1) + e);
-}
-#define KSQRT1_2 0.7071067811865476   // 1/sqrt(2)
-#define KINVSQRT2PI 0.3989422804014327  // 1/sqrt(2 pi)
-inline CT gelu_erf_grad(CT x) {
-  return K(0.5) * (K(1) + erf(x * K(KSQRT1_2))) + x * K(KINVSQRT2PI) * exp(K(-0.5) * x * x);
-}
-inline CT gelu_grad(CT x) {
-  CT u = K(KGELU) * (x + K(0.044715) * x * x * x);
-  CT t = tanh(u);
-  return K(0.5) * (K(1) + t) + K(0.5) * x * (K(1) - t * t) * K(KGELU) * (K(1) + K(3 * 0.044715) * x * x);
-}
-#endif
+)CLC";
 
-inline CT sign_of(CT x) { return (CT)((K(0) < x) - (x < K(0))); }
-
-inline CT op1(int op, CT x, CT a, CT b) {
-  switch (op) {
-    case 0: return x;
-    case 1: return (CT)(-x);
-#if IS_UNSIGNED
-    case 2: return x;
-#else
-    case 2: return x < K(0) ? (CT)(-x) : x;
-#endif
-    case 3: return sign_of(x);
-    case 4: return (CT)(x * x);
-    case 10: return x > K(0) || x != x ? x : K(0);
-    case 16: return (CT)(!x);
-    case 17: return mn(mx(x, a), b);
-#if IS_FLOAT
-    case 5: return sqrt(x);
-    case 6: return exp(x);
-    case 7: return log(x);
-    case 8: return sigm(x);
-    case 9: return tanh(x);
-    case 11: return K(0.5) * x * (K(1) + tanh(K(KGELU) * (x + K(0.044715) * x * x * x)));
-    case 12: return x > K(0) ? x : a * x;
-    case 13: return x >= K(0) ? x : a * (exp(x) - K(1));
-    case 14: return x * sigm(x);
-    case 15: return log1p(exp(-fabs(x))) + mx(x, K(0));
-    case 18: return K(1) / x;
-    case 19: return K(0.5) * x * (K(1) + erf(x * K(KSQRT1_2)));
-#endif
-  }
-  return K(0);
-}
-
-inline CT op2(int op, CT x, CT y, CT a, CT b) {
-  switch (op) {
-    case 32: return (CT)(x + y);
-    case 33: return (CT)(x - y);
-    case 34: return (CT)(x * y);
-    case 37: return mx(x, y);
-    case 38: return mn(x, y);
-#if IS_FLOAT
-    case 35: return x / y;
-    case 36: return pow(x, y);
-    case 39: return x == K(0) ? K(0) : x * log(y);
-    case 64: return x > K(0) ? y : K(0);
-    case 65: return y * gelu_grad(x);
-    case 66: return x > K(0) ? y : a * y;
-    case 67: return x >= K(0) ? y : y * a * exp(x);
-    case 68: return y * (sigm(x) + x * sigm(x) * (K(1) - sigm(x)));
-    case 69: return y * sigm(x);
-    case 70: return y * x * (K(1) - x);
-    case 71: return y * (K(1) - x * x);
-    case 72: return y * sign_of(x);
-    case 73: return (x >= a && x <= b) ? y : K(0);
-    case 74: return y * gelu_erf_grad(x);
-#endif
-  }
-  return K(0);
-}
-
-inline uchar cmp(int op, CT x, CT y) {
-  switch (op) {
-    case 40: return x == y;
-    case 41: return x != y;
-    case 42: return x < y;
-    case 43: return x <= y;
-    case 44: return x > y;
-    case 45: return x >= y;
-  }
-  return 0;
-}
-
-// out[t] = op(in0, in1, in2) over a (coalesced) output shape; operand k is
-// the scalar ck when bit k of smask is set, else read through its strides.
-kernel void map_k(int op, int nd, long8 shape_v,
+// Every kernel. Uses op_value and op_cmp (generated) and max_nan (backend_elem.h).
+const char* const kernel_bodies = R"CLC(
+// out[t] = op(in0, in1, in2) over the canonical output shape (backend.h);
+// operand k is the scalar ck when bit k of smask is set, else read through
+// its strides. kind (from the host's op list lookup): 0 unary, 1 binary,
+// 2 comparison (Bool output), 3 select (WHERE: in0 is Bool storage).
+kernel void map_k(int op, int kind, int nd, long8 shape_v,
                   global const uchar* b0, long o0, long8 s0_v,
                   global const uchar* b1, long o1, long8 s1_v,
                   global const uchar* b2, long o2, long8 s2_v,
@@ -273,20 +182,16 @@ kernel void map_k(int op, int nd, long8 shape_v,
         i2 += ik * s2[k];
       }
     }
-    if (op == 96) {  // WHERE: in0 is Bool storage
+    if (kind == 3) {
       uchar c = (smask & 1) ? (c0 != 0) : (CPTR(uchar, b0, o0)[i0] != 0);
       CT v = c ? ((smask & 2) ? c1 : ld(p1, i1)) : ((smask & 4) ? c2 : ld(p2, i2));
       st(PTR(ST, ob, oo), t, v);
       continue;
     }
     CT x = (smask & 1) ? c0 : ld(p0, i0);
-    if (op < 32) {
-      st(PTR(ST, ob, oo), t, op1(op, x, a, b));
-    } else {
-      CT y = (smask & 2) ? c1 : ld(p1, i1);
-      if (op >= 40 && op <= 45) PTR(uchar, ob, oo)[t] = cmp(op, x, y);
-      else st(PTR(ST, ob, oo), t, op2(op, x, y, a, b));
-    }
+    CT y = kind == 0 ? K(0) : (smask & 2) ? c1 : ld(p1, i1);
+    if (kind == 2) PTR(uchar, ob, oo)[t] = op_cmp(op, x, y);
+    else st(PTR(ST, ob, oo), t, op_value(op, x, y, a, b));
   }
 }
 
@@ -338,9 +243,11 @@ inline CT red_fin(int op, AT acc, AT scale) {
 #endif
 }
 
-// Item g reduces chunk g / nkept of output g % nkept; with one chunk it
-// writes the result, else a partial that reduce_finish_k combines.
-kernel void reduce_k(int op, global const uchar* ib, long io, global uchar* ob, long oo, global uchar* pb,
+// Output o starts at the offset of o in the kept runs; its inputs follow
+// the reduced runs. Item g reduces chunk g / nkept of output g % nkept; with
+// one chunk it writes the result, else a partial into the workspace (pb at
+// byte offset po) that reduce_finish_k combines.
+kernel void reduce_k(int op, global const uchar* ib, long io, global uchar* ob, long oo, global uchar* pb, long po,
                      int nk, long8 kext_v, long8 kstr_v, int nr, long8 rext_v, long8 rstr_v,
                      long nkept, long nred, long chunk, int nchunks, AT scale) {
   long kext[8], kstr[8], rext[8], rstr[8];
@@ -362,13 +269,13 @@ kernel void reduce_k(int op, global const uchar* ib, long io, global uchar* ob, 
       for (long r = r0; r < r1; ++r) acc = red_comb(op, acc, (AT)ld(in, base + view_off(r, nr, rext, rstr)));
     }
     if (nchunks == 1) st(PTR(ST, ob, oo), o, red_fin(op, acc, scale));
-    else ((global AT*)pb)[g] = acc;
+    else PTR(AT, pb, po)[g] = acc;
   }
 }
 
-kernel void reduce_finish_k(int op, global const uchar* pb, global uchar* ob, long oo, long nkept, int nchunks,
-                            AT scale) {
-  global const AT* part = (global const AT*)pb;
+kernel void reduce_finish_k(int op, global const uchar* pb, long po, global uchar* ob, long oo, long nkept,
+                            int nchunks, AT scale) {
+  global const AT* part = CPTR(AT, pb, po);
   for (long o = GID; o < nkept; o += GSIZE) {
     AT acc = red_init(op);
     for (int c = 0; c < nchunks; ++c) acc = red_comb(op, acc, part[c * nkept + o]);
@@ -376,18 +283,22 @@ kernel void reduce_finish_k(int op, global const uchar* pb, global uchar* ob, lo
   }
 }
 
-// argmax/argmin along the middle axis of (inner, len, outer): first occurrence.
-kernel void argred_k(int is_max, global const uchar* ib, long io, global uchar* ob, long oo, long inner, long len,
-                     long outer) {
+// argmax/argmin over the one reduced run (len, rstride): output t starts at
+// the offset of t in the kept runs. The first NaN wins, else the first
+// extremum.
+kernel void argred_k(int is_max, global const uchar* ib, long io, global uchar* ob, long oo, int nk, long8 kext_v,
+                     long8 kstr_v, long len, long rstride, long nkept) {
+  long kext[8], kstr[8];
+  vstore8(kext_v, 0, kext);
+  vstore8(kstr_v, 0, kstr);
   global const ST* in = CPTR(ST, ib, io);
   global long* out = PTR(long, ob, oo);
-  for (long t = GID; t < inner * outer; t += GSIZE) {
-    long i = t % inner, o = t / inner;
-    long base = o * inner * len + i, best = 0;
+  for (long t = GID; t < nkept; t += GSIZE) {
+    long base = view_off(t, nk, kext, kstr), best = 0;
     if (len > 0) {
       CT bv = ld(in, base);
-      for (long j = 1; j < len && bv == bv; ++j) {  // the first NaN wins
-        CT v = ld(in, base + j * inner);
+      for (long j = 1; j < len && bv == bv; ++j) {
+        CT v = ld(in, base + j * rstride);
         if (is_max ? v > bv || v != v : v < bv || v != v) {
           bv = v;
           best = j;
@@ -399,6 +310,7 @@ kernel void argred_k(int is_max, global const uchar* ib, long io, global uchar* 
 }
 
 // ---- movement: permute, gather, scatter_add -------------------------------
+// dst[t] = src at the offset of t in (out_shape, src_strides), canonical.
 kernel void permute_k(global const uchar* sb, long so, global uchar* db, long doff, int nd, long8 oshape_v,
                       long8 sstride_v, long n) {
   long sh[8], sd[8];
@@ -496,7 +408,7 @@ kernel void softmax_k(int lg, global const uchar* xb, long xo, global uchar* yb,
   for (long t = GID; t < inner * outer; t += GSIZE) {
     long i = t % inner, o = t / inner, base = o * inner * len + i;
     CT m = -INFINITY;
-    for (long j = 0; j < len; ++j) m = mx(m, ld(x, base + j * inner));
+    for (long j = 0; j < len; ++j) m = max_nan(m, ld(x, base + j * inner));
     AT s = 0;
     for (long j = 0; j < len; ++j) s += exp((AT)(ld(x, base + j * inner) - m));
     if (lg) {

@@ -3,6 +3,12 @@
 // fill. Copies from or to pageable host memory complete before returning (the
 // caller may reuse the memory at once); with pinned memory they are
 // asynchronous on the stream, as the ABI says.
+//
+// alloc and free are stream-ordered in the ABI. Here a buffer is never
+// reused: alloc creates a cl_mem, free drops the reference, and OpenCL
+// deletes the object only once the commands already enqueued on it (on any
+// queue) have finished. So free needs no synchronisation and the stream is
+// not needed for ordering; both still check the device.
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -36,6 +42,8 @@ bool is_pinned(const void* p, size_t bytes) {
   return it->second.mem && c >= it->first && c + bytes <= it->first + it->second.bytes;
 }
 
+}  // namespace
+
 void check_range(Device& d, flx_mem m, size_t bytes, const char* what) {
   if (!m.buf) raise(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": NULL buffer");
   size_t size = 0;
@@ -50,9 +58,7 @@ void check_range(Device& d, flx_mem m, size_t bytes, const char* what) {
     raise(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": the buffer belongs to another OpenCL platform than " + d.name);
 }
 
-}  // namespace
-
-int alloc(void*, int dev, size_t bytes, flx_buffer* out) {
+int alloc(void*, int dev, size_t bytes, flx_stream, flx_buffer* out) noexcept {
   return guard("alloc", [&] {
     Device& d = device(dev);
     if (d.max_alloc && bytes > d.max_alloc)
@@ -66,13 +72,14 @@ int alloc(void*, int dev, size_t bytes, flx_buffer* out) {
   });
 }
 
-void free_buffer(void*, int, flx_buffer buf) {
+// Safe while kernels or copies using buf are still enqueued (see the top).
+void free_buffer(void*, int, flx_buffer buf, flx_stream) noexcept {
   if (buf) clReleaseMemObject(as_mem(buf));
 }
 
-void* host_address(void*, int, flx_buffer) { return nullptr; }
+void* host_address(void*, int, flx_buffer) noexcept { return nullptr; }
 
-int host_alloc(void*, size_t bytes, void** out) {
+int host_alloc(void*, size_t bytes, void** out) noexcept {
   return guard("host_alloc", [&] {
     size_t n = std::max<size_t>(bytes, 1);
     Pinned p;
@@ -104,7 +111,7 @@ int host_alloc(void*, size_t bytes, void** out) {
   });
 }
 
-void host_free(void*, void* ptr) {
+void host_free(void*, void* ptr) noexcept {
   if (!ptr) return;
   Pinned p;
   {
@@ -124,7 +131,7 @@ void host_free(void*, void* ptr) {
   }
 }
 
-int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s) {
+int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s) noexcept {
   return guard("copy_h2d", [&] {
     if (!bytes) return;
     Device& d = device(dev);
@@ -135,7 +142,7 @@ int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_str
   });
 }
 
-int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s) {
+int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s) noexcept {
   return guard("copy_d2h", [&] {
     if (!bytes) return;
     Device& d = device(dev);
@@ -166,7 +173,7 @@ void copy_buffer(Device& d, cl_command_queue q, flx_mem dst, flx_mem src, size_t
 }
 }  // namespace
 
-int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s) {
+int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s) noexcept {
   return guard("copy_d2d", [&] {
     if (!bytes) return;
     Device& d = device(dev);
@@ -179,7 +186,7 @@ int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream 
 // Between devices: within one platform the buffers share a context, so the
 // destination's queue copies directly after the source's queue drains to a
 // marker; across platforms the bytes go through host memory.
-int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s) {
+int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s) noexcept {
   return guard("copy_peer", [&] {
     if (!bytes) return;
     Device& dd = device(dst_dev);
@@ -213,7 +220,7 @@ int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t 
   });
 }
 
-int fill(void*, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream s) {
+int fill(void*, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream s) noexcept {
   return guard("fill", [&] {
     require_dtype(dtype, "fill");
     if (!n) return;

@@ -40,7 +40,7 @@ void build(Device& d, int dtype, Program& p) {
   std::string opts = "-cl-std=CL1.2 -DDT=" + std::to_string(dtype) + " -DHAS_FP64=" + (d.fp64 ? "1" : "0");
   if (d.exact_divsqrt) opts += " -cl-fp32-correctly-rounded-divide-sqrt";
   cl_int err;
-  const char* src = kernel_source;
+  const char* src = kernel_source().c_str();
   p.prog = clCreateProgramWithSource(d.ctx, 1, &src, nullptr, &err);
   if (err != CL_SUCCESS) {
     p.prog = nullptr;

@@ -1,0 +1,70 @@
+// The kernel source as the programs are built from it: the prelude, the
+// element functions and constants of the op list (include/flx/backend_elem.h
+// and backend_ops.h, embedded as text at build time), the op switches
+// generated from FLX_MAP_OPS, and the kernels. Adding an op to the list adds
+// its case here with no edit to this backend.
+#include <string>
+
+#include "common/map_op_info.hpp"
+#include "ocl_common.hpp"
+
+namespace flx_ocl {
+namespace {
+
+namespace mo = flx::map_ops;
+
+// One `case` line per op, its body as written in the list (stringified
+// before any macro expansion, so K(...) and the FLX_* constants reach the
+// OpenCL compiler as they are).
+struct OpCase {
+  int code;
+  const char* line;
+};
+#define FLX_OCL_CASE_(NAME, CODE, ARITY, CLASS, GRAD, BODY) {CODE, "    case " #CODE ": return " #BODY ";\n"},
+constexpr OpCase kCases[] = {FLX_MAP_OPS(FLX_OCL_CASE_)};
+#undef FLX_OCL_CASE_
+
+// A switch over the ops `pick` selects. Bodies of FLOAT-class ops use
+// floating functions (exp, sigm, ...) and are compiled only into the
+// floating programs: the host never sends them another dtype.
+template <class Pick>
+std::string op_switch(const char* signature, const char* fallback, Pick pick) {
+  std::string s = std::string("inline ") + signature + " {\n  switch (op) {\n";
+  bool in_float = false;  // inside an `#if IS_FLOAT` run of cases
+  for (const OpCase& c : kCases) {
+    if (!pick(mo::info(c.code))) continue;
+    const bool floating = mo::info(c.code).cls == mo::OpClass::Float;
+    if (floating != in_float) s += floating ? "#if IS_FLOAT\n" : "#endif\n";
+    in_float = floating;
+    s += c.line;
+  }
+  if (in_float) s += "#endif\n";
+  return s + "  }\n  return " + fallback + ";\n}\n";
+}
+
+std::string build_source() {
+  std::string s = kernel_prelude;
+  // How backend_elem.h is compiled as OpenCL C (see its header comment).
+  s += "\n#define FLX_ELEM_FN inline\n#define FLX_ELEM_IS_FLOAT IS_FLOAT\n";
+  s += "\n// ---- include/flx/backend_ops.h (the constants the bodies use) ----\n";
+  s += embedded_backend_ops_h;
+  s += "\n// ---- include/flx/backend_elem.h ----\n";
+  s += embedded_backend_elem_h;
+  s += "\n// ---- op switches generated from FLX_MAP_OPS ----\n";
+  // Unary and binary ops (not comparisons, not WHERE): CT from x, y, a, b.
+  s += op_switch("CT op_value(int op, CT x, CT y, CT a, CT b)", "K(0)", [](const mo::OpInfo& i) {
+    return (i.arity == 1 || i.arity == 2) && i.cls != mo::OpClass::Cmp;
+  });
+  s += op_switch("uchar op_cmp(int op, CT x, CT y)", "0", [](const mo::OpInfo& i) { return i.cls == mo::OpClass::Cmp; });
+  s += kernel_bodies;
+  return s;
+}
+
+}  // namespace
+
+const std::string& kernel_source() {
+  static const std::string* s = new std::string(build_source());  // kept with the device table
+  return *s;
+}
+
+}  // namespace flx_ocl
