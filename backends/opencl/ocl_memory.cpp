@@ -154,13 +154,17 @@ int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s)
 }
 
 namespace {
-// dst <- src within one context on queue q, after the events in `wait`.
+// dst <- src within one context on queue q, after the events in `wait`;
+// *done (when given) gets the event of the last command.
 void copy_buffer(Device& d, cl_command_queue q, flx_mem dst, flx_mem src, size_t bytes, cl_uint nwait,
-                 const cl_event* wait) {
+                 const cl_event* wait, cl_event* done = nullptr) {
   bool overlap = dst.buf == src.buf && dst.offset < src.offset + bytes && src.offset < dst.offset + bytes;
-  if (dst.buf == src.buf && dst.offset == src.offset) return;
+  if (dst.buf == src.buf && dst.offset == src.offset) {
+    if (done) check_cl(clEnqueueMarkerWithWaitList(q, nwait, wait, done), "clEnqueueMarkerWithWaitList");
+    return;
+  }
   if (!overlap) {
-    check_cl(clEnqueueCopyBuffer(q, as_mem(src), as_mem(dst), src.offset, dst.offset, bytes, nwait, wait, nullptr),
+    check_cl(clEnqueueCopyBuffer(q, as_mem(src), as_mem(dst), src.offset, dst.offset, bytes, nwait, wait, done),
              "clEnqueueCopyBuffer");
     return;
   }
@@ -168,9 +172,17 @@ void copy_buffer(Device& d, cl_command_queue q, flx_mem dst, flx_mem src, size_t
   TempBuffer tmp(d, bytes);
   check_cl(clEnqueueCopyBuffer(q, as_mem(src), tmp.mem, src.offset, 0, bytes, nwait, wait, nullptr),
            "clEnqueueCopyBuffer");
-  check_cl(clEnqueueCopyBuffer(q, tmp.mem, as_mem(dst), 0, dst.offset, bytes, 0, nullptr, nullptr),
+  check_cl(clEnqueueCopyBuffer(q, tmp.mem, as_mem(dst), 0, dst.offset, bytes, 0, nullptr, done),
            "clEnqueueCopyBuffer");
 }
+
+// A cl_event released at the end of the scope.
+struct EventRef {
+  cl_event e = nullptr;
+  ~EventRef() {
+    if (e) clReleaseEvent(e);
+  }
+};
 }  // namespace
 
 int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s) noexcept {
@@ -183,9 +195,13 @@ int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream 
   });
 }
 
-// Between devices: within one platform the buffers share a context, so the
-// destination's queue copies directly after the source's queue drains to a
-// marker; across platforms the bytes go through host memory.
+// Between devices, on s: a stream of the source device, as libflx's
+// dispatch layer passes it (NULL: the source's default queue). Within one
+// platform the buffers share a context, so s copies directly, once the
+// destination's default queue has reached this point (a marker); then the
+// destination's default queue waits for the copy (a barrier), so that work
+// on either device stays ordered with it without blocking the host. Across
+// platforms the bytes go through host memory and the call blocks.
 int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s) noexcept {
   return guard("copy_peer", [&] {
     if (!bytes) return;
@@ -193,27 +209,26 @@ int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t 
     Device& sd = device(src_dev);
     check_range(dd, dst, bytes, "copy_peer");
     check_range(sd, src, bytes, "copy_peer");
-    cl_command_queue q = queue_of(dd, s);
+    cl_command_queue q = queue_of(sd, s);
     if (&dd == &sd) {
-      copy_buffer(dd, q, dst, src, bytes, 0, nullptr);
+      copy_buffer(sd, q, dst, src, bytes, 0, nullptr);
     } else if (dd.ctx == sd.ctx) {
-      cl_event ready = nullptr;
-      check_cl(clEnqueueMarkerWithWaitList(sd.queue, 0, nullptr, &ready), "clEnqueueMarkerWithWaitList");
-      clFlush(sd.queue);
-      int status = guard("copy_peer", [&] { copy_buffer(dd, q, dst, src, bytes, 1, &ready); });
-      clReleaseEvent(ready);
-      if (status != FLX_OK) raise(status, last_error());
+      EventRef ready, done;
+      check_cl(clEnqueueMarkerWithWaitList(dd.queue, 0, nullptr, &ready.e), "clEnqueueMarkerWithWaitList");
+      clFlush(dd.queue);
+      copy_buffer(sd, q, dst, src, bytes, 1, &ready.e, &done.e);
       clFlush(q);
+      check_cl(clEnqueueBarrierWithWaitList(dd.queue, 1, &done.e, nullptr), "clEnqueueBarrierWithWaitList");
     } else {
       constexpr size_t chunk = size_t(64) << 20;
       std::vector<char> staging(std::min(bytes, chunk));
       for (size_t done = 0; done < bytes; done += staging.size()) {
         size_t n = std::min(staging.size(), bytes - done);
-        check_cl(clEnqueueReadBuffer(sd.queue, as_mem(src), CL_TRUE, src.offset + done, n, staging.data(), 0, nullptr,
+        check_cl(clEnqueueReadBuffer(q, as_mem(src), CL_TRUE, src.offset + done, n, staging.data(), 0, nullptr,
                                      nullptr),
                  "clEnqueueReadBuffer");
-        check_cl(clEnqueueWriteBuffer(q, as_mem(dst), CL_TRUE, dst.offset + done, n, staging.data(), 0, nullptr,
-                                      nullptr),
+        check_cl(clEnqueueWriteBuffer(dd.queue, as_mem(dst), CL_TRUE, dst.offset + done, n, staging.data(), 0,
+                                      nullptr, nullptr),
                  "clEnqueueWriteBuffer");
       }
     }
