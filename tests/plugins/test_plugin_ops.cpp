@@ -1,0 +1,463 @@
+// A backend plugin's compute primitives against the CPU backend, through the
+// dispatch layer: every map op of the op list (FLX_MAP_OPS) for every dtype
+// it accepts under several operand layouts, reductions, GEMM,
+// gather/scatter, permute, softmax and the fused Adam step. A combination
+// the CPU refuses must be refused by the plugin too. Descriptors are built
+// as the frontend builds them (map: the output's dims and each operand's
+// strides; reduce and permute: descriptors.hpp); Backend makes them canonical.
+#include <algorithm>
+#include <string>
+
+#include "common/map_op_info.hpp"
+#include "plugin_harness.hpp"
+
+using namespace plugintest;
+namespace mo = flx::map_ops;
+
+namespace {
+
+// ---- map ---------------------------------------------------------------------
+// Every op of the list, by code.
+constexpr int kMapOps[] = {
+#define FLX_TEST_OP_(NAME, CODE, ARITY, CLASS, GRAD, BODY) CODE,
+    FLX_MAP_OPS(FLX_TEST_OP_)
+#undef FLX_TEST_OP_
+};
+
+// Operand ranges (floating dtypes) and parameters: where an op needs other
+// values than the defaults (its domain, meaningful alpha/beta). A new op
+// gets the defaults, so it is covered as soon as it is in the list.
+struct OpValues {
+  double lo0 = -3, hi0 = 3, lo1 = -3, hi1 = 3;
+  double alpha = 0.75, beta = 1.5;  // nonzero: some ops divide by alpha
+};
+OpValues values_of(int op) {
+  OpValues v;
+  switch (op) {
+    case FLX_OP_SQRT: v.lo0 = 0; v.hi0 = 4; break;
+    case FLX_OP_LOG: v.lo0 = 0.25; v.hi0 = 4; break;
+    case FLX_OP_LEAKYRELU: v.alpha = 0.1; break;
+    case FLX_OP_ELU: v.alpha = 1.5; break;
+    case FLX_OP_CLAMP: v.alpha = -1; v.beta = 1.5; break;
+    case FLX_OP_RECIP: v.lo0 = 0.5; v.hi0 = 3; break;
+    case FLX_OP_DIV: v.lo1 = 0.5; v.hi1 = 3; break;
+    case FLX_OP_POW: v.lo0 = 0.25; v.lo1 = -2; v.hi1 = 2; break;
+    case FLX_OP_XLOGY: v.lo0 = -1; v.hi0 = 2; v.lo1 = 0.25; v.hi1 = 4; break;
+    case FLX_OP_EQ: case FLX_OP_NE: case FLX_OP_LT: case FLX_OP_LE: case FLX_OP_GT: case FLX_OP_GE:
+      v.lo0 = v.lo1 = -1; v.hi0 = v.hi1 = 1; break;  // ties
+    case FLX_OP_LEAKYRELU_GRAD: v.alpha = 0.2; break;
+    case FLX_OP_ELU_GRAD: v.alpha = 0.7; break;
+    case FLX_OP_SIGMOID_GRAD: v.lo0 = 0; v.hi0 = 1; break;  // x is sigmoid's output
+    case FLX_OP_TANH_GRAD: v.lo0 = -1; v.hi0 = 1; break;    // x is tanh's output
+    case FLX_OP_CLAMP_GRAD: v.alpha = -1; v.beta = 1; break;
+    default: break;
+  }
+  return v;
+}
+
+// Operand layouts over the output shape (4, 3, 2).
+enum Layout { kContiguous, kBroadcast, kStrided, kScalarSecond, kScalarFirst, kSizeOneDim, kLayouts };
+const char* kLayoutNames[] = {"contiguous", "broadcast", "strided", "scalar second", "scalar first", "size-1 dim"};
+
+std::vector<double> operand_values(int32_t t, const OpValues& ov, int which, size_t n, uint32_t seed) {
+  if (!dfloat(t)) return values_for(t, n, seed);
+  double lo = which == 0 ? ov.lo0 : ov.lo1, hi = which == 0 ? ov.hi0 : ov.hi1;
+  return grid_values(n, lo, hi, 0.25, seed);
+}
+
+void check_map(const Backend& be, int32_t t, int op, Layout layout) {
+  const mo::OpInfo& info = mo::info(op);
+  SCOPED_TRACE(std::string(info.name) + " " + dname(t) + " " + kLayoutNames[layout]);
+  const OpValues ov = values_of(op);
+  const bool where = info.cls == mo::OpClass::Select;
+  // kSizeOneDim: the output (4, 1, 6), whose middle dim libflx drops.
+  const int64_t shape[3] = {4, layout == kSizeOneDim ? 1 : 3, layout == kSizeOneDim ? 6 : 2};
+  std::vector<Bytes> bufs;
+  flx_map_desc d{};
+  d.op = op;
+  d.ndim = 3;
+  std::copy(shape, shape + 3, d.shape);
+  d.ninputs = info.arity;
+  d.in_dtype = t;
+  d.out_dtype = mo::is_compare(op) ? FLX_BOOL : t;
+  d.alpha = ov.alpha;
+  d.beta = ov.beta;
+  for (int i = 0; i < info.arity; ++i) {
+    int32_t ti = (where && i == 0) ? FLX_BOOL : t;
+    int which = where ? 0 : i;
+    flx_operand& o = d.in[i];
+    bool scalar = (layout == kScalarSecond && i == 1) || (layout == kScalarFirst && i == 0);
+    if (scalar) {
+      o.is_scalar = 1;
+      std::vector<double> v = ti == t ? operand_values(t, ov, which, 1, 99 + i) : std::vector<double>{1};
+      o.scalar = dfloat(ti) ? v[0] + 0.1 : v[0];  // off the grid: exercises rounding to halves
+      bufs.push_back(Bytes(8, 0));
+      continue;
+    }
+    size_t n = 24;
+    int64_t st[3] = {1, 4, 12};
+    if (layout == kBroadcast && i == 0) { n = 8; st[0] = 1; st[1] = 0; st[2] = 4; }   // (4, 1, 2)
+    if (layout == kBroadcast && i == 1) { n = 3; st[0] = 0; st[1] = 1; st[2] = 0; }   // (1, 3, 1)
+    if (layout == kStrided && i == 0) { st[0] = 3; st[1] = 1; st[2] = 12; }           // a (3, 4, 2) transposed
+    if (layout == kStrided && i == 1) { n = 48; st[0] = 2; st[1] = 8; st[2] = 24; }   // every other element
+    if (layout == kSizeOneDim) { st[1] = 99; st[2] = i == 1 ? 5 : 4; n = i == 1 ? 31 : 24; }  // stride of a size-1 dim is moot
+    std::copy(st, st + 3, o.strides);
+    std::vector<double> v = ti == t ? operand_values(t, ov, which, n, 10 * i + layout) : values_for(FLX_BOOL, n, 5);
+    bufs.push_back(make(ti, v));
+  }
+  bufs.push_back(Bytes(24 * dsize(d.out_dtype), 0));
+  Outcome o = run_both(be, bufs, [&](const Backend& b, int dev, const std::vector<flx_mem>& m) {
+    flx_map_desc dd = d;
+    for (int i = 0; i < info.arity; ++i) dd.in[i].mem = dd.in[i].is_scalar ? flx_mem{nullptr, 0} : m[size_t(i)];
+    dd.out = m.back();
+    b.map(dev, dd);
+  });
+  EXPECT_SAME_OUTCOME(o);
+  if (!o.cpu.ok || !o.dev.ok) return;
+  EXPECT_TRUE(close(d.out_dtype, o.cpu_out.back(), o.dev_out.back()));
+}
+
+// Every op of the list of `arity`, every dtype, every layout. A dtype the
+// op does not take is refused by both backends (check_map compares).
+void check_ops(const Backend& be, const std::vector<int32_t>& dtypes, int arity) {
+  for (int op : kMapOps)
+    if (mo::arity(op) == arity)
+      for (int32_t t : dtypes)
+        for (int l = 0; l < kLayouts; ++l)
+          if (arity > 1 || l != kScalarSecond) check_map(be, t, op, Layout(l));
+}
+
+}  // namespace
+
+TEST_F(PluginTest, MapUnaryOps) { check_ops(*be, all_dtypes(), 1); }
+TEST_F(PluginTest, MapBinaryOpsComparisonsAndGradients) { check_ops(*be, all_dtypes(), 2); }
+TEST_F(PluginTest, MapTernaryOps) { check_ops(*be, all_dtypes(), 3); }
+
+TEST(PluginOpList, EveryOpIsCovered) {
+  // The op list is what the map tests iterate: every code in it is known
+  // to map_op_info and has an arity the tests run.
+  size_t n = 0;
+  for (int op : kMapOps) {
+    EXPECT_TRUE(mo::exists(op)) << op;
+    EXPECT_TRUE(mo::arity(op) >= 1 && mo::arity(op) <= 3) << mo::info(op).name;
+    ++n;
+  }
+  EXPECT_GE(n, 46u);
+  EXPECT_STREQ(mo::info(FLX_OP_CELU).name, "celu");
+}
+
+TEST_F(PluginTest, MapRefusesUnknownOpsAndNamesRefusedOnes) {
+  DevBuf x(*be, 0, Bytes(16));
+  flx_map_desc d{};
+  d.op = 200;
+  d.ndim = 1;
+  d.shape[0] = 1;
+  d.ninputs = 1;
+  d.in_dtype = d.out_dtype = FLX_F32;
+  d.in[0].mem = x.mem();
+  d.in[0].strides[0] = 1;
+  d.out = x.mem();
+  flx_map_desc d1 = d;
+  EXPECT_BACKEND_ERROR(be->map(0, d1), "unsupported", "200");
+  // An op/dtype pair outside the op's class: refused, naming the op.
+  for (int op : {int(FLX_OP_EXP), int(FLX_OP_CELU), int(FLX_OP_NEG)}) {
+    flx_map_desc d2 = d;
+    d2.op = op;
+    d2.in_dtype = d2.out_dtype = mo::info(op).cls == mo::OpClass::Float ? FLX_I32 : FLX_BOOL;
+    const std::string dtype(flx::dtype_name(dt(d2.in_dtype)));  // "Int32", "Bool"
+    EXPECT_BACKEND_ERROR(be->map(0, d2), "unsupported", mo::info(op).name, dtype.c_str());
+  }
+}
+
+// ---- reductions ---------------------------------------------------------------
+namespace {
+void check_reduce(const Backend& be, int32_t t, int op, const std::vector<int64_t>& shape, uint32_t mask,
+                  double scale) {
+  SCOPED_TRACE(std::string(dname(t)) + " op " + std::to_string(op) + " mask " + std::to_string(mask) + " ndim " +
+               std::to_string(shape.size()));
+  int64_t n = 1, nout = 1;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    n *= shape[k];
+    nout *= (mask >> k) & 1u ? 1 : shape[k];
+  }
+  bool arg = op >= FLX_REDUCE_ARGMAX;
+  // ARG* on a coarse grid so that ties (first occurrence wins) happen
+  std::vector<double> v = arg && dfloat(t) ? grid_values(size_t(n), -2, 2, 1, 7) : values_for(t, size_t(n), 11);
+  if (arg && dfloat(t) && n > 7) v[size_t(n / 2)] = std::nan("");  // the first NaN wins
+  int32_t out_t = arg ? FLX_I64 : t;
+  Outcome o = run_both(be, {make(t, v), Bytes(size_t(nout) * dsize(out_t), 0)},
+                       [&](const Backend& b, int dev, const std::vector<flx_mem>& m) {
+                         flx_reduce_desc d = flx::detail::reduce_desc(op, t, int(shape.size()), shape.data(), mask,
+                                                                      scale, m[0], m[1]);
+                         b.reduce(dev, d);
+                       });
+  EXPECT_SAME_OUTCOME(o);
+  if (o.cpu.ok && o.dev.ok) EXPECT_TRUE(close(out_t, o.cpu_out[1], o.dev_out[1]));
+}
+}  // namespace
+
+TEST_F(PluginTest, ReductionsOverEveryMask) {
+  for (int32_t t : all_dtypes())
+    for (int op : {FLX_REDUCE_SUM, FLX_REDUCE_MAX, FLX_REDUCE_MIN})
+      for (uint32_t mask = 0; mask < 8; ++mask) check_reduce(*be, t, op, {5, 4, 3}, mask, dfloat(t) ? 0.5 : 2.0);
+}
+
+// Few outputs over many inputs: the plugin may split them into chunks with
+// a workspace (reduce_workspace), which the dispatch layer allocates.
+TEST_F(PluginTest, LargeReductionsSplitIntoChunks) {
+  for (int32_t t : {FLX_F32, FLX_F64, FLX_F16, FLX_I32, FLX_I64})
+    for (int op : {FLX_REDUCE_SUM, FLX_REDUCE_MAX, FLX_REDUCE_MIN}) {
+      if (t == FLX_F64 && !fp64) continue;
+      check_reduce(*be, t, op, {5000}, 1u, 1.0);
+      check_reduce(*be, t, op, {3000, 2}, 1u, 1.0);
+      check_reduce(*be, t, op, {2, 1500, 3}, 2u, 1.0);
+      check_reduce(*be, t, op, {40, 30, 7}, 5u, 1.0);  // two reduced runs
+    }
+}
+
+TEST_F(PluginTest, EmptyReductionsWriteTheInitialValue) {
+  for (int32_t t : {FLX_F32, FLX_I32})
+    for (int op : {FLX_REDUCE_SUM, FLX_REDUCE_MAX, FLX_REDUCE_MIN}) {
+      check_reduce(*be, t, op, {0, 3}, 1u, 1.0);  // 3 outputs of 0 elements
+      check_reduce(*be, t, op, {3, 0}, 1u, 1.0);  // no outputs
+    }
+}
+
+TEST_F(PluginTest, ArgmaxAndArgminAlongEachDim) {
+  for (int32_t t : all_dtypes())
+    for (int op : {FLX_REDUCE_ARGMAX, FLX_REDUCE_ARGMIN}) {
+      for (uint32_t k = 0; k < 3; ++k) check_reduce(*be, t, op, {5, 4, 3}, 1u << k, 1.0);
+      check_reduce(*be, t, op, {5, 1, 3}, 2u, 1.0);  // along a size-1 dim
+    }
+  // Two reduced runs are not an argmax the ABI defines.
+  DevBuf in(*be, 0, Bytes(12 * 4)), out(*be, 0, Bytes(3 * 8));
+  const int64_t shape[3] = {2, 3, 2};
+  flx_reduce_desc d = flx::detail::reduce_desc(FLX_REDUCE_ARGMAX, FLX_F32, 3, shape, 5u, 1.0, in.mem(), out.mem());
+  ASSERT_EQ(d.nred_runs, 2);
+  EXPECT_BACKEND_ERROR(be->reduce(0, d), "invalid argument", "argmax");
+}
+
+// Work on a side stream (StreamGuard): a chunked reduction, whose workspace
+// is allocated and freed on that stream, and a map reading its result.
+TEST_F(PluginTest, ComputeOnASideStream) {
+  const int64_t n = 6000;
+  std::vector<double> v = values_for(FLX_F32, size_t(n), 21);
+  for (int32_t t : float_dtypes()) {
+    SCOPED_TRACE(dname(t));
+    auto op = [&](const Backend& b, int dev, const std::vector<flx_mem>& m) {
+      flx_stream s = b.stream_create(dev);
+      {
+        StreamGuard g(&b == &cpu() ? flx::BackendId::CPU : id, dev, s);
+        flx_reduce_desc d = flx::detail::reduce_desc(FLX_REDUCE_SUM, t, 1, &n, 1u, 0.5, m[0], m[1]);
+        b.reduce(dev, d);
+        flx_map_desc md{};
+        md.op = FLX_OP_SQUARE;
+        md.ndim = 1;
+        md.shape[0] = 1;
+        md.ninputs = 1;
+        md.in_dtype = md.out_dtype = t;
+        md.in[0].mem = m[1];
+        md.in[0].strides[0] = 1;
+        md.out = m[2];
+        b.map(dev, md);
+        b.synchronize(dev);
+      }
+      b.stream_destroy(dev, s);
+    };
+    Outcome o = run_both(*be, {make(t, v), Bytes(dsize(t)), Bytes(dsize(t))}, op);
+    ASSERT_TRUE(o.dev.ok) << o.dev.err;
+    EXPECT_TRUE(close(t, o.cpu_out[1], o.dev_out[1], 4));
+    EXPECT_TRUE(close(t, o.cpu_out[2], o.dev_out[2], 8));
+  }
+}
+
+// ---- GEMM -------------------------------------------------------------------------
+namespace {
+struct GemmCase {
+  int ta, tb;
+  int64_t m, n, k, batch;
+  double alpha, beta;
+  int pad;        // extra rows in lda/ldb/ldc
+  bool shared_b;  // stride_b = 0
+};
+void check_gemm(const Backend& be, int32_t t, const GemmCase& g) {
+  SCOPED_TRACE(std::string(dname(t)) + " ta " + std::to_string(g.ta) + " tb " + std::to_string(g.tb) + " m" +
+               std::to_string(g.m) + " n" + std::to_string(g.n) + " k" + std::to_string(g.k) + " batch " +
+               std::to_string(g.batch) + " beta " + std::to_string(g.beta));
+  int64_t ra = g.ta ? g.k : g.m, ca = g.ta ? g.m : g.k, rb = g.tb ? g.n : g.k, cb = g.tb ? g.k : g.n;
+  int64_t lda = ra + g.pad, ldb = rb + g.pad, ldc = g.m + g.pad;
+  int64_t sa = lda * ca + 3, sb = g.shared_b ? 0 : ldb * cb + 1, sc = ldc * g.n + 2;
+  int64_t off = 2;  // elements before each operand
+  auto count = [&](int64_t ld, int64_t cols, int64_t stride) { return off + stride * (g.batch - 1) + ld * cols; };
+  Bytes a = make(t, grid_values(size_t(count(lda, ca, sa)), -2, 2, 0.125, 1));
+  Bytes b = make(t, grid_values(size_t(count(ldb, cb, sb)), -2, 2, 0.125, 2));
+  Bytes c = make(t, grid_values(size_t(count(ldc, g.n, sc)), -2, 2, 0.125, 3));
+  Outcome o = run_both(be, {a, b, c}, [&](const Backend& bk, int dev, const std::vector<flx_mem>& m) {
+    flx_gemm_desc d{};
+    d.dtype = t;
+    d.trans_a = g.ta;
+    d.trans_b = g.tb;
+    d.m = g.m;
+    d.n = g.n;
+    d.k = g.k;
+    d.alpha = g.alpha;
+    d.beta = g.beta;
+    d.a = {m[0].buf, uint64_t(off) * dsize(t)};
+    d.b = {m[1].buf, uint64_t(off) * dsize(t)};
+    d.c = {m[2].buf, uint64_t(off) * dsize(t)};
+    d.lda = lda;
+    d.ldb = ldb;
+    d.ldc = ldc;
+    d.stride_a = sa;
+    d.stride_b = sb;
+    d.stride_c = sc;
+    d.batch = g.batch;
+    bk.gemm(dev, d);
+  });
+  EXPECT_SAME_OUTCOME(o);
+  if (o.cpu.ok && o.dev.ok) EXPECT_TRUE(close(t, o.cpu_out[2], o.dev_out[2], 2));
+}
+}  // namespace
+
+TEST_F(PluginTest, GemmWithTransposesLeadingDimsAndBatchStrides) {
+  for (int32_t t : float_dtypes())
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        check_gemm(*be, t, {ta, tb, 5, 4, 3, 1, 1.0, 0.0, 0, false});
+        check_gemm(*be, t, {ta, tb, 7, 6, 9, 3, 1.5, 0.5, 2, false});
+      }
+  for (int32_t t : {FLX_F32, FLX_F64}) {
+    if (t == FLX_F64 && !fp64) continue;
+    check_gemm(*be, t, {0, 1, 6, 5, 4, 4, -1.0, 1.0, 1, true});     // B shared by the batch
+    check_gemm(*be, t, {0, 0, 33, 17, 40, 2, 1.0, 0.25, 3, false});  // beyond one tile
+    check_gemm(*be, t, {1, 0, 4, 3, 0, 2, 1.0, 0.5, 0, false});     // k = 0: C = beta C
+    check_gemm(*be, t, {0, 0, 4, 3, 0, 1, 1.0, 0.0, 0, false});
+  }
+  for (int32_t t : {FLX_I32, FLX_U8}) check_gemm(*be, t, {0, 0, 2, 2, 2, 1, 1.0, 0.0, 0, false});
+}
+
+// ---- movement ---------------------------------------------------------------------
+TEST_F(PluginTest, GatherAndScatterAddWithRepeatedIndices) {
+  const int64_t inner = 3, axis = 5, outer = 2, nidx = 7;
+  std::vector<double> idx = {4, 0, 4, 2, 4, 1, 0};
+  Bytes ib = make(FLX_I64, idx);
+  for (int32_t t : all_dtypes()) {
+    SCOPED_TRACE(dname(t));
+    auto desc = [&](const std::vector<flx_mem>& m) {
+      flx_index_desc d{};
+      d.dtype = t;
+      d.inner = inner;
+      d.axis_len = axis;
+      d.outer = outer;
+      d.nidx = nidx;
+      d.src = m[0];
+      d.dst = m[1];
+      d.idx = m[2];
+      return d;
+    };
+    Outcome g = run_both(*be, {make(t, values_for(t, inner * axis * outer, 1)), Bytes(inner * nidx * outer * dsize(t)), ib},
+                         [&](const Backend& b, int dev, const std::vector<flx_mem>& m) { b.gather(dev, desc(m)); });
+    ASSERT_TRUE(g.dev.ok) << g.dev.err;
+    EXPECT_TRUE(bitwise(g.cpu_out[1], g.dev_out[1]));
+    Outcome s = run_both(*be, {make(t, values_for(t, inner * nidx * outer, 2)), make(t, values_for(t, inner * axis * outer, 3)), ib},
+                         [&](const Backend& b, int dev, const std::vector<flx_mem>& m) { b.scatter_add(dev, desc(m)); });
+    EXPECT_SAME_OUTCOME(s);
+    if (s.cpu.ok && s.dev.ok)
+      EXPECT_TRUE(bitwise(s.cpu_out[1], s.dev_out[1])) << close(t, s.cpu_out[1], s.dev_out[1]).message();
+  }
+}
+
+TEST_F(PluginTest, PermuteEveryOrderOfThreeAndFourDims) {
+  for (int32_t t : all_dtypes()) {
+    for (int nd : {3, 4}) {
+      // (4, 3, 2, 2), and (4, 1, 3, 2) whose size-1 dim libflx drops
+      for (bool size_one : {false, true}) {
+        const int64_t shape[4] = {4, size_one ? 1 : 3, size_one ? 3 : 2, 2};
+        int32_t perm[4] = {0, 1, 2, 3};
+        do {
+          SCOPED_TRACE(std::string(dname(t)) + " perm " + std::to_string(perm[0]) + std::to_string(perm[1]) +
+                       std::to_string(perm[2]) + (nd == 4 ? std::to_string(perm[3]) : "") +
+                       (size_one ? " with a size-1 dim" : ""));
+          int64_t n = 1;
+          for (int k = 0; k < nd; ++k) n *= shape[k];
+          Outcome o = run_both(*be, {make(t, values_for(t, size_t(n), 4)), Bytes(size_t(n) * dsize(t))},
+                               [&](const Backend& b, int dev, const std::vector<flx_mem>& m) {
+                                 b.permute(dev, flx::detail::permute_desc(t, nd, shape, perm, m[0], m[1]));
+                               });
+          ASSERT_TRUE(o.dev.ok) << o.dev.err;
+          EXPECT_TRUE(bitwise(o.cpu_out[1], o.dev_out[1]));
+        } while (std::next_permutation(perm, perm + nd));
+      }
+    }
+  }
+}
+
+// ---- softmax and optimisers ----------------------------------------------------------
+TEST_F(PluginTest, SoftmaxForwardAndBackward) {
+  struct Case { int64_t inner, axis, outer; };
+  for (int32_t t : all_dtypes())
+    for (int lg = 0; lg < 2; ++lg)
+      for (Case c : {Case{3, 5, 2}, Case{1, 10, 4}, Case{6, 1, 1}}) {
+        SCOPED_TRACE(std::string(dname(t)) + (lg ? " logsoftmax" : " softmax") + " inner " + std::to_string(c.inner) +
+                     " axis " + std::to_string(c.axis));
+        size_t n = size_t(c.inner * c.axis * c.outer);
+        auto desc = [&](const std::vector<flx_mem>& m) {
+          flx_softmax_desc d{};
+          d.dtype = t;
+          d.log = lg;
+          d.inner = c.inner;
+          d.axis_len = c.axis;
+          d.outer = c.outer;
+          d.x = m[0];
+          d.y = m[1];
+          d.dy = m[2];
+          d.dx = m[3];
+          return d;
+        };
+        Bytes x = make(t, values_for(t, n, 6)), dy = make(t, values_for(t, n, 7)), z(n * dsize(t));
+        Outcome fwd = run_both(*be, {x, z, dy, z},
+                               [&](const Backend& b, int dev, const std::vector<flx_mem>& m) { b.softmax(dev, desc(m)); });
+        EXPECT_SAME_OUTCOME(fwd);
+        if (!fwd.cpu.ok || !fwd.dev.ok) continue;
+        EXPECT_TRUE(close(t, fwd.cpu_out[1], fwd.dev_out[1]));
+        // backward from the CPU's y, so both sides see the same input
+        Outcome bwd = run_both(*be, {x, fwd.cpu_out[1], dy, z}, [&](const Backend& b, int dev, const std::vector<flx_mem>& m) {
+          b.softmax_backward(dev, desc(m));
+        });
+        ASSERT_TRUE(bwd.dev.ok) << bwd.dev.err;
+        EXPECT_TRUE(close(t, bwd.cpu_out[3], bwd.dev_out[3], 2));
+      }
+}
+
+TEST_F(PluginTest, AdamStepWritesDxOrUpdatesInPlace) {
+  const size_t n = 300;
+  for (int32_t t : all_dtypes())
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(std::string(dname(t)) + (in_place ? " in place" : " dx"));
+      Bytes g = make(t, values_for(t, n, 1)), m = make(t, grid_values(n, -1, 1, 0.01, 2)),
+            v = make(t, grid_values(n, 0, 1, 0.01, 3)), x = make(t, values_for(t, n, 4)), dx(n * dsize(t));
+      Outcome o = run_both(*be, {g, m, v, dx, x}, [&](const Backend& bk, int dev, const std::vector<flx_mem>& b) {
+        flx_optim_desc d{};
+        d.kind = FLX_OPTIM_ADAM;
+        d.dtype = t;
+        d.n = int64_t(n);
+        d.grad = b[0];
+        d.m = b[1];
+        d.v = b[2];
+        d.dx = in_place ? flx_mem{nullptr, 0} : b[3];
+        d.x = b[4];
+        d.eta = 0.01;
+        d.beta1 = 0.9;
+        d.beta2 = 0.999;
+        d.eps = 1e-8;
+        d.beta1_pow = 0.9 * 0.9 * 0.9;
+        d.beta2_pow = 0.999 * 0.999 * 0.999;
+        bk.optim_step(dev, d);
+      });
+      EXPECT_SAME_OUTCOME(o);
+      if (!o.cpu.ok || !o.dev.ok) continue;
+      EXPECT_TRUE(close(t, o.cpu_out[1], o.dev_out[1]));                                 // m
+      EXPECT_TRUE(close(t, o.cpu_out[2], o.dev_out[2]));                                 // v
+      EXPECT_TRUE(close(t, o.cpu_out[in_place ? 4 : 3], o.dev_out[in_place ? 4 : 3]));  // x or dx
+    }
+}
