@@ -232,7 +232,9 @@ inline Outcome run_both(const Backend& be, const std::vector<Bytes>& init, const
 #define EXPECT_SAME_OUTCOME(o)                                                                         \
   do {                                                                                                 \
     EXPECT_EQ((o).dev.ok, (o).cpu.ok) << "cpu: " << (o).cpu.err << "\n" FLX_TEST_PLUGIN_NAME ": " << (o).dev.err; \
-    if (!(o).dev.ok) EXPECT_FALSE((o).dev.err.empty());                                                \
+    if (!(o).dev.ok) {                                                                                 \
+      EXPECT_FALSE((o).dev.err.empty());                                                               \
+    }                                                                                                  \
   } while (0)
 
 // ---- values <-> bytes -------------------------------------------------------------

@@ -312,7 +312,9 @@ TEST_F(PluginTest, RandomIsTheCpuSequence) {
       // Without fp64 the plugin may draw in float arithmetic: in range, not the CPU's bits.
       if (dist == FLX_RANDOM_UNIFORM) {
         // the same bits: Philox with the same (seed, offset, i), the same double arithmetic
-        if (fp64) EXPECT_TRUE(bitwise(o.cpu_out[0], o.dev_out[0]));
+        if (fp64) {
+          EXPECT_TRUE(bitwise(o.cpu_out[0], o.dev_out[0]));
+        }
         for (size_t i = 4; i < n + 4; ++i) {
           double v = value_at(t, o.dev_out[0], i);
           ASSERT_TRUE(v >= a && v < b) << i << ": " << v;

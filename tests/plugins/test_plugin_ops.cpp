@@ -192,7 +192,9 @@ void check_reduce(const Backend& be, int32_t t, int op, const std::vector<int64_
                          b.reduce(dev, d);
                        });
   EXPECT_SAME_OUTCOME(o);
-  if (o.cpu.ok && o.dev.ok) EXPECT_TRUE(close(out_t, o.cpu_out[1], o.dev_out[1]));
+  if (o.cpu.ok && o.dev.ok) {
+    EXPECT_TRUE(close(out_t, o.cpu_out[1], o.dev_out[1]));
+  }
 }
 }  // namespace
 
@@ -315,7 +317,9 @@ void check_gemm(const Backend& be, int32_t t, const GemmCase& g) {
     bk.gemm(dev, d);
   });
   EXPECT_SAME_OUTCOME(o);
-  if (o.cpu.ok && o.dev.ok) EXPECT_TRUE(close(t, o.cpu_out[2], o.dev_out[2], 2));
+  if (o.cpu.ok && o.dev.ok) {
+    EXPECT_TRUE(close(t, o.cpu_out[2], o.dev_out[2], 2));
+  }
 }
 }  // namespace
 
@@ -362,8 +366,9 @@ TEST_F(PluginTest, GatherAndScatterAddWithRepeatedIndices) {
     Outcome s = run_both(*be, {make(t, values_for(t, inner * nidx * outer, 2)), make(t, values_for(t, inner * axis * outer, 3)), ib},
                          [&](const Backend& b, int dev, const std::vector<flx_mem>& m) { b.scatter_add(dev, desc(m)); });
     EXPECT_SAME_OUTCOME(s);
-    if (s.cpu.ok && s.dev.ok)
+    if (s.cpu.ok && s.dev.ok) {
       EXPECT_TRUE(bitwise(s.cpu_out[1], s.dev_out[1])) << close(t, s.cpu_out[1], s.dev_out[1]).message();
+    }
   }
 }
 
