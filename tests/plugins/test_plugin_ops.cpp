@@ -213,7 +213,7 @@ TEST_F(PluginTest, LargeReductionsSplitIntoChunks) {
       check_reduce(*be, t, op, {5000}, 1u, 1.0);
       check_reduce(*be, t, op, {3000, 2}, 1u, 1.0);
       check_reduce(*be, t, op, {2, 1500, 3}, 2u, 1.0);
-      check_reduce(*be, t, op, {40, 30, 7}, 5u, 1.0);  // two reduced runs
+      check_reduce(*be, t, op, {200, 3, 10}, 5u, 1.0);  // two reduced runs
     }
 }
 
