@@ -1,5 +1,7 @@
 #include "flx/dtype.hpp"
 
+#include "flx/backend.h"
+
 #include <cmath>
 
 #include "flx/error.hpp"
@@ -65,3 +67,9 @@ DType promote_types(DType a, DType b) {
 }
 
 }  // namespace flx
+
+// DType's values are the ABI's codes: a tensor's dtype goes to backends as is.
+static_assert(int(flx::DType::Float32) == FLX_F32 && int(flx::DType::Float64) == FLX_F64 &&
+              int(flx::DType::Float16) == FLX_F16 && int(flx::DType::BFloat16) == FLX_BF16 &&
+              int(flx::DType::Int32) == FLX_I32 && int(flx::DType::Int64) == FLX_I64 &&
+              int(flx::DType::UInt8) == FLX_U8 && int(flx::DType::Bool) == FLX_BOOL);

@@ -1,5 +1,7 @@
 #include "flx/shape.hpp"
 
+#include "flx/backend.h"
+
 #include "flx/error.hpp"
 
 namespace flx {
@@ -45,3 +47,5 @@ std::string Shape::str() const {
 std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << '(' << s.str() << ')'; }
 
 }  // namespace flx
+
+static_assert(flx::Shape::max_dims == FLX_MAX_DIMS, "Shape holds as many dims as the backend ABI");

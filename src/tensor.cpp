@@ -12,14 +12,14 @@
 namespace flx {
 namespace detail {
 
-Storage::Storage(const BackendRt* b, int d, size_t n) : be(b), dev(d), buf(nullptr), nbytes(n) {
-  be->check(be->f->alloc(be->f->ctx, dev, n, &buf), "alloc");
-  note_alloc(be->id, dev, int64_t(n));
+Storage::Storage(const Backend* b, int d, size_t n) : be(b), dev(d), buf(nullptr), nbytes(n) {
+  buf = be->alloc(dev, n);
+  note_alloc(be->id(), dev, int64_t(n));
 }
 Storage::~Storage() {
   if (!buf) return;
-  be->f->free(be->f->ctx, dev, buf);
-  note_free(be->id, dev, int64_t(nbytes));
+  be->free(dev, buf);
+  note_free(be->id(), dev, int64_t(nbytes));
 }
 
 Tensor share(const Tensor& t, const Shape& shape, uint64_t offset_bytes) {
@@ -43,7 +43,7 @@ size_t checked_nbytes(const Shape& s, DType t) {
 
 void* host_data(const Tensor& t) {
   const auto& i = *t.impl();
-  void* base = i.storage->be->f->host_address(i.storage->be->f->ctx, i.storage->dev, i.storage->buf);
+  void* base = i.storage->be->host_address(i.storage->dev, i.storage->buf);
   return base ? static_cast<char*>(base) + i.offset : nullptr;
 }
 
@@ -82,8 +82,8 @@ void Tensor::read_host(DType as, void* out, size_t n, const char* what) const {
   Tensor src = dtype() == as ? *this : detach().to(as);
   if (n == 0) return;
   const auto& b = detail::be(src);
-  b.check(b.f->copy_d2h(b.f->ctx, detail::dev(src), out, detail::mem(src), n * dtype_size(as), nullptr), "copy to host");
-  b.check(b.f->stream_synchronize(b.f->ctx, detail::dev(src), nullptr), "synchronize");
+  b.copy_d2h(detail::dev(src), out, detail::mem(src), n * dtype_size(as));
+  b.synchronize(detail::dev(src));
 }
 
 Tensor Tensor::slice_last(int64_t start, int64_t stop) const {
@@ -104,11 +104,10 @@ Tensor Tensor::slice_last(int64_t start, int64_t stop) const {
                      [full, t, d, start, obs](const Tensor& g, const bool*, Tensor* gi) {
       Tensor z = empty(t, full, d);
       const auto& b = detail::be(z);
-      b.check(b.f->fill(b.f->ctx, detail::dev(z), detail::mem(z), int32_t(t), size_t(z.numel()), 0.0, nullptr), "fill");
+      b.fill(detail::dev(z), detail::mem(z), t, size_t(z.numel()), 0.0);
       flx_mem dst = detail::mem(z);
       dst.offset += uint64_t(start * obs) * dtype_size(t);
-      b.check(b.f->copy_d2d(b.f->ctx, detail::dev(z), dst, detail::mem(g), size_t(g.numel()) * dtype_size(t), nullptr),
-              "copy");
+      b.copy_d2d(detail::dev(z), dst, detail::mem(g), size_t(g.numel()) * dtype_size(t));
       gi[0] = z;
     });
   }
@@ -123,20 +122,19 @@ Tensor Tensor::to(Device d) const {
   const auto& db = detail::be(out);
   if (bytes) {
     if (&sb == &db) {
-      sb.check(sb.f->copy_peer(sb.f->ctx, detail::dev(out), detail::mem(out), detail::dev(*this), detail::mem(*this),
-                               bytes, nullptr),
-               "peer copy");
+      sb.copy_peer(detail::dev(out), detail::mem(out), detail::dev(*this), detail::mem(*this), bytes);
     } else if (void* src = detail::host_data(*this)) {
-      db.check(db.f->copy_h2d(db.f->ctx, detail::dev(out), detail::mem(out), src, bytes, nullptr), "copy to device");
+      db.copy_h2d(detail::dev(out), detail::mem(out), src, bytes);
     } else if (void* dst = detail::host_data(out)) {
-      sb.check(sb.f->copy_d2h(sb.f->ctx, detail::dev(*this), dst, detail::mem(*this), bytes, nullptr), "copy to host");
+      sb.copy_d2h(detail::dev(*this), dst, detail::mem(*this), bytes);
     } else {  // two different GPU backends: stage through the host
       auto tmp = detail::host_vector<char>(bytes, "moving a tensor between backends");
-      sb.check(sb.f->copy_d2h(sb.f->ctx, detail::dev(*this), tmp.data(), detail::mem(*this), bytes, nullptr), "copy");
-      db.check(db.f->copy_h2d(db.f->ctx, detail::dev(out), detail::mem(out), tmp.data(), bytes, nullptr), "copy");
+      sb.copy_d2h(detail::dev(*this), tmp.data(), detail::mem(*this), bytes);
+      sb.synchronize(detail::dev(*this));
+      db.copy_h2d(detail::dev(out), detail::mem(out), tmp.data(), bytes);
     }
-    sb.check(sb.f->stream_synchronize(sb.f->ctx, detail::dev(*this), nullptr), "synchronize");
-    db.check(db.f->stream_synchronize(db.f->ctx, detail::dev(out), nullptr), "synchronize");
+    sb.synchronize(detail::dev(*this));
+    db.synchronize(detail::dev(out));
   }
   // Differentiable: the gradient goes back to the source device.
   Device src_dev = device();
@@ -153,16 +151,13 @@ std::atomic<uint64_t> g_counter{0};
 
 void fill_value(const Tensor& t, double v) {
   const auto& b = detail::be(t);
-  b.check(b.f->fill(b.f->ctx, detail::dev(t), detail::mem(t), int32_t(t.dtype()), size_t(t.numel()), v, nullptr),
-          "fill");
+  b.fill(detail::dev(t), detail::mem(t), t.dtype(), size_t(t.numel()), v);
 }
 Tensor random_fill(DType t, const Shape& s, int dist, double a, double b) {
   FLX_CHECK(is_floating(t), TypeError, "rand/randn: expected a floating element type; got ", t);
   Tensor out = empty(t, s);
   const auto& be = detail::be(out);
-  be.check(be.f->random(be.f->ctx, 0, detail::mem(out), int32_t(t), size_t(out.numel()), dist, g_seed.load(),
-                        g_counter.fetch_add(1), a, b, nullptr),
-           "random");
+  be.random(0, detail::mem(out), t, size_t(out.numel()), dist, g_seed.load(), g_counter.fetch_add(1), a, b);
   return out;
 }
 }  // namespace

@@ -1,9 +1,10 @@
-// Internals behind Tensor: device storage, the tensor record, and the
-// handle on a backend's function table. Not installed.
+// Internals behind Tensor: device storage and the tensor record. Not
+// installed.
 #pragma once
 
 #include <memory>
 
+#include "backend/backend.hpp"
 #include "flx/backend.h"
 #include "flx/tensor.hpp"
 
@@ -13,30 +14,13 @@ struct Node;
 
 namespace flx::detail {
 
-// One loaded backend: its function table and the calls that turn a failed
-// status into a BackendError carrying the backend's message.
-struct BackendRt {
-  BackendId id;
-  const flx_backend_iface* f;
-  void check(int status, const char* what) const {
-    if (status != FLX_OK) [[unlikely]]
-      fail(status, what);
-  }
-  [[noreturn]] void fail(int status, const char* what) const;
-};
-
-// The backend serving a device (loads and checks it on first use).
-const BackendRt& backend_of(Device d);
-// Make `iface` serve devices of backend `id` (plugins; tests).
-void register_backend(BackendId id, const flx_backend_iface* iface);
-
 // Device memory owned by tensors; freed when the last tensor using it goes.
 struct Storage {
-  const BackendRt* be;
+  const Backend* be;
   int dev;
   flx_buffer buf;
   size_t nbytes;
-  Storage(const BackendRt* b, int d, size_t n);
+  Storage(const Backend* b, int d, size_t n);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -56,7 +40,7 @@ inline flx_mem mem(const Tensor& t) {
   auto& i = *t.impl();
   return {i.storage->buf, i.offset};
 }
-inline const BackendRt& be(const Tensor& t) { return *t.impl()->storage->be; }
+inline const Backend& be(const Tensor& t) { return *t.impl()->storage->be; }
 inline int dev(const Tensor& t) { return t.impl()->device.ordinal(); }
 
 // A new tensor record over `storage`, sharing it (views, reshapes).

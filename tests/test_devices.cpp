@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "flx/backend.h"
 #include "test_util.hpp"
 
 using namespace flx;
@@ -39,11 +40,43 @@ bool has(const std::string& out, const std::string& s) { return out.find(s) != s
 
 }  // namespace
 
-TEST(PluginLoader, WrongAbiVersionIsRejectedWithTheReason) {
+TEST(PluginLoader, WrongAbiMajorVersionIsRejectedWithTheReason) {
   std::string out = probe(plugin_dir("bad_version"), "CUDA cu");
   EXPECT_TRUE(has(out, "found=1 functional=0")) << out;
-  EXPECT_TRUE(has(out, "ABI version " + std::to_string(FLX_BACKEND_API_VERSION + 99))) << out;
+  EXPECT_TRUE(has(out, "built for backend ABI " + std::to_string(FLX_BACKEND_ABI_MAJOR + 97) + ".x; this libflx needs " +
+                           std::to_string(FLX_BACKEND_ABI_MAJOR) + ".x"))
+      << out;
   EXPECT_TRUE(has(out, "BackendUnavailable: cu: the CUDA backend is not available")) << out;
+  // A plugin of the first ABI (whose table began with api_version = 1).
+  out = probe(plugin_dir("v1"), "CUDA");
+  EXPECT_TRUE(has(out, "found=1 functional=0")) << out;
+  EXPECT_TRUE(has(out, "built for backend ABI 1.x; this libflx needs 2.x")) << out;
+}
+
+// Compatibility rules (backend.h): a plugin built against an older minor
+// version loads; what it lacks is refused when used, with a typed error.
+TEST(PluginLoader, PluginOfAnOlderMinorVersionLoadsAndWorks) {
+  static_assert(FLX_BACKEND_ABI_MINOR >= 1, "the old-minor plugin is built against minor 0");
+  std::string out = probe(plugin_dir("old_minor"), "CUDA abi");
+  EXPECT_TRUE(has(out, "found=1 functional=1")) << out;
+  EXPECT_TRUE(has(out, "abi=2.0\n")) << out;
+  EXPECT_TRUE(has(out, "tables=compute v1 (1/13 functions)")) << out;
+  out = probe(plugin_dir("old_minor"), "CUDA ops");
+  EXPECT_TRUE(has(out, "roundtrip 1 2 3\n")) << out;  // memory and copies of the core table
+  EXPECT_TRUE(has(out, "fill 0 0 0 0\n")) << out;     // the one function its compute table has
+  EXPECT_TRUE(has(out, "NotImplemented: an elementwise op cannot run on CUDA: its backend (plugin ")) << out;
+  EXPECT_TRUE(has(out, "ABI 2.0) has no `map` in its \"compute\" table")) << out;
+}
+
+TEST(PluginLoader, PluginWithoutAComputeTableLoadsAndOpsSayWhatIsMissing) {
+  std::string out = probe(plugin_dir("no_compute"), "CUDA abi");
+  EXPECT_TRUE(has(out, "found=1 functional=1")) << out;
+  EXPECT_TRUE(has(out, "tables=\n")) << out;
+  out = probe(plugin_dir("no_compute"), "CUDA ops");
+  EXPECT_TRUE(has(out, "roundtrip 1 2 3\n")) << out;
+  EXPECT_TRUE(has(out, "NotImplemented: fill cannot run on CUDA: its backend (plugin ")) << out;
+  EXPECT_TRUE(has(out, "provides no \"compute\" table version 1")) << out;
+  EXPECT_TRUE(has(out, "NotImplemented: an elementwise op cannot run on CUDA")) << out;
 }
 
 TEST(PluginLoader, MissingEntryPointIsRejected) {

@@ -63,7 +63,7 @@ class TwoDevices : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!detail::find_backend(BackendId::Metal))
-      detail::register_backend(BackendId::Metal, cpu_backend::backend_iface());
+      detail::register_backend(BackendId::Metal, cpu_backend::core());
   }
   Device other{BackendId::Metal, 0};
 };

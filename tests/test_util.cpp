@@ -15,7 +15,7 @@ std::vector<Device> accelerator_devices() {
     // second device ("Metal:0"), so the suite checks that no op mixes up
     // devices even on a machine with no second backend.
     if (const char* lb = std::getenv("FLX_TEST_LOOPBACK"); lb && std::string(lb) == "1") {
-      detail::register_backend(BackendId::Metal, cpu_backend::backend_iface());
+      detail::register_backend(BackendId::Metal, cpu_backend::core());
       out.push_back(Device(BackendId::Metal, 0));
       return out;
     }

@@ -33,6 +33,11 @@ int main(int argc, char** argv) {
     std::string plugin = s.built_in ? "built in" : s.plugin_found ? s.plugin_path : "not found";
     std::printf("%-7s plugin: %s\n        functional: %s%s\n", name.c_str(), plugin.c_str(),
                 s.functional ? "yes" : "no", s.functional ? "" : (" (" + s.reason + ")").c_str());
+    if (!s.abi.empty()) {
+      std::string tables;
+      for (const auto& t : s.tables) tables += (tables.empty() ? "" : ", ") + t;
+      std::printf("        backend ABI %s; op tables: %s\n", s.abi.c_str(), tables.empty() ? "none" : tables.c_str());
+    }
     for (const auto& d : flx::devices(name)) {
       std::printf("        %-9s %s [%s]", d.device.str().c_str(), d.name.c_str(), d.kind.c_str());
       if (d.total_memory) std::printf(", %s", gib(d.total_memory).c_str());

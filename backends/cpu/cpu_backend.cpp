@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../common/philox.hpp"
+#include "common/philox.hpp"
 #include "cpu_backend.hpp"
 #include "cpu_common.hpp"
 
@@ -83,7 +83,7 @@ struct SmallCache {
 };
 thread_local SmallCache t_small;
 
-int alloc(void*, int, size_t bytes, flx_buffer* out) {
+int alloc(void*, int, size_t bytes, flx_stream, flx_buffer* out) {
   size_t cls = size_class(bytes ? bytes : 1);
   void* block = nullptr;
   if (cls <= kSmallMax && !t_small_gone) {
@@ -108,7 +108,7 @@ int alloc(void*, int, size_t bytes, flx_buffer* out) {
   *out = reinterpret_cast<flx_buffer>(static_cast<char*>(block) + kHeader);
   return FLX_OK;
 }
-void free_fn(void*, int, flx_buffer b) {
+void free_fn(void*, int, flx_buffer b, flx_stream) {
   if (!b) return;
   void* block = reinterpret_cast<char*>(b) - kHeader;
   size_t cls = *static_cast<size_t*>(block);
@@ -131,9 +131,29 @@ void free_fn(void*, int, flx_buffer b) {
 }
 void* host_address(void*, int, flx_buffer b) { return b; }
 int host_alloc(void*, size_t bytes, void** out) {
-  return alloc(nullptr, 0, bytes, reinterpret_cast<flx_buffer*>(out));
+  return alloc(nullptr, 0, bytes, nullptr, reinterpret_cast<flx_buffer*>(out));
 }
-void host_free(void*, void* p) { free_fn(nullptr, 0, reinterpret_cast<flx_buffer>(p)); }
+void host_free(void*, void* p) { free_fn(nullptr, 0, reinterpret_cast<flx_buffer>(p), nullptr); }
+
+// Give the large blocks kept for reuse back to the system (the calling
+// thread's small blocks too); the dispatch layer calls it when an
+// allocation fails, before trying again.
+int release_cached(void*, int) {
+  {
+    BlockCache& c = cache();
+    std::lock_guard lock(c.mutex);
+    for (auto& [size, v] : c.free_blocks)
+      for (void* p : v) std::free(p);
+    c.free_blocks.clear();
+    c.cached = 0;
+  }
+  if (!t_small_gone)
+    for (auto& l : t_small.lists) {
+      for (void* p : l) std::free(p);
+      l.clear();
+    }
+  return FLX_OK;
+}
 
 // Work is synchronous: a stream is a token and an event is always complete.
 int stream_create(void*, int, flx_stream* out) {
@@ -231,16 +251,45 @@ int random(void*, int, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint6
   return FLX_OK;
 }
 
-const flx_backend_iface* backend_iface() {
-  static const flx_backend_iface iface = [] {
-    flx_backend_iface f{};
-    f.api_version = FLX_BACKEND_API_VERSION;
-    f.struct_size = sizeof(flx_backend_iface);
+namespace {
+
+const void* get_table(void*, const char* name, uint32_t version) {
+  static const flx_compute_table compute = [] {
+    flx_compute_table t{};
+    t.struct_size = sizeof t;
+    t.version = FLX_TABLE_COMPUTE_VERSION;
+    t.fill = fill;
+    t.random = cpu_backend::random;
+    t.cast = cast;
+    t.map = cpu_backend::map;
+    t.reduce = cpu_backend::reduce;
+    t.gemm = cpu_backend::gemm;
+    t.gather = cpu_backend::gather;
+    t.scatter_add = cpu_backend::scatter_add;
+    t.permute = cpu_backend::permute;
+    t.softmax = cpu_backend::softmax;
+    t.softmax_backward = cpu_backend::softmax_backward;
+    t.optim_step = cpu_backend::optim_step;
+    return t;
+  }();
+  if (std::strcmp(name, FLX_TABLE_COMPUTE) == 0 && version == FLX_TABLE_COMPUTE_VERSION) return &compute;
+  return nullptr;
+}
+
+}  // namespace
+
+const flx_backend* core() {
+  static const flx_backend b = [] {
+    flx_backend f{};
+    f.abi_major = FLX_BACKEND_ABI_MAJOR;
+    f.abi_minor = FLX_BACKEND_ABI_MINOR;
+    f.struct_size = sizeof(flx_backend);
     f.name = "CPU";
     f.functional = functional;
     f.device_count = device_count;
     f.device_props = device_props;
     f.last_error = last_error_fn;
+    f.get_table = get_table;
     f.alloc = alloc;
     f.free = free_fn;
     f.host_address = host_address;
@@ -258,21 +307,10 @@ const flx_backend_iface* backend_iface() {
     f.copy_d2h = copy_d2h;
     f.copy_d2d = copy_d2d;
     f.copy_peer = copy_peer;
-    f.fill = fill;
-    f.random = cpu_backend::random;
-    f.cast = cast;
-    f.map = cpu_backend::map;
-    f.reduce = cpu_backend::reduce;
-    f.gemm = cpu_backend::gemm;
-    f.gather = cpu_backend::gather;
-    f.scatter_add = cpu_backend::scatter_add;
-    f.permute = cpu_backend::permute;
-    f.softmax = cpu_backend::softmax;
-    f.softmax_backward = cpu_backend::softmax_backward;
-    f.optim_step = cpu_backend::optim_step;
+    f.release_cached = release_cached;
     return f;
   }();
-  return &iface;
+  return &b;
 }
 
 }  // namespace flx::cpu_backend

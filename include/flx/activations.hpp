@@ -15,40 +15,48 @@
 namespace flx {
 
 namespace detail {
-Tensor activate(int op, const Tensor& x, double alpha = 0);
 Tensor softmax(const Tensor& x, int dim, bool log);
 }  // namespace detail
 
-#define FLX_ACTIVATION(TYPE, OBJ, NAME, CODE)                                        \
-  struct TYPE {                                                                      \
-    Tensor operator()(const Tensor& x) const { return detail::activate(CODE, x); }   \
-    static const char* name() { return NAME; }                                      \
-  };                                                                                 \
+// Each operator() is defined in src/ops/activations.cpp (the op codes stay
+// inside the library).
+#define FLX_ACTIVATION(TYPE, OBJ, NAME)                  \
+  struct TYPE {                                          \
+    Tensor operator()(const Tensor& x) const;            \
+    static const char* name() { return NAME; }          \
+  };                                                     \
   inline constexpr TYPE OBJ{};
 
-FLX_ACTIVATION(Sigmoid, sigmoid, "σ", FLX_OP_SIGMOID)
-FLX_ACTIVATION(Relu, relu, "relu", FLX_OP_RELU)
-FLX_ACTIVATION(Tanh, tanh, "tanh", FLX_OP_TANH)
+FLX_ACTIVATION(Sigmoid, sigmoid, "σ")
+FLX_ACTIVATION(Relu, relu, "relu")
+FLX_ACTIVATION(Tanh, tanh, "tanh")
 // gelu is NNlib's (and Flux's) gelu: the tanh approximation
 // x/2 (1 + tanh(sqrt(2/π) (x + 0.044715 x³))). gelu_erf is the exact form
 // x/2 (1 + erf(x/√2)), PyTorch's default nn.GELU() (gelu_tanh there is
 // nn.GELU(approximate="tanh")); they differ by up to ~5e-4.
-FLX_ACTIVATION(Gelu, gelu, "gelu", FLX_OP_GELU)
-FLX_ACTIVATION(GeluErf, gelu_erf, "gelu_erf", FLX_OP_GELU_ERF)
-FLX_ACTIVATION(Swish, swish, "swish", FLX_OP_SWISH)
-FLX_ACTIVATION(Softplus, softplus, "softplus", FLX_OP_SOFTPLUS)
+FLX_ACTIVATION(Gelu, gelu, "gelu")
+FLX_ACTIVATION(GeluErf, gelu_erf, "gelu_erf")
+FLX_ACTIVATION(Swish, swish, "swish")
+FLX_ACTIVATION(Softplus, softplus, "softplus")
 #undef FLX_ACTIVATION
 
 struct LeakyRelu {  // leakyrelu(x, a = 0.01)
-  Tensor operator()(const Tensor& x, double a = 0.01) const { return detail::activate(FLX_OP_LEAKYRELU, x, a); }
+  Tensor operator()(const Tensor& x, double a = 0.01) const;
   static const char* name() { return "leakyrelu"; }
 };
 inline constexpr LeakyRelu leakyrelu{};
 struct Elu {  // elu(x, α = 1)
-  Tensor operator()(const Tensor& x, double alpha = 1.0) const { return detail::activate(FLX_OP_ELU, x, alpha); }
+  Tensor operator()(const Tensor& x, double alpha = 1.0) const;
   static const char* name() { return "elu"; }
 };
 inline constexpr Elu elu{};
+// celu(x, α = 1) = max(0, x) + min(0, α (exp(x/α) − 1)), as NNlib.celu and
+// torch.nn.CELU.
+struct Celu {
+  Tensor operator()(const Tensor& x, double alpha = 1.0) const;
+  static const char* name() { return "celu"; }
+};
+inline constexpr Celu celu{};
 struct Identity {
   Tensor operator()(const Tensor& x) const { return x; }
   static const char* name() { return "identity"; }

@@ -66,6 +66,9 @@ struct BackendStatus {
   std::string plugin_path;  // where the plugin was found
   bool functional = false;
   std::string reason;       // why not, when not functional
+  std::string abi;          // the backend ABI version it implements ("2.1")
+  // Op tables it provides, as "compute v1 (13/13 functions)".
+  std::vector<std::string> tables;
 };
 BackendStatus backend_status(std::string_view name);
 

@@ -7,19 +7,18 @@
 #include <ostream>
 #include <string_view>
 
-#include "flx/backend.h"
-
 namespace flx {
 
+// The values are the backend ABI's flx_dtype codes (checked in dtype.cpp).
 enum class DType : int32_t {
-  Float32 = FLX_F32,
-  Float64 = FLX_F64,
-  Float16 = FLX_F16,
-  BFloat16 = FLX_BF16,
-  Int32 = FLX_I32,
-  Int64 = FLX_I64,
-  UInt8 = FLX_U8,
-  Bool = FLX_BOOL,
+  Float32 = 0,
+  Float64 = 1,
+  Float16 = 2,
+  BFloat16 = 3,
+  Int32 = 4,
+  Int64 = 5,
+  UInt8 = 6,
+  Bool = 7,
 };
 
 inline constexpr DType Float32 = DType::Float32;

@@ -41,6 +41,13 @@ class OutOfMemory : public BackendError {
  public:
   using BackendError::BackendError;
 };
+// The backend serving a device lacks the table or function an operation
+// needs (a plugin built against an older ABI minor version, or one that
+// does not implement that family of ops yet).
+class NotImplemented : public BackendError {
+ public:
+  using BackendError::BackendError;
+};
 // An element type that an operation does not accept.
 class TypeError : public Error {
  public:

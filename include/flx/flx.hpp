@@ -3,7 +3,6 @@
 
 #include "flx/activations.hpp"
 #include "flx/autodiff.hpp"
-#include "flx/backend.h"
 #include "flx/checkpoints.hpp"
 #include "flx/data.hpp"
 #include "flx/datasets.hpp"

@@ -8,7 +8,6 @@
 #include <initializer_list>
 #include <vector>
 
-#include "flx/backend.h"
 #include "flx/tensor.hpp"
 
 namespace flx {
@@ -17,9 +16,10 @@ template <class S>
 concept Scalar = std::is_arithmetic_v<S>;
 
 namespace detail {
+enum class ScalarOp : int { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge };
 // A tensor-scalar op; the scalar's C++ kind (integral or floating) steers
 // promotion: an integer tensor with a floating scalar becomes Float32.
-Tensor scalar_op(int op, const Tensor& t, double s, bool s_floating, bool scalar_left);
+Tensor scalar_op(ScalarOp op, const Tensor& t, double s, bool s_floating, bool scalar_left);
 }  // namespace detail
 
 Tensor operator+(const Tensor& a, const Tensor& b);
@@ -38,22 +38,22 @@ Tensor operator>=(const Tensor& a, const Tensor& b);
 #define FLX_SCALAR_OPERATOR(SYM, CODE)                                                          \
   template <Scalar S>                                                                           \
   Tensor operator SYM(const Tensor& t, S s) {                                                   \
-    return detail::scalar_op(CODE, t, double(s), std::is_floating_point_v<S>, false);          \
+    return detail::scalar_op(detail::ScalarOp::CODE, t, double(s), std::is_floating_point_v<S>, false);          \
   }                                                                                             \
   template <Scalar S>                                                                           \
   Tensor operator SYM(S s, const Tensor& t) {                                                   \
-    return detail::scalar_op(CODE, t, double(s), std::is_floating_point_v<S>, true);           \
+    return detail::scalar_op(detail::ScalarOp::CODE, t, double(s), std::is_floating_point_v<S>, true);           \
   }
-FLX_SCALAR_OPERATOR(+, FLX_OP_ADD)
-FLX_SCALAR_OPERATOR(-, FLX_OP_SUB)
-FLX_SCALAR_OPERATOR(*, FLX_OP_MUL)
-FLX_SCALAR_OPERATOR(/, FLX_OP_DIV)
-FLX_SCALAR_OPERATOR(==, FLX_OP_EQ)
-FLX_SCALAR_OPERATOR(!=, FLX_OP_NE)
-FLX_SCALAR_OPERATOR(<, FLX_OP_LT)
-FLX_SCALAR_OPERATOR(<=, FLX_OP_LE)
-FLX_SCALAR_OPERATOR(>, FLX_OP_GT)
-FLX_SCALAR_OPERATOR(>=, FLX_OP_GE)
+FLX_SCALAR_OPERATOR(+, Add)
+FLX_SCALAR_OPERATOR(-, Sub)
+FLX_SCALAR_OPERATOR(*, Mul)
+FLX_SCALAR_OPERATOR(/, Div)
+FLX_SCALAR_OPERATOR(==, Eq)
+FLX_SCALAR_OPERATOR(!=, Ne)
+FLX_SCALAR_OPERATOR(<, Lt)
+FLX_SCALAR_OPERATOR(<=, Le)
+FLX_SCALAR_OPERATOR(>, Gt)
+FLX_SCALAR_OPERATOR(>=, Ge)
 #undef FLX_SCALAR_OPERATOR
 
 Tensor pow(const Tensor& x, double p);  // x .^ p

@@ -1,4 +1,4 @@
-// Shape: up to FLX_MAX_DIMS extents, column-major (first index fastest).
+// Shape: up to 8 extents (the backend ABI's FLX_MAX_DIMS), column-major (first index fastest).
 #pragma once
 
 #include <array>
@@ -8,13 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "flx/backend.h"
 
 namespace flx {
 
 class Shape {
  public:
-  static constexpr int max_dims = FLX_MAX_DIMS;
+  static constexpr int max_dims = 8;  // FLX_MAX_DIMS, checked in shape.cpp
 
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../tensor_impl.hpp"
+#include "backend/streams.hpp"
 #include "flx/data.hpp"
 
 namespace flx::detail {
@@ -11,7 +12,7 @@ namespace flx::detail {
 struct Stager::Impl {
   Device target;
   bool gpu_eltype;
-  const BackendRt* be = nullptr;  // null when the target is the CPU
+  const Backend* be = nullptr;  // null when the target is the CPU
   flx_stream stream = nullptr;
   flx_event event = nullptr;
   struct Slot {
@@ -26,10 +27,12 @@ struct Stager::Impl {
     if (slots.size() <= slot) slots.resize(slot + 1);
     Slot& s = slots[slot];
     if (s.bytes < bytes) {
-      if (s.ptr) be->f->host_free(be->f->ctx, s.ptr);
+      be->host_free(s.ptr);
       s = {};
       void* p = nullptr;
-      if (be->f->host_alloc(be->f->ctx, bytes, &p) != FLX_OK || !p) {
+      try {
+        p = be->host_alloc(bytes);
+      } catch (const OutOfMemory&) {  // no pinned memory: plain copies instead
         pinned_ok = false;
         return nullptr;
       }
@@ -44,19 +47,16 @@ Stager::Stager(Device target, bool gpu_eltype) : impl_(std::make_unique<Impl>())
   impl_->gpu_eltype = gpu_eltype;
   if (target.is_cpu()) return;
   impl_->be = &backend_of(target);
-  const auto* f = impl_->be->f;
-  impl_->be->check(f->stream_create(f->ctx, target.ordinal(), &impl_->stream), "creating the loader's copy stream");
-  impl_->be->check(f->event_create(f->ctx, target.ordinal(), &impl_->event), "creating the loader's copy event");
+  impl_->stream = impl_->be->stream_create(target.ordinal());
+  impl_->event = impl_->be->event_create(target.ordinal());
 }
 
 Stager::~Stager() {
   auto& m = *impl_;
   if (!m.be) return;
-  const auto* f = m.be->f;
-  for (auto& s : m.slots)
-    if (s.ptr) f->host_free(f->ctx, s.ptr);
-  if (m.event) f->event_destroy(f->ctx, m.target.ordinal(), m.event);
-  if (m.stream) f->stream_destroy(f->ctx, m.target.ordinal(), m.stream);
+  for (auto& s : m.slots) m.be->host_free(s.ptr);
+  if (m.event) m.be->event_destroy(m.target.ordinal(), m.event);
+  if (m.stream) m.be->stream_destroy(m.target.ordinal(), m.stream);
 }
 
 Tensor Stager::move(const Tensor& t0, size_t slot) {
@@ -68,14 +68,15 @@ Tensor Stager::move(const Tensor& t0, size_t slot) {
   void* pinned = src && bytes ? m.staging(slot, bytes) : nullptr;
   if (!pinned) return t.to(m.target);  // data on another device, or no pinned memory
   std::memcpy(pinned, src, bytes);
-  Tensor out = empty(t.dtype(), t.shape(), m.target);
-  const auto* f = m.be->f;
   const int dev = m.target.ordinal();
-  m.be->check(f->copy_h2d(f->ctx, dev, mem(out), pinned, bytes, m.stream), "copying a batch to the device");
-  m.be->check(f->event_record(f->ctx, dev, m.event, m.stream), "recording the batch copy");
+  // The batch is allocated and copied on the loader's copy stream.
+  StreamGuard on_copy_stream(m.target.backend_id(), dev, m.stream);
+  Tensor out = empty(t.dtype(), t.shape(), m.target);
+  m.be->copy_h2d(dev, mem(out), pinned, bytes);
+  m.be->event_record(dev, m.event);
   // Wait here, on the loader's thread: the staging buffer is free again and
   // the consumer's stream can use the batch without further ordering.
-  m.be->check(f->event_synchronize(f->ctx, dev, m.event), "waiting for the batch copy");
+  m.be->event_synchronize(dev, m.event);
   return out;
 }
 

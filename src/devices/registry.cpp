@@ -22,19 +22,9 @@ namespace flx::detail {
 
 namespace {
 
-const char* status_name(int s) {
-  switch (s) {
-    case FLX_ERR_OUT_OF_MEMORY: return "out of memory";
-    case FLX_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case FLX_ERR_UNSUPPORTED: return "unsupported";
-    case FLX_ERR_DEVICE: return "device error";
-  }
-  return "error";
-}
-
 struct Entry {
   bool attempted = false;
-  std::unique_ptr<BackendRt> rt;  // set when loaded and functional
+  std::unique_ptr<Backend> rt;  // set when loaded and functional
   BackendStatus status;
   void* handle = nullptr;  // dlopen handle, kept for the life of the process
 };
@@ -101,23 +91,33 @@ void load(BackendId id, Entry& e) {
       dlclose(h);
       return;
     }
-    const flx_backend_iface* f = entry(FLX_BACKEND_API_VERSION);
-    if (!f || f->api_version != FLX_BACKEND_API_VERSION || f->struct_size < sizeof(flx_backend_iface)) {
-      st.reason = "plugin " + st.plugin_path + " was built for backend ABI version " +
-                  (f ? std::to_string(f->api_version) : std::string("(other)")) + "; this libflx needs version " +
-                  std::to_string(FLX_BACKEND_API_VERSION) + ". Install the plugin that came with this libflx";
+    const flx_backend* core = entry(FLX_BACKEND_ABI_MAJOR, FLX_BACKEND_ABI_MINOR);
+    if (!core) {
+      st.reason = "plugin " + st.plugin_path + " cannot serve backend ABI " + std::to_string(FLX_BACKEND_ABI_MAJOR) +
+                  ".x, which this libflx needs. Install the plugin that came with this libflx";
+      dlclose(h);
+      return;
+    }
+    std::unique_ptr<Backend> rt;
+    try {
+      rt = std::make_unique<Backend>(id, core, "plugin " + st.plugin_path);
+    } catch (const Error& err) {
+      st.reason = err.what();
       dlclose(h);
       return;
     }
     e.handle = h;
-    char reason[512] = {0};
-    int score = f->functional(f->ctx, reason, sizeof reason);
-    if (score <= 0) {
-      st.reason = reason[0] ? reason : "the plugin reports it is not functional";
+    st.abi = std::to_string(core->abi_major) + "." + std::to_string(core->abi_minor);
+    for (const TableInfo& t : rt->tables())
+      st.tables.push_back(t.name + " v" + std::to_string(t.version) + " (" + std::to_string(t.functions) + "/" +
+                          std::to_string(t.of) + " functions)");
+    std::string reason;
+    if (rt->functional(&reason) <= 0) {
+      st.reason = !reason.empty() ? reason : "the plugin reports it is not functional";
       return;
     }
     st.functional = true;
-    e.rt = std::make_unique<BackendRt>(BackendRt{id, f});
+    e.rt = std::move(rt);
     return;
   }
   if (id == BackendId::AMDGPU || id == BackendId::Metal)
@@ -136,20 +136,12 @@ Entry& entry_for(BackendId id) {
 
 }  // namespace
 
-void BackendRt::fail(int status, const char* what) const {
-  const char* msg = f->last_error ? f->last_error(f->ctx) : "";
-  if (status == FLX_ERR_OUT_OF_MEMORY)
-    FLX_THROW(OutOfMemory, f->name, " backend: ", what, " failed (", status_name(status), "): ", msg,
-              "; free tensors that are no longer needed or use smaller sizes (a smaller batch)");
-  FLX_THROW(BackendError, f->name, " backend: ", what, " failed (", status_name(status), "): ", msg);
-}
-
-const BackendRt& cpu_rt() {
-  static const BackendRt cpu{BackendId::CPU, cpu_backend::backend_iface()};
+const Backend& cpu_rt() {
+  static const Backend cpu{BackendId::CPU, cpu_backend::core(), "built in"};
   return cpu;
 }
 
-const BackendRt* find_backend(BackendId id) {
+const Backend* find_backend(BackendId id) {
   if (id == BackendId::CPU) return &cpu_rt();
   std::lock_guard lock(registry().mutex);
   return entry_for(id).rt.get();
@@ -160,37 +152,46 @@ BackendStatus status_of(BackendId id) {
     BackendStatus s;
     s.name = "CPU";
     s.built_in = s.functional = true;
+    const Backend& cpu = cpu_rt();
+    s.abi = std::to_string(FLX_BACKEND_ABI_MAJOR) + "." + std::to_string(cpu.abi_minor());
+    for (const TableInfo& t : cpu.tables())
+      s.tables.push_back(t.name + " v" + std::to_string(t.version) + " (" + std::to_string(t.functions) + "/" +
+                         std::to_string(t.of) + " functions)");
     return s;
   }
   std::lock_guard lock(registry().mutex);
   return entry_for(id).status;
 }
 
-void register_backend(BackendId id, const flx_backend_iface* iface) {
+void register_backend(BackendId id, const flx_backend* core) {
   FLX_CHECK(id != BackendId::CPU, ArgumentError, "register_backend: the CPU backend is built in");
-  FLX_CHECK(iface && iface->api_version == FLX_BACKEND_API_VERSION, BackendUnavailable, "register_backend: ",
-            backend_name(id), " backend has ABI version ", iface ? iface->api_version : 0, ", expected ",
-            FLX_BACKEND_API_VERSION);
+  auto rt = std::make_unique<Backend>(id, core, "registered by the program");
+  std::string why;
+  FLX_CHECK(rt->functional(&why) > 0, BackendUnavailable, "register_backend: the ", backend_name(id),
+            " backend is not functional: ", why);
   std::lock_guard lock(registry().mutex);
   Entry& e = registry().entries[size_t(id)];
   FLX_CHECK(!e.rt, ArgumentError, "register_backend: a ", backend_name(id), " backend is already registered");
   e.attempted = true;
-  e.status = BackendStatus{std::string(backend_name(id)), false, false, "", true, ""};
-  e.rt = std::make_unique<BackendRt>(BackendRt{id, iface});
+  e.status = BackendStatus{};
+  e.status.name = std::string(backend_name(id));
+  e.status.functional = true;
+  e.status.abi = std::to_string(core->abi_major) + "." + std::to_string(core->abi_minor);
+  e.rt = std::move(rt);
 }
 
 // Every use of a Device (placing, moving, allocating, statistics) comes
 // here, so a device that does not exist is refused at its first use.
-const BackendRt& backend_of(Device d) {
+const Backend& backend_of(Device d) {
   if (d.is_cpu()) [[likely]] {
     FLX_CHECK(d.ordinal() == 0, BackendUnavailable, "there is no device ", d.str(),
               ": the CPU backend has one device, CPU:0 (Device::cpu() or get_device(\"CPU\", 0))");
     return cpu_rt();
   }
-  const BackendRt* rt = find_backend(d.backend_id());
+  const Backend* rt = find_backend(d.backend_id());
   if (!rt) FLX_THROW(BackendUnavailable, "there is no device ", d.str(), ": ", d.backend(), " is not available: ",
                      status_of(d.backend_id()).reason);
-  int n = rt->f->device_count(rt->f->ctx);
+  int n = rt->device_count();
   if (d.ordinal() < 0 || d.ordinal() >= n) {
     const std::string name(d.backend());
     const std::string has = n == 0   ? "0 devices"

@@ -1,15 +1,15 @@
 // Registry internals shared by device selection and tensors. Not installed.
 #pragma once
 
-#include "../tensor_impl.hpp"
+#include "backend/backend.hpp"
 #include "flx/devices.hpp"
 
 namespace flx::detail {
 
-const BackendRt& cpu_rt();
+const Backend& cpu_rt();
 // The backend for id if it is installed and functional, else null (loads
 // the plugin on first call).
-const BackendRt* find_backend(BackendId id);
+const Backend* find_backend(BackendId id);
 BackendStatus status_of(BackendId id);
 
 void note_alloc(BackendId id, int ordinal, int64_t bytes);

@@ -14,22 +14,18 @@ namespace {
 
 constexpr BackendId kGpuOrder[] = {BackendId::CUDA, BackendId::AMDGPU, BackendId::Metal, BackendId::OpenCL};
 
-flx_device_props props(const detail::BackendRt& rt, int ordinal) {
-  flx_device_props p{};
-  rt.check(rt.f->device_props(rt.f->ctx, ordinal, &p), "device_props");
-  return p;
-}
+flx_device_props props(const detail::Backend& rt, int ordinal) { return rt.device_props(ordinal); }
 
 // The first device of a backend that automatic selection may use: any for
 // CUDA/AMDGPU/Metal; for OpenCL only GPUs and accelerators (a CPU OpenCL
 // device such as PoCL loses to the built-in CPU backend).
 std::optional<int> auto_ordinal(BackendId id, std::string* why) {
-  const detail::BackendRt* rt = detail::find_backend(id);
+  const detail::Backend* rt = detail::find_backend(id);
   if (!rt) {
     if (why) *why = detail::status_of(id).reason;
     return std::nullopt;
   }
-  int n = rt->f->device_count(rt->f->ctx);
+  int n = rt->device_count();
   for (int i = 0; i < n; ++i)
     if (id != BackendId::OpenCL || props(*rt, i).kind != FLX_DEVICE_CPU) return i;
   if (why) *why = n ? "only CPU OpenCL devices, which automatic selection skips (ask for \"OpenCL\" by name)" : "no devices";
@@ -44,7 +40,7 @@ Device get_device(const GetDeviceOptions& opts) {
   if (opts.verbose) detail::log_info("Using backend set in preferences: " + pref + ".");
   if (pid == BackendId::CPU) return Device::cpu();
   // A backend named by the preference may use any of its devices.
-  if (const detail::BackendRt* rt = detail::find_backend(pid); rt && rt->f->device_count(rt->f->ctx) > 0)
+  if (const detail::Backend* rt = detail::find_backend(pid); rt && rt->device_count() > 0)
     return Device(pid, 0);
   std::string reason = detail::status_of(pid).reason;
   if (reason.empty()) reason = "it has no devices";
@@ -92,10 +88,10 @@ BackendStatus backend_status(std::string_view name) { return detail::status_of(b
 
 std::vector<DeviceInfo> devices(std::string_view backend) {
   BackendId id = backend_id_from_name(backend);
-  const detail::BackendRt* rt = detail::find_backend(id);
+  const detail::Backend* rt = detail::find_backend(id);
   std::vector<DeviceInfo> out;
   if (!rt) return out;
-  int n = rt->f->device_count(rt->f->ctx);
+  int n = rt->device_count();
   for (int i = 0; i < n; ++i) {
     flx_device_props p = props(*rt, i);
     const char* kind = p.kind == FLX_DEVICE_GPU ? "GPU" : p.kind == FLX_DEVICE_ACCELERATOR ? "accelerator" : "CPU";
@@ -126,8 +122,8 @@ Device gpu_target() {
 }
 
 Device cuda_target() {
-  const BackendRt* rt = find_backend(BackendId::CUDA);
-  if (!rt || rt->f->device_count(rt->f->ctx) == 0)
+  const Backend* rt = find_backend(BackendId::CUDA);
+  if (!rt || rt->device_count() == 0)
     FLX_THROW(BackendUnavailable, "cu: the CUDA backend is not available: ",
               rt ? std::string("no CUDA devices") : status_of(BackendId::CUDA).reason,
               ". Use gpu() to fall back to the CPU when there is no GPU");

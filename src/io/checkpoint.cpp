@@ -176,7 +176,7 @@ void load_into(const std::vector<State::Entry>& targets, const State& s, const c
     Tensor v = s.at(name).to(t.device());
     if (const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype()); bytes && v.id() != t.id()) {
       const auto& b = be(t);
-      b.check(b.f->copy_d2d(b.f->ctx, dev(t), mem(t), mem(v), bytes, nullptr), "copying a checkpoint into the model");
+      b.copy_d2d(dev(t), mem(t), mem(v), bytes);
     }
   }
 }

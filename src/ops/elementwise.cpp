@@ -2,6 +2,7 @@
 // with promotion, broadcasting and their backward rules.
 #include <cmath>
 
+#include "common/map_op_info.hpp"
 #include "flx/activations.hpp"
 #include "ops_internal.hpp"
 
@@ -63,8 +64,7 @@ void raw_map_into(const Tensor& out, int op, DType in_dtype, std::initializer_li
   d.alpha = alpha;
   d.beta = beta;
   if (out.numel() == 0) return;
-  const auto& b = detail::be(out);
-  b.check(b.f->map(b.f->ctx, detail::dev(out), &d, nullptr), "elementwise map");
+  detail::be(out).map(detail::dev(out), d);
 }
 
 Tensor raw_map(int op, DType in_dtype, DType out_dtype, const Shape& shape, std::initializer_list<Arg> args,
@@ -89,18 +89,13 @@ Tensor raw_binary(int op, const Tensor& a, const Tensor& b, double alpha, double
 Tensor raw_cast(const Tensor& x, DType t) {
   Tensor out = empty(t, x.shape(), x.device());
   if (x.numel()) {
-    const auto& b = detail::be(x);
-    b.check(b.f->cast(b.f->ctx, detail::dev(x), detail::mem(out), int32_t(t), detail::mem(x), int32_t(x.dtype()),
-                      size_t(x.numel()), nullptr),
-            "cast");
+    detail::be(x).cast(detail::dev(x), detail::mem(out), t, detail::mem(x), x.dtype(), size_t(x.numel()));
   }
   return out;
 }
 
 void fill(const Tensor& t, double v) {
-  const auto& b = detail::be(t);
-  b.check(b.f->fill(b.f->ctx, detail::dev(t), detail::mem(t), int32_t(t.dtype()), size_t(t.numel()), v, nullptr),
-          "fill");
+  detail::be(t).fill(detail::dev(t), detail::mem(t), t.dtype(), size_t(t.numel()), v);
 }
 
 }  // namespace ops
@@ -122,7 +117,7 @@ Tensor Tensor::to(DType t) const {
 
 namespace {
 
-bool is_compare(int op) { return op >= FLX_OP_EQ && op <= FLX_OP_GE; }
+using map_ops::is_compare;
 
 // The element type op computes in, given the promoted operand type.
 DType compute_type(int op, DType t) {
@@ -212,7 +207,10 @@ Tensor binary(int op, const Tensor& a0, const Tensor& b0) {
 }  // namespace
 
 namespace detail {
-Tensor scalar_op(int op, const Tensor& t0, double s, bool s_floating, bool scalar_left) {
+Tensor scalar_op(ScalarOp sop, const Tensor& t0, double s, bool s_floating, bool scalar_left) {
+  static constexpr int kCodes[] = {FLX_OP_ADD, FLX_OP_SUB, FLX_OP_MUL, FLX_OP_DIV, FLX_OP_EQ,
+                                   FLX_OP_NE,  FLX_OP_LT,  FLX_OP_LE,  FLX_OP_GT,  FLX_OP_GE};
+  const int op = kCodes[int(sop)];
   ops::check_defined(t0, op_name(op));
   DType base = t0.dtype();
   if (s_floating && !is_floating(base)) base = DType::Float32;
@@ -269,8 +267,8 @@ namespace {
 // A unary op: integer inputs of float-only ops compute in Float32.
 Tensor unary(int op, const Tensor& x0, double alpha = 0, double beta = 0) {
   ops::check_defined(x0, "unary op");
-  bool int_ok = op == FLX_OP_NEG || op == FLX_OP_ABS || op == FLX_OP_SIGN || op == FLX_OP_SQUARE ||
-                op == FLX_OP_RELU || op == FLX_OP_CLAMP;
+  const auto cls = map_ops::info(op).cls;
+  bool int_ok = cls == map_ops::OpClass::Num || cls == map_ops::OpClass::All;
   DType t = x0.dtype();
   if (!is_floating(t) && (!int_ok || t == DType::Bool)) t = int_ok ? DType::Int64 : DType::Float32;
   Tensor x = x0.to(t);
@@ -333,18 +331,11 @@ Tensor unary(int op, const Tensor& x0, double alpha = 0, double beta = 0) {
       break;
     }
     default: {
-      int gop = -1;
-      const char* name = "activation";
-      switch (op) {
-        case FLX_OP_GELU: gop = FLX_OP_GELU_GRAD, name = "gelu"; break;
-        case FLX_OP_GELU_ERF: gop = FLX_OP_GELU_ERF_GRAD, name = "gelu_erf"; break;
-        case FLX_OP_LEAKYRELU: gop = FLX_OP_LEAKYRELU_GRAD, name = "leakyrelu"; break;
-        case FLX_OP_ELU: gop = FLX_OP_ELU_GRAD, name = "elu"; break;
-        case FLX_OP_SWISH: gop = FLX_OP_SWISH_GRAD, name = "swish"; break;
-        case FLX_OP_SOFTPLUS: gop = FLX_OP_SOFTPLUS_GRAD, name = "softplus"; break;
-        case FLX_OP_CLAMP: gop = FLX_OP_CLAMP_GRAD, name = "clamp"; break;
-      }
-      FLX_CHECK(gop >= 0, Error, "internal: no backward rule for unary op ", op);
+      // An op with a fused derivative (GRAD in backend_ops.h): g * f'(x)
+      // in one kernel. First order only.
+      const int gop = map_ops::info(op).grad;
+      const char* name = map_ops::info(op).name;
+      FLX_CHECK(gop != FLX_OP_NONE, Error, "internal: no backward rule for the unary op ", name);
       autograd::record(name, Order::FirstOnly, out, {x},
                        [gop, alpha, beta, x = x.detach()](const Tensor& g, const bool*, Tensor* gi) {
                          gi[0] = ops::raw_binary(gop, x, g.to(x.dtype()), alpha, beta);
@@ -368,7 +359,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
   return unary(FLX_OP_CLAMP, x, lo, hi);
 }
 
-Tensor detail::activate(int op, const Tensor& x, double alpha) { return unary(op, x, alpha); }
+Tensor ops::activate(int op, const Tensor& x, double alpha) { return unary(op, x, alpha); }
 
 Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   ops::check_defined(cond, "where");

@@ -53,7 +53,7 @@ Tensor scatter_add_last(const Tensor& g, const Tensor& idx, const Shape& s) {
     d.src = detail::mem(g);
     d.dst = detail::mem(dx);
     const auto& b = detail::be(dx);
-    b.check(b.f->scatter_add(b.f->ctx, detail::dev(dx), &d, nullptr), "scatter_add");
+    b.scatter_add(detail::dev(dx), d);
   }
   return dx;
 }
@@ -72,7 +72,7 @@ Tensor gather_checked(const Tensor& x, const Tensor& idx) {
     d.src = detail::mem(x);
     d.dst = detail::mem(out);
     const auto& b = detail::be(x);
-    b.check(b.f->gather(b.f->ctx, detail::dev(x), &d, nullptr), "gather");
+    b.gather(detail::dev(x), d);
   }
   autograd::record("gather", autograd::Order::FirstOnly, out, {x},
                    [idx, xs = x.shape()](const Tensor& g, const bool*, Tensor* gi) {

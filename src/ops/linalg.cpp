@@ -69,7 +69,7 @@ Tensor raw_gemm(const Tensor& a0, bool ta, const Tensor& b0, bool tb) {
   d.stride_b = bb > 1 ? sb[0] * sb[1] : 0;
   d.stride_c = m * n;
   const auto& be = detail::be(a);
-  be.check(be.f->gemm(be.f->ctx, detail::dev(a), &d, nullptr), "gemm");
+  be.gemm(detail::dev(a), d);
   return c;
 }
 

@@ -6,6 +6,7 @@
 
 #include "../autograd.hpp"
 #include "../tensor_impl.hpp"
+#include "backend/descriptors.hpp"
 #include "flx/ops.hpp"
 
 namespace flx::ops {
@@ -26,6 +27,8 @@ Tensor raw_map(int op, DType in_dtype, DType out_dtype, const Shape& shape, std:
 // Same, written into an existing contiguous tensor of that shape.
 void raw_map_into(const Tensor& out, int op, DType in_dtype, std::initializer_list<Arg> args, double alpha = 0,
                   double beta = 0);
+// A unary map op with its autodiff rule (activations, math functions).
+Tensor activate(int op, const Tensor& x, double alpha = 0);
 Tensor raw_unary(int op, const Tensor& x, double alpha = 0, double beta = 0);
 Tensor raw_binary(int op, const Tensor& a, const Tensor& b, double alpha = 0, double beta = 0);
 Tensor raw_cast(const Tensor& x, DType t);

@@ -24,17 +24,9 @@ static Shape reduced_shape(const Shape& s, uint32_t mask) {
 Tensor raw_reduce(int op, const Tensor& x, uint32_t mask, double scale) {
   bool arg = op == FLX_REDUCE_ARGMAX || op == FLX_REDUCE_ARGMIN;
   Tensor out = empty(arg ? DType::Int64 : x.dtype(), reduced_shape(x.shape(), mask), x.device());
-  flx_reduce_desc d{};
-  d.op = op;
-  d.dtype = int32_t(x.dtype());
-  d.ndim = x.ndims();
-  for (int k = 0; k < d.ndim; ++k) d.shape[k] = x.shape()[k];
-  d.mask = mask;
-  d.scale = scale;
-  d.in = detail::mem(x);
-  d.out = detail::mem(out);
-  const auto& b = detail::be(x);
-  b.check(b.f->reduce(b.f->ctx, detail::dev(x), &d, nullptr), "reduce");
+  flx_reduce_desc d = detail::reduce_desc(op, int32_t(x.dtype()), x.ndims(), x.shape().data(), mask, scale,
+                                          detail::mem(x), detail::mem(out));
+  detail::be(x).reduce(detail::dev(x), d);
   return out;
 }
 

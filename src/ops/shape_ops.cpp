@@ -48,17 +48,11 @@ Tensor permutedims(const Tensor& x, const std::vector<int>& perm) {
   for (int k = 0; k < n; ++k) os.push_back(x.shape()[perm[size_t(k)]]);
   Tensor out = empty(x.dtype(), os, x.device());
   if (x.numel()) {
-    flx_permute_desc d{};
-    d.dtype = int32_t(x.dtype());
-    d.ndim = n;
-    for (int k = 0; k < n; ++k) {
-      d.shape[k] = x.shape()[k];
-      d.perm[k] = perm[size_t(k)];
-    }
-    d.src = detail::mem(x);
-    d.dst = detail::mem(out);
-    const auto& b = detail::be(x);
-    b.check(b.f->permute(b.f->ctx, detail::dev(x), &d, nullptr), "permute");
+    int32_t p[FLX_MAX_DIMS];
+    for (int k = 0; k < n; ++k) p[k] = perm[size_t(k)];
+    flx_permute_desc d = detail::permute_desc(int32_t(x.dtype()), n, x.shape().data(), p, detail::mem(x),
+                                              detail::mem(out));
+    detail::be(x).permute(detail::dev(x), d);
   }
   autograd::record("permutedims", autograd::Order::Higher, out, {x},
                    [inv](const Tensor& g, const bool*, Tensor* gi) { gi[0] = permutedims(g, inv); });
@@ -110,7 +104,7 @@ Tensor detail::softmax(const Tensor& x, int dim, bool log) {
   d.x = detail::mem(x);
   d.y = detail::mem(y);
   const auto& b = detail::be(x);
-  if (x.numel()) b.check(b.f->softmax(b.f->ctx, detail::dev(x), &d, nullptr), name);
+  if (x.numel()) b.softmax(detail::dev(x), d);
   // The fused backward kernel is first order (its gradient refuses a second derivative).
   autograd::record(name, autograd::Order::FirstOnly, y, {x},
                    [d, yd = y.detach()](const Tensor& g0, const bool*, Tensor* gi) mutable {
@@ -120,7 +114,7 @@ Tensor detail::softmax(const Tensor& x, int dim, bool log) {
     d.dy = detail::mem(g);
     d.dx = detail::mem(dx);
     const auto& be = detail::be(yd);
-    if (yd.numel()) be.check(be.f->softmax_backward(be.f->ctx, detail::dev(yd), &d, nullptr), "softmax backward");
+    if (yd.numel()) be.softmax_backward(detail::dev(yd), d);
     gi[0] = dx;
   });
   return y;

@@ -1,8 +1,9 @@
 // Prints what flx knows of one backend, for tests that must run in a fresh
 // process (the registry loads each plugin once per process).
-//   probe_backend NAME [gpu|cu|get_device|force|set]
-// set: gpu_backend(NAME), writing the preference. A flx::Error is printed
-// as "<Type>: <message>".
+//   probe_backend NAME [gpu|cu|get_device|force|set|abi|ops]
+// set: gpu_backend(NAME), writing the preference. abi: the ABI version and
+// op tables. ops: a round trip through NAME:0, then zeros and x + x there.
+// A flx::Error is printed as "<Type>: <message>".
 #include <flx/flx.hpp>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 namespace {
 const char* error_type(const flx::Error& e) {
   if (dynamic_cast<const flx::BackendUnavailable*>(&e)) return "BackendUnavailable";
+  if (dynamic_cast<const flx::NotImplemented*>(&e)) return "NotImplemented";
   if (dynamic_cast<const flx::ArgumentError*>(&e)) return "ArgumentError";
   return "Error";
 }
@@ -22,6 +24,11 @@ int main(int argc, char** argv) {
   std::printf("found=%d functional=%d path=%s\nreason=%s\n", s.plugin_found, s.functional, s.plugin_path.c_str(),
               s.reason.c_str());
   std::string what = argc > 2 ? argv[2] : "";
+  auto show = [](const char* label, const flx::Tensor& t) {
+    std::printf("%s", label);
+    for (float v : t.to_vector<float>()) std::printf(" %g", v);
+    std::printf("\n");
+  };
   try {
     if (what == "gpu") {
       flx::Tensor moved = flx::rand(flx::Float64, 2) | flx::gpu;
@@ -31,6 +38,22 @@ int main(int argc, char** argv) {
     if (what == "get_device") std::printf("device %s\n", flx::get_device({.verbose = true}).str().c_str());
     if (what == "force") (void)flx::get_device({.force = true});
     if (what == "set") flx::gpu_backend(argv[1]);
+    if (what == "abi") {
+      std::string tables;
+      for (const auto& t : s.tables) tables += (tables.empty() ? "" : "; ") + t;
+      std::printf("abi=%s\ntables=%s\n", s.abi.c_str(), tables.c_str());
+    }
+    if (what == "ops") {
+      flx::Device d = flx::get_device(argv[1], 0);
+      flx::Tensor x = flx::tensor(std::vector<float>{1, 2, 3}, {3}).to(d);
+      show("roundtrip", x.to(flx::Device::cpu()));
+      try {  // a product with k = 0 is a fill of zeros on the device
+        show("fill", flx::matmul(flx::zeros(2, 0).to(d), flx::zeros(0, 2).to(d)).to(flx::Device::cpu()));
+      } catch (const flx::Error& e) {
+        std::printf("%s: %s\n", error_type(e), e.what());
+      }
+      show("sum", x + x);
+    }
   } catch (const flx::Error& e) {
     std::printf("%s: %s\n", error_type(e), e.what());
   }
