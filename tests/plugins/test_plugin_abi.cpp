@@ -78,7 +78,8 @@ TEST_F(PluginTest, DevicesAreListedWithProperties) {
     EXPECT_GT(p.total_memory, 0u);
     EXPECT_LE(p.free_memory, p.total_memory);
   }
-  EXPECT_BACKEND_ERROR(be->device_props(n), "invalid argument", std::to_string(n).c_str());
+  const std::string ordinal = std::to_string(n);
+  EXPECT_BACKEND_ERROR(be->device_props(n), "invalid argument", ordinal.c_str());
   EXPECT_BACKEND_ERROR(be->alloc(-1, 16), "invalid argument");
 }
 
