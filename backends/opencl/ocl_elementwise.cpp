@@ -114,6 +114,9 @@ int map(void*, int dev, const flx_map_desc* dp, flx_stream s) noexcept {
     cl_long offs[3] = {0, 0, 0};
     Scalar sc[3] = {compute_scalar(t, 0), compute_scalar(t, 0), compute_scalar(t, 0)};
     cl_int smask = 0;
+    // Operands the op does not read (and scalars) get zero strides: the
+    // frontend leaves their fields unset.
+    cl_long8 strides[3] = {};
     for (int i = 0; i < nin; ++i) {
       // WHERE's condition is Bool storage; its scalar is `scalar != 0`.
       const bool cond = kind == kSelect && i == 0;
@@ -124,14 +127,14 @@ int map(void*, int dev, const flx_map_desc* dp, flx_stream s) noexcept {
       } else {
         bufs[i] = as_mem(d.in[i].mem);
         offs[i] = cl_long(elem_offset(d.in[i].mem, dtype_size(ti), info.name) * dtype_size(ti));
+        strides[i] = long8_of(d.in[i].strides, d.ndim);
       }
     }
     elem_offset(d.out, dtype_size(d.out_dtype), info.name);
     launch(dv, queue_of(dv, s), t, "map_k", size_t(d.numel), cl_int(d.op), cl_int(kind), cl_int(d.ndim),
-           long8_of(d.shape, d.ndim), bufs[0], offs[0], long8_of(d.in[0].strides, d.ndim), bufs[1], offs[1],
-           long8_of(d.in[1].strides, d.ndim), bufs[2], offs[2], long8_of(d.in[2].strides, d.ndim), as_mem(d.out),
-           cl_long(d.out.offset), smask, sc[0], sc[1], sc[2], compute_scalar(t, d.alpha), compute_scalar(t, d.beta),
-           cl_long(d.numel));
+           long8_of(d.shape, d.ndim), bufs[0], offs[0], strides[0], bufs[1], offs[1], strides[1], bufs[2], offs[2],
+           strides[2], as_mem(d.out), cl_long(d.out.offset), smask, sc[0], sc[1], sc[2],
+           compute_scalar(t, d.alpha), compute_scalar(t, d.beta), cl_long(d.numel));
   });
 }
 
