@@ -67,8 +67,9 @@ inline Scalar accum_scalar(int32_t t, double v, bool fp64) {
 }
 
 inline void require_dtype(int32_t t, const char* op) {
-  if (!valid_dtype(t)) raise(FLX_ERR_INVALID_ARGUMENT, std::string("unknown dtype ") + std::to_string(t));
-  (void)op;
+  if (!valid_dtype(t))
+    raise(FLX_ERR_INVALID_ARGUMENT, std::string(op) + ": expected a dtype code 0 to 7 (flx_dtype); got " +
+                                        std::to_string(t));
 }
 inline void require_float(int32_t t, const char* op) {
   require_dtype(t, op);
