@@ -44,7 +44,7 @@ for p in (root / "src").rglob("*"):
         if m:
             problems.append(f"{rel}:{n}: libflx includes a plugin's internals: {line.strip()}")
 
-for p in (root / "include" / "flx").glob("*.hpp"):
+for p in (root / "include" / "flx").rglob("*.hpp"):
     rel = p.relative_to(root).as_posix()
     for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
         if re.search(r'#\s*include\s*"flx/backend', line) or re.search(r"\bFLX_(OP|REDUCE)_[A-Z]", line.split("//")[0]):
