@@ -183,7 +183,7 @@ void* Backend::host_alloc(size_t bytes) const {
   void* p = nullptr;
   int st = core_->host_alloc(core_->ctx, bytes, &p);
   if (st == FLX_OK && !p && bytes) st = FLX_ERR_OUT_OF_MEMORY;
-  if (st != FLX_OK) fail(st == FLX_ERR_OUT_OF_MEMORY ? st : FLX_ERR_OUT_OF_MEMORY, "pinned host allocation");
+  check(st, "pinned host allocation");
   return p;
 }
 void Backend::host_free(void* p) const noexcept {
