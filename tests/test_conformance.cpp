@@ -61,6 +61,8 @@ std::vector<Case> cases() {
       {"elu", {{8}}, [](const V& v) { return elu(v[0]); }},
       {"swish", {{8}}, [](const V& v) { return swish(v[0]); }},
       {"softplus", {{8}}, [](const V& v) { return softplus(v[0]); }},
+      {"gelu_erf", {{8}}, [](const V& v) { return gelu_erf(v[0]); }},
+      {"celu", {{8}}, [](const V& v) { return celu(v[0], 0.7); }},
       {"sum_all", {{4, 5}}, [](const V& v) { return sum(v[0]); }},
       {"sum_dims", {{3, 4, 5}}, [](const V& v) { return sum(v[0], {0, 2}); }},
       {"sum_last", {{3, 40}}, [](const V& v) { return sum(v[0], {1}); }},

@@ -341,6 +341,23 @@ TEST_P(Ops, GeluErfIsTheExactFormAndGeluTheTanhForm) {
                                 {on(flx::testing::rand64({7}, -3, 3))}, 1e-6, 1e-6, "gelu_erf");
 }
 
+// celu came in through the op list alone (its body is shared by every
+// backend): checked against the closed form, NNlib's default alpha, and
+// finite differences.
+TEST_P(Ops, CeluMatchesItsClosedForm) {
+  std::vector<double> xs{-3, -1, -0.25, 0, 0.5, 2};
+  for (double alpha : {1.0, 0.5}) {
+    std::vector<double> want;
+    for (double v : xs) want.push_back(std::max(0.0, v) + std::min(0.0, alpha * (std::exp(v / alpha) - 1)));
+    expect_values(celu(on(tensor(xs)), alpha), want, 1e-12);
+  }
+  expect_values(celu(on(tensor(std::vector<float>{-1, 0.5}))), {std::exp(-1.0) - 1, 0.5}, 1e-6);
+  EXPECT_EQ(Activation(celu).name(), "celu");
+  EXPECT_THROW(celu(on(tensor(xs)), 0.0), ArgumentError);
+  flx::testing::check_gradients([](const std::vector<Tensor>& v) { return sum(celu(v[0], 0.8) * v[0]); },
+                                {on(flx::testing::rand64({7}, -3, 3))}, 1e-6, 1e-6, "celu");
+}
+
 TEST_P(Ops, OnecoldAndArgmaxOfA0DimTensorSayWhatIsWrong) {
   Tensor s = on(full(1.0f));
   auto msg = flx::testing::error_message<DimensionMismatch>([&] { onecold(s); });

@@ -20,8 +20,7 @@ namespace flx::detail {
 struct TableInfo {
   std::string name;
   uint32_t version;
-  uint32_t functions;  // how many entries the backend fills in
-  uint32_t of;         // of how many this libflx knows
+  std::vector<std::string> missing;  // functions this libflx knows that the table lacks
 };
 
 class Backend {

@@ -49,19 +49,35 @@ bool core_fn_set(const flx_backend* core, const CoreFn& f) {
   return p != nullptr;
 }
 
-constexpr uint32_t kComputeFunctions =
-    uint32_t((sizeof(flx_compute_table) - offsetof(flx_compute_table, fill)) / sizeof(void*));
+// The compute table's functions; optional ones (a query a backend may do
+// without) are not reported missing.
+struct TableFn {
+  const char* name;
+  size_t offset;
+  bool optional;
+};
+#define FLX_COMPUTE_FN_(f, opt) TableFn{#f, offsetof(flx_compute_table, f), opt}
+constexpr TableFn kComputeFns[] = {
+    FLX_COMPUTE_FN_(fill, false),        FLX_COMPUTE_FN_(random, false),
+    FLX_COMPUTE_FN_(cast, false),        FLX_COMPUTE_FN_(map, false),
+    FLX_COMPUTE_FN_(reduce, false),      FLX_COMPUTE_FN_(reduce_workspace, true),
+    FLX_COMPUTE_FN_(gemm, false),        FLX_COMPUTE_FN_(gather, false),
+    FLX_COMPUTE_FN_(scatter_add, false), FLX_COMPUTE_FN_(permute, false),
+    FLX_COMPUTE_FN_(softmax, false),     FLX_COMPUTE_FN_(softmax_backward, false),
+    FLX_COMPUTE_FN_(optim_step, false)};
+#undef FLX_COMPUTE_FN_
+static_assert(sizeof kComputeFns / sizeof kComputeFns[0] ==
+                  (sizeof(flx_compute_table) - offsetof(flx_compute_table, fill)) / sizeof(void*),
+              "every function of the compute table is listed");
 
-uint32_t count_set(const flx_compute_table* t) {
-  uint32_t n = 0;
-  for (size_t off = offsetof(flx_compute_table, fill); off + sizeof(void*) <= t->struct_size &&
-                                                       off + sizeof(void*) <= sizeof(flx_compute_table);
-       off += sizeof(void*)) {
-    void* p;
-    std::memcpy(&p, reinterpret_cast<const char*>(t) + off, sizeof p);
-    n += p != nullptr;
+std::vector<std::string> missing_fns(const flx_compute_table* t) {
+  std::vector<std::string> out;
+  for (const TableFn& f : kComputeFns) {
+    void* p = nullptr;
+    if (f.offset + sizeof p <= t->struct_size) std::memcpy(&p, reinterpret_cast<const char*>(t) + f.offset, sizeof p);
+    if (!p && !f.optional) out.push_back(f.name);
   }
-  return n;
+  return out;
 }
 
 }  // namespace
@@ -112,7 +128,7 @@ flx_device_props Backend::device_props(int dev) const {
 
 std::vector<TableInfo> Backend::tables() const {
   std::vector<TableInfo> out;
-  if (compute_) out.push_back({FLX_TABLE_COMPUTE, compute_->version, count_set(compute_), kComputeFunctions});
+  if (compute_) out.push_back({FLX_TABLE_COMPUTE, compute_->version, missing_fns(compute_)});
   return out;
 }
 
@@ -167,7 +183,7 @@ void* Backend::host_alloc(size_t bytes) const {
   void* p = nullptr;
   int st = core_->host_alloc(core_->ctx, bytes, &p);
   if (st == FLX_OK && !p && bytes) st = FLX_ERR_OUT_OF_MEMORY;
-  if (st != FLX_OK) fail(st == FLX_ERR_OUT_OF_MEMORY ? st : FLX_ERR_OUT_OF_MEMORY, "pinned host allocation");
+  check(st, "pinned host allocation");
   return p;
 }
 void Backend::host_free(void* p) const noexcept {

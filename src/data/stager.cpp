@@ -32,7 +32,7 @@ struct Stager::Impl {
       void* p = nullptr;
       try {
         p = be->host_alloc(bytes);
-      } catch (const OutOfMemory&) {  // no pinned memory: plain copies instead
+      } catch (const BackendError&) {  // no pinned memory (none left, or none at all): plain copies
         pinned_ok = false;
         return nullptr;
       }

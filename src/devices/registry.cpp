@@ -44,6 +44,17 @@ std::string lower(std::string_view s) {
   return r;
 }
 
+// "compute v1", or "compute v1 (lacks map, reduce)".
+std::vector<std::string> describe(const std::vector<TableInfo>& tables) {
+  std::vector<std::string> out;
+  for (const TableInfo& t : tables) {
+    std::string s = t.name + " v" + std::to_string(t.version);
+    for (size_t i = 0; i < t.missing.size(); ++i) s += (i ? ", " : " (lacks ") + t.missing[i];
+    out.push_back(t.missing.empty() ? s : s + ")");
+  }
+  return out;
+}
+
 // Folders searched for plugins, in order.
 std::vector<std::string> search_dirs() {
   std::vector<std::string> dirs;
@@ -108,9 +119,7 @@ void load(BackendId id, Entry& e) {
     }
     e.handle = h;
     st.abi = std::to_string(core->abi_major) + "." + std::to_string(core->abi_minor);
-    for (const TableInfo& t : rt->tables())
-      st.tables.push_back(t.name + " v" + std::to_string(t.version) + " (" + std::to_string(t.functions) + "/" +
-                          std::to_string(t.of) + " functions)");
+    st.tables = describe(rt->tables());
     std::string reason;
     if (rt->functional(&reason) <= 0) {
       st.reason = !reason.empty() ? reason : "the plugin reports it is not functional";
@@ -154,9 +163,7 @@ BackendStatus status_of(BackendId id) {
     s.built_in = s.functional = true;
     const Backend& cpu = cpu_rt();
     s.abi = std::to_string(FLX_BACKEND_ABI_MAJOR) + "." + std::to_string(cpu.abi_minor());
-    for (const TableInfo& t : cpu.tables())
-      s.tables.push_back(t.name + " v" + std::to_string(t.version) + " (" + std::to_string(t.functions) + "/" +
-                         std::to_string(t.of) + " functions)");
+    s.tables = describe(cpu.tables());
     return s;
   }
   std::lock_guard lock(registry().mutex);

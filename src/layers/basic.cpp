@@ -1,4 +1,4 @@
-#include "flx/layers.hpp"
+#include "flx/layers/basic.hpp"
 
 #include <cmath>
 

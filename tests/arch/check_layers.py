@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Architecture checks that a reviewer would otherwise do by hand:
+
+1. No backend table is called outside the dispatch layer (src/backend/):
+   no other file of libflx, the apps, the benchmarks or the tests reads a
+   table's `ctx`, looks up a table, or names the compute table. Backends
+   (backends/) and test plugins (tests/plugins/*.c) implement tables; they
+   are not callers.
+2. libflx's core (src/) includes no GPU header and no backend's internals
+   other than the built-in CPU backend's entry and the shared op list.
+3. Public headers (include/flx/*.hpp) do not expose the ABI (backend.h or
+   op codes) to user programs.
+
+Usage: check_layers.py REPO_ROOT
+"""
+import re
+import sys
+from pathlib import Path
+
+root = Path(sys.argv[1])
+problems = []
+
+RAW_CALL = re.compile(r"(->|\.)ctx\b|\bget_table\b|\bflx_compute_table\b")
+callers = [p for d in ("src", "apps", "bench", "tests", "examples") for p in (root / d).rglob("*")
+           if p.suffix in (".cpp", ".hpp", ".h", ".cc")]
+for p in callers:
+    rel = p.relative_to(root).as_posix()
+    if rel.startswith("src/backend/"):
+        continue
+    for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+        code = line.split("//")[0]
+        if RAW_CALL.search(code):
+            problems.append(f"{rel}:{n}: a backend table used outside src/backend/: {line.strip()}")
+
+GPU_HEADER = re.compile(r'#\s*include\s*[<"](cuda|cublas|cudnn|nccl|CL/|clblast|hip/)')
+for p in (root / "src").rglob("*"):
+    if p.suffix not in (".cpp", ".hpp", ".h"):
+        continue
+    rel = p.relative_to(root).as_posix()
+    for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+        if GPU_HEADER.search(line):
+            problems.append(f"{rel}:{n}: libflx's core includes a GPU header: {line.strip()}")
+        m = re.search(r'#\s*include\s*"(opencl|cuda)/', line)
+        if m:
+            problems.append(f"{rel}:{n}: libflx includes a plugin's internals: {line.strip()}")
+
+for p in (root / "include" / "flx").rglob("*.hpp"):
+    rel = p.relative_to(root).as_posix()
+    for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+        if re.search(r'#\s*include\s*"flx/backend', line) or re.search(r"\bFLX_(OP|REDUCE)_[A-Z]", line.split("//")[0]):
+            problems.append(f"{rel}:{n}: a public header exposes the backend ABI: {line.strip()}")
+
+if problems:
+    print("\n".join(problems))
+    sys.exit(1)
+print(f"ok: {len(callers)} files checked; tables are called only in src/backend/")

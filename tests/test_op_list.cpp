@@ -1,0 +1,67 @@
+// The op list (include/flx/backend_ops.h) checked as a whole: its codes and
+// classes are consistent, and every fused derivative it names agrees with
+// finite differences of its op's body. A new op is covered here without a
+// line of test code; the plugin suites run every op of the list on each
+// backend, and the conformance suite compares devices.
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "common/map_op_info.hpp"
+#include "ops/ops_internal.hpp"
+#include "test_util.hpp"
+
+using namespace flx;
+
+namespace {
+std::vector<int> all_ops() {
+  std::vector<int> ops;
+  for (int op = 0; op < map_ops::kMaxOpCode; ++op)
+    if (map_ops::exists(op)) ops.push_back(op);
+  return ops;
+}
+}  // namespace
+
+TEST(OpList, CodesNamesAndClassesAreConsistent) {
+  std::set<std::string> names;
+  for (int op : all_ops()) {
+    const auto& in = map_ops::info(op);
+    SCOPED_TRACE(in.name);
+    EXPECT_TRUE(names.insert(in.name).second) << "duplicate name";
+    // Code ranges by arity (backend_ops.h): unary 0-31, binary 32-95, ternary 96-.
+    if (in.arity == 1) EXPECT_LT(op, 32);
+    if (in.arity == 2) EXPECT_TRUE(op >= 32 && op < 96);
+    if (in.arity == 3) EXPECT_GE(op, 96);
+    if (in.grad != FLX_OP_NONE) {
+      EXPECT_EQ(in.arity, 1) << "only unary ops have a fused derivative";
+      EXPECT_EQ(map_ops::arity(in.grad), 2);
+      EXPECT_GE(in.grad, 64) << "derivative products use codes 64-95";
+    }
+    EXPECT_TRUE(map_ops::accepts(op, FLX_F32));
+    EXPECT_EQ(map_ops::accepts(op, FLX_I32), in.cls != map_ops::OpClass::Float);
+    EXPECT_EQ(map_ops::accepts(op, FLX_BOOL), in.cls != map_ops::OpClass::Float && in.cls != map_ops::OpClass::Num);
+  }
+  EXPECT_STREQ(map_ops::info(FLX_OP_GELU_ERF).name, "gelu_erf");
+  EXPECT_FALSE(map_ops::exists(127));
+}
+
+TEST(OpList, EveryFusedDerivativeMatchesFiniteDifferencesOfItsOp) {
+  const std::vector<double> xs{-2.3, -0.7, -0.1, 0.3, 0.9, 2.1};  // away from kinks (0, clamp's ±0.5)
+  const double h = 1e-6;
+  int checked = 0;
+  for (int op : all_ops()) {
+    const auto& in = map_ops::info(op);
+    if (in.grad == FLX_OP_NONE) continue;
+    SCOPED_TRACE(in.name);
+    const double alpha = op == FLX_OP_CLAMP ? -0.5 : 0.7, beta = op == FLX_OP_CLAMP ? 0.5 : 0;
+    Tensor x = tensor(xs), up = tensor(xs) + h, down = tensor(xs) - h;
+    Tensor g = tensor(std::vector<double>(xs.size(), 1.0));
+    std::vector<double> fused = ops::raw_binary(in.grad, x, g, alpha, beta).to_vector<double>();
+    std::vector<double> fu = ops::raw_unary(op, up, alpha, beta).to_vector<double>();
+    std::vector<double> fd = ops::raw_unary(op, down, alpha, beta).to_vector<double>();
+    for (size_t i = 0; i < xs.size(); ++i)
+      EXPECT_NEAR(fused[i], (fu[i] - fd[i]) / (2 * h), 1e-6) << "at x = " << xs[i];
+    ++checked;
+  }
+  EXPECT_GE(checked, 8);  // gelu, gelu_erf, leakyrelu, elu, swish, softplus, clamp, celu
+}
