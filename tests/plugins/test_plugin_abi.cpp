@@ -64,7 +64,7 @@ TEST(Plugin, EveryCoreAndComputeEntryIsSet) {
   EXPECT_EQ(tables[0].name, FLX_TABLE_COMPUTE);
   EXPECT_EQ(tables[0].version, FLX_TABLE_COMPUTE_VERSION);
   EXPECT_EQ(tables[0].functions, tables[0].of) << "compute functions left NULL";
-  EXPECT_EQ(tables[0].of, (sizeof(flx_compute_table) - offsetof(flx_compute_table, fill)) / sizeof(void*));
+  EXPECT_GE(tables[0].of, 13u);  // fill .. optim_step of version 1
 }
 
 TEST_F(PluginTest, DevicesAreListedWithProperties) {
