@@ -58,13 +58,15 @@ TEST(Plugin, EveryCoreAndComputeEntryIsSet) {
   for (size_t off = first; off <= last; off += sizeof(void*))
     EXPECT_TRUE(entry_set(p.core, off)) << "core entry at byte " << off;
   // release_cached (minor 1) is optional: a plugin without a cache leaves it NULL.
-  // The compute table, with every function, and no table it does not have.
+  // The compute table, with every function (the optional ones, such as
+  // reduce_workspace, are checked by what they do), and no other table.
   auto tables = p.be->tables();
   ASSERT_EQ(tables.size(), 1u);
   EXPECT_EQ(tables[0].name, FLX_TABLE_COMPUTE);
   EXPECT_EQ(tables[0].version, FLX_TABLE_COMPUTE_VERSION);
-  EXPECT_EQ(tables[0].functions, tables[0].of) << "compute functions left NULL";
-  EXPECT_GE(tables[0].of, 13u);  // fill .. optim_step of version 1
+  std::string missing;
+  for (const std::string& f : tables[0].missing) missing += " " + f;
+  EXPECT_TRUE(tables[0].missing.empty()) << "compute functions left NULL:" << missing;
 }
 
 TEST_F(PluginTest, DevicesAreListedWithProperties) {
