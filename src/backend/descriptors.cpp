@@ -41,6 +41,7 @@ void canonicalize(flx_map_desc& d) {
       for (int i = 0; i < nin; ++i) d.in[i].strides[k] = st[i][k];
     }
   }
+  for (int i = nin; i < 3; ++i) d.in[i] = flx_operand{};  // operands the op does not read: zeros, not garbage
   int64_t n = 1;
   for (int k = 0; k < d.ndim; ++k) n *= d.shape[k];
   d.numel = nd == 0 ? 1 : n;
