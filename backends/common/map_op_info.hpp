@@ -54,9 +54,9 @@ constexpr Table make_table() {
 inline constexpr Table table = make_table();
 }  // namespace detail
 
-constexpr const OpInfo& info(int op) {
-  return op >= 0 && op < kMaxOpCode ? detail::table.op[op] : detail::table.op[kMaxOpCode - 1];
-}
+inline constexpr OpInfo kNoOp{};
+// The op's entry; an empty one (arity 0) for codes outside the list.
+constexpr const OpInfo& info(int op) { return op >= 0 && op < kMaxOpCode ? detail::table.op[op] : kNoOp; }
 constexpr bool exists(int op) { return info(op).arity > 0; }
 constexpr int arity(int op) { return info(op).arity; }
 constexpr bool is_compare(int op) { return info(op).cls == OpClass::Cmp; }

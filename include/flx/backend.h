@@ -167,9 +167,10 @@ typedef struct flx_map_desc {
  * output) starts at the offset of o in the kept runs, and its nred inputs
  * follow the reduced runs. Runs are (extent, stride) pairs, first fastest,
  * with size-1 dims dropped and contiguous dims merged; either list may be
- * empty. ARGMAX/ARGMIN have exactly one reduced run and write 0-based
- * Int64 indices along it (the first NaN, else the first extremum). An
- * empty reduction (nred == 0) writes the initial value. */
+ * empty. ARGMAX/ARGMIN have exactly one reduced run, of extent >= 1 (the
+ * frontend refuses empty ones), and write 0-based Int64 indices along it
+ * (the first NaN, else the first extremum). An empty reduction (nred == 0)
+ * writes the initial value. */
 typedef enum flx_reduce_op {
   FLX_REDUCE_SUM = 0,
   FLX_REDUCE_MAX = 1,
@@ -334,6 +335,8 @@ typedef struct flx_backend {
   int (*copy_h2d)(void* ctx, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s);
   int (*copy_d2h)(void* ctx, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s);
   int (*copy_d2d)(void* ctx, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s);
+  /* between two devices of this backend; s is a stream of src_dev, and the
+   * copy is ordered after the work already queued on dst_dev's default stream */
   int (*copy_peer)(void* ctx, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s);
 
 #if FLX_BACKEND_TARGET_MINOR >= 1

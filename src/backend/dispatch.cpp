@@ -268,6 +268,8 @@ void Backend::reduce(int dev, flx_reduce_desc& d) const {
   d.workspace_bytes = bytes;
   int st = fn(core_->ctx, dev, &d, current_stream(id_, dev));
   free(dev, ws);
+  d.workspace = {};  // gone: the descriptor must not point at it
+  d.workspace_bytes = 0;
   check(st, "reduce");
 }
 void Backend::gemm(int dev, const flx_gemm_desc& d) const {
