@@ -18,8 +18,8 @@
 
 namespace flx::cpu_backend {
 namespace {
-
 thread_local std::string t_error;
+}  // namespace
 
 int functional(void*, char* reason, size_t cap) {
   if (reason && cap) reason[0] = '\0';
@@ -34,8 +34,9 @@ int device_props(void*, int dev, flx_device_props* out) {
   out->kind = FLX_DEVICE_CPU;
   return FLX_OK;
 }
-const char* last_error_fn(void*) { return t_error.c_str(); }
+const char* last_error(void*) { return t_error.c_str(); }
 
+namespace {
 // Large blocks are cached and reused: returning them to the OS (glibc
 // unmaps big blocks on free) would make every training step pay page faults
 // and page clearing for its activations. Small blocks are kept per thread, so
@@ -82,6 +83,7 @@ struct SmallCache {
   }
 };
 thread_local SmallCache t_small;
+}  // namespace
 
 int alloc(void*, int, size_t bytes, flx_stream, flx_buffer* out) {
   size_t cls = size_class(bytes ? bytes : 1);
@@ -108,7 +110,7 @@ int alloc(void*, int, size_t bytes, flx_stream, flx_buffer* out) {
   *out = reinterpret_cast<flx_buffer>(static_cast<char*>(block) + kHeader);
   return FLX_OK;
 }
-void free_fn(void*, int, flx_buffer b, flx_stream) {
+void free(void*, int, flx_buffer b, flx_stream) {
   if (!b) return;
   void* block = reinterpret_cast<char*>(b) - kHeader;
   size_t cls = *static_cast<size_t*>(block);
@@ -133,7 +135,7 @@ void* host_address(void*, int, flx_buffer b) { return b; }
 int host_alloc(void*, size_t bytes, void** out) {
   return alloc(nullptr, 0, bytes, nullptr, reinterpret_cast<flx_buffer*>(out));
 }
-void host_free(void*, void* p) { free_fn(nullptr, 0, reinterpret_cast<flx_buffer>(p), nullptr); }
+void host_free(void*, void* p) { cpu_backend::free(nullptr, 0, reinterpret_cast<flx_buffer>(p), nullptr); }
 
 // Give the large blocks kept for reuse back to the system (the calling
 // thread's small blocks too); the dispatch layer calls it when an
@@ -161,7 +163,7 @@ int stream_create(void*, int, flx_stream* out) {
   return FLX_OK;
 }
 void stream_destroy(void*, int, flx_stream) {}
-int ok_stream(void*, int, flx_stream) { return FLX_OK; }
+int stream_synchronize(void*, int, flx_stream) { return FLX_OK; }
 int event_create(void*, int, flx_event* out) {
   *out = nullptr;
   return FLX_OK;
@@ -217,8 +219,6 @@ int cast(void*, int, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t src_dt
   return ok ? FLX_OK : fail(FLX_ERR_INVALID_ARGUMENT, "cast: unknown dtype");
 }
 
-}  // namespace
-
 int fail(int status, const std::string& msg) {
   t_error = msg;
   return status;
@@ -251,32 +251,17 @@ int random(void*, int, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint6
   return FLX_OK;
 }
 
-namespace {
-
 const void* get_table(void*, const char* name, uint32_t version) {
   static const flx_compute_table compute = [] {
     flx_compute_table t{};
     t.struct_size = sizeof t;
     t.version = FLX_TABLE_COMPUTE_VERSION;
-    t.fill = fill;
-    t.random = cpu_backend::random;
-    t.cast = cast;
-    t.map = cpu_backend::map;
-    t.reduce = cpu_backend::reduce;
-    t.gemm = cpu_backend::gemm;
-    t.gather = cpu_backend::gather;
-    t.scatter_add = cpu_backend::scatter_add;
-    t.permute = cpu_backend::permute;
-    t.softmax = cpu_backend::softmax;
-    t.softmax_backward = cpu_backend::softmax_backward;
-    t.optim_step = cpu_backend::optim_step;
+    FLX_SET_COMPUTE_CALLS(t, cpu_backend)
     return t;
   }();
   if (std::strcmp(name, FLX_TABLE_COMPUTE) == 0 && version == FLX_TABLE_COMPUTE_VERSION) return &compute;
   return nullptr;
 }
-
-}  // namespace
 
 const flx_backend* core() {
   static const flx_backend b = [] {
@@ -285,28 +270,7 @@ const flx_backend* core() {
     f.abi_minor = FLX_BACKEND_ABI_MINOR;
     f.struct_size = sizeof(flx_backend);
     f.name = "CPU";
-    f.functional = functional;
-    f.device_count = device_count;
-    f.device_props = device_props;
-    f.last_error = last_error_fn;
-    f.get_table = get_table;
-    f.alloc = alloc;
-    f.free = free_fn;
-    f.host_address = host_address;
-    f.host_alloc = host_alloc;
-    f.host_free = host_free;
-    f.stream_create = stream_create;
-    f.stream_destroy = stream_destroy;
-    f.stream_synchronize = ok_stream;
-    f.event_create = event_create;
-    f.event_destroy = event_destroy;
-    f.event_record = event_record;
-    f.stream_wait_event = stream_wait_event;
-    f.event_synchronize = event_synchronize;
-    f.copy_h2d = copy_h2d;
-    f.copy_d2h = copy_d2h;
-    f.copy_d2d = copy_d2d;
-    f.copy_peer = copy_peer;
+    FLX_SET_CORE_CALLS(f, cpu_backend)
     f.release_cached = release_cached;
     return f;
   }();

@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/backend_tables.hpp"
 #include "flx/backend.h"
 #include "cpu_pool.hpp"
 #include "flx/dtype.hpp"
@@ -61,17 +62,9 @@ bool dispatch_dtype(int32_t t, F&& f) {
 template <class T>
 inline constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;
 
-// Backend entry points implemented in the cpu_*.cpp files.
-int map(void*, int, const flx_map_desc* d, flx_stream);
-int reduce(void*, int, const flx_reduce_desc* d, flx_stream);
-int gemm(void*, int, const flx_gemm_desc* d, flx_stream);
-int gather(void*, int, const flx_index_desc* d, flx_stream);
-int scatter_add(void*, int, const flx_index_desc* d, flx_stream);
-int permute(void*, int, const flx_permute_desc* d, flx_stream);
-int softmax(void*, int, const flx_softmax_desc* d, flx_stream);
-int softmax_backward(void*, int, const flx_softmax_desc* d, flx_stream);
-int optim_step(void*, int, const flx_optim_desc* d, flx_stream);
-int random(void*, int, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed, uint64_t offset,
-           double a, double b, flx_stream);
+// The ABI's calls, implemented across the cpu_*.cpp files under their
+// fields' names (cpu_backend.cpp builds the tables from them).
+FLX_DECLARE_BACKEND_CALLS
+int release_cached(void*, int dev);
 
 }  // namespace flx::cpu_backend

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/backend_tables.hpp"
 #include "flx/backend.h"
 
 namespace flx_ocl {
@@ -164,47 +165,12 @@ struct TempBuffer {
   TempBuffer& operator=(const TempBuffer&) = delete;
 };
 
-// ---- ABI entry points implemented across the files ---------------------------
-// core table (ocl_context.cpp, ocl_memory.cpp)
-int functional(void*, char* reason, size_t cap) noexcept;
-int device_count(void*) noexcept;
-int device_props(void*, int dev, flx_device_props* out) noexcept;
-const char* last_error_fn(void*) noexcept;
-int alloc(void*, int dev, size_t bytes, flx_stream s, flx_buffer* out) noexcept;
-void free_buffer(void*, int dev, flx_buffer buf, flx_stream s) noexcept;
-void* host_address(void*, int dev, flx_buffer buf) noexcept;
-int host_alloc(void*, size_t bytes, void** out) noexcept;
-void host_free(void*, void* ptr) noexcept;
-int stream_create(void*, int dev, flx_stream* out) noexcept;
-void stream_destroy(void*, int dev, flx_stream s) noexcept;
-int stream_synchronize(void*, int dev, flx_stream s) noexcept;
-int event_create(void*, int dev, flx_event* out) noexcept;
-void event_destroy(void*, int dev, flx_event e) noexcept;
-int event_record(void*, int dev, flx_event e, flx_stream s) noexcept;
-int stream_wait_event(void*, int dev, flx_stream s, flx_event e) noexcept;
-int event_synchronize(void*, int dev, flx_event e) noexcept;
-int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s) noexcept;
-int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s) noexcept;
-int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s) noexcept;
-int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s) noexcept;
-
-// compute table (ocl_memory.cpp, ocl_elementwise.cpp, ocl_reduce.cpp, ocl_gemm.cpp,
-// ocl_movement.cpp, ocl_softmax.cpp, ocl_optim.cpp)
-int fill(void*, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream s) noexcept;
-int random(void*, int dev, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed, uint64_t offset,
-           double a, double b, flx_stream s) noexcept;
-int cast(void*, int dev, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t src_dtype, size_t n,
-         flx_stream s) noexcept;
-int map(void*, int dev, const flx_map_desc* d, flx_stream s) noexcept;
-int reduce(void*, int dev, const flx_reduce_desc* d, flx_stream s) noexcept;
-int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes) noexcept;
-int gemm(void*, int dev, const flx_gemm_desc* d, flx_stream s) noexcept;
-int gather(void*, int dev, const flx_index_desc* d, flx_stream s) noexcept;
-int scatter_add(void*, int dev, const flx_index_desc* d, flx_stream s) noexcept;
-int permute(void*, int dev, const flx_permute_desc* d, flx_stream s) noexcept;
-int softmax(void*, int dev, const flx_softmax_desc* d, flx_stream s) noexcept;
-int softmax_backward(void*, int dev, const flx_softmax_desc* d, flx_stream s) noexcept;
-int optim_step(void*, int dev, const flx_optim_desc* d, flx_stream s) noexcept;
+// ---- ABI entry points, implemented across the files under their fields'
+// names: the core table (ocl_context.cpp, ocl_memory.cpp, ocl_entry.cpp) and
+// the compute table (ocl_memory.cpp, ocl_elementwise.cpp, ocl_reduce.cpp,
+// ocl_gemm.cpp, ocl_movement.cpp, ocl_softmax.cpp, ocl_optim.cpp).
+FLX_DECLARE_BACKEND_CALLS
+int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes);
 
 // Canonical descriptors carry dims as int64 arrays; kernels take them as long8.
 inline cl_long8 long8_of(const int64_t* v, int n) {

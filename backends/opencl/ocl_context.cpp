@@ -179,7 +179,7 @@ void copy_reason(const std::string& r, char* out, size_t cap) {
 }
 }  // namespace
 
-int functional(void*, char* reason, size_t cap) noexcept {
+int functional(void*, char* reason, size_t cap) {
   try {
     State& st = state();
     copy_reason(st.devices.empty() ? st.reason : std::string(), reason, cap);
@@ -189,14 +189,14 @@ int functional(void*, char* reason, size_t cap) noexcept {
     return 0;
   }
 }
-int device_count(void*) noexcept {
+int device_count(void*) {
   try {
     return int(state().devices.size());
   } catch (...) {
     return 0;
   }
 }
-int device_props(void*, int dev, flx_device_props* out) noexcept {
+int device_props(void*, int dev, flx_device_props* out) {
   return guard("device_props", [&] {
     Device& d = device(dev);
     std::memset(out, 0, sizeof *out);
@@ -210,10 +210,10 @@ int device_props(void*, int dev, flx_device_props* out) noexcept {
     }
   });
 }
-const char* last_error_fn(void*) noexcept { return last_error(); }
+const char* last_error(void*) { return last_error(); }
 
 // ---- streams: extra in-order queues; NULL is the device's default queue ----
-int stream_create(void*, int dev, flx_stream* out) noexcept {
+int stream_create(void*, int dev, flx_stream* out) {
   return guard("stream_create", [&] {
     Device& d = device(dev);
     cl_int err;
@@ -222,13 +222,13 @@ int stream_create(void*, int dev, flx_stream* out) noexcept {
     *out = reinterpret_cast<flx_stream>(q);
   });
 }
-void stream_destroy(void*, int, flx_stream s) noexcept {
+void stream_destroy(void*, int, flx_stream s) {
   if (!s) return;
   auto q = reinterpret_cast<cl_command_queue>(s);
   clFinish(q);
   clReleaseCommandQueue(q);
 }
-int stream_synchronize(void*, int dev, flx_stream s) noexcept {
+int stream_synchronize(void*, int dev, flx_stream s) {
   return guard("stream_synchronize", [&] { check_cl(clFinish(queue_of(device(dev), s)), "clFinish"); });
 }
 
@@ -239,19 +239,19 @@ struct Event {
   cl_context ctx = nullptr;
 };
 }  // namespace
-int event_create(void*, int dev, flx_event* out) noexcept {
+int event_create(void*, int dev, flx_event* out) {
   return guard("event_create", [&] {
     device(dev);
     *out = reinterpret_cast<flx_event>(new Event);
   });
 }
-void event_destroy(void*, int, flx_event e) noexcept {
+void event_destroy(void*, int, flx_event e) {
   auto* ev = reinterpret_cast<Event*>(e);
   if (!ev) return;
   if (ev->ev) clReleaseEvent(ev->ev);
   delete ev;
 }
-int event_record(void*, int dev, flx_event e, flx_stream s) noexcept {
+int event_record(void*, int dev, flx_event e, flx_stream s) {
   return guard("event_record", [&] {
     Device& d = device(dev);
     auto* ev = reinterpret_cast<Event*>(e);
@@ -265,7 +265,7 @@ int event_record(void*, int dev, flx_event e, flx_stream s) noexcept {
     ev->ctx = d.ctx;
   });
 }
-int stream_wait_event(void*, int dev, flx_stream s, flx_event e) noexcept {
+int stream_wait_event(void*, int dev, flx_stream s, flx_event e) {
   return guard("stream_wait_event", [&] {
     Device& d = device(dev);
     auto* ev = reinterpret_cast<Event*>(e);
@@ -276,7 +276,7 @@ int stream_wait_event(void*, int dev, flx_stream s, flx_event e) noexcept {
       check_cl(clWaitForEvents(1, &ev->ev), "clWaitForEvents");
   });
 }
-int event_synchronize(void*, int dev, flx_event e) noexcept {
+int event_synchronize(void*, int dev, flx_event e) {
   return guard("event_synchronize", [&] {
     device(dev);
     auto* ev = reinterpret_cast<Event*>(e);

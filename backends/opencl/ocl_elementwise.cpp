@@ -12,7 +12,7 @@
 namespace flx_ocl {
 
 int cast(void*, int dev, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t src_dtype, size_t n,
-         flx_stream s) noexcept {
+         flx_stream s) {
   return guard("cast", [&] {
     require_dtype(dst_dtype, "cast");
     require_dtype(src_dtype, "cast");
@@ -28,7 +28,7 @@ int cast(void*, int dev, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t sr
 }
 
 int random(void*, int dev, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed, uint64_t offset,
-           double a, double b, flx_stream s) noexcept {
+           double a, double b, flx_stream s) {
   return guard("random", [&] {
     require_dtype(dtype, "random");
     if (!is_float(dtype))
@@ -101,7 +101,7 @@ const mo::OpInfo& check_map(const flx_map_desc& d) {
 
 }  // namespace
 
-int map(void*, int dev, const flx_map_desc* dp, flx_stream s) noexcept {
+int map(void*, int dev, const flx_map_desc* dp, flx_stream s) {
   return guard("map", [&] {
     const flx_map_desc& d = *dp;
     const mo::OpInfo& info = check_map(d);

@@ -79,7 +79,7 @@ void gemm_halves(Device& dv, cl_command_queue q, const flx_gemm_desc& d) {
 
 }  // namespace
 
-int gemm(void*, int dev, const flx_gemm_desc* dp, flx_stream s) noexcept {
+int gemm(void*, int dev, const flx_gemm_desc* dp, flx_stream s) {
   return guard("gemm", [&] {
     const flx_gemm_desc& d = *dp;
     require_float(d.dtype, "gemm");

@@ -58,7 +58,7 @@ void check_range(Device& d, flx_mem m, size_t bytes, const char* what) {
     raise(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": the buffer belongs to another OpenCL platform than " + d.name);
 }
 
-int alloc(void*, int dev, size_t bytes, flx_stream, flx_buffer* out) noexcept {
+int alloc(void*, int dev, size_t bytes, flx_stream, flx_buffer* out) {
   return guard("alloc", [&] {
     Device& d = device(dev);
     if (d.max_alloc && bytes > d.max_alloc)
@@ -73,13 +73,13 @@ int alloc(void*, int dev, size_t bytes, flx_stream, flx_buffer* out) noexcept {
 }
 
 // Safe while kernels or copies using buf are still enqueued (see the top).
-void free_buffer(void*, int, flx_buffer buf, flx_stream) noexcept {
+void free(void*, int, flx_buffer buf, flx_stream) {
   if (buf) clReleaseMemObject(as_mem(buf));
 }
 
-void* host_address(void*, int, flx_buffer) noexcept { return nullptr; }
+void* host_address(void*, int, flx_buffer) { return nullptr; }
 
-int host_alloc(void*, size_t bytes, void** out) noexcept {
+int host_alloc(void*, size_t bytes, void** out) {
   return guard("host_alloc", [&] {
     size_t n = std::max<size_t>(bytes, 1);
     Pinned p;
@@ -111,7 +111,7 @@ int host_alloc(void*, size_t bytes, void** out) noexcept {
   });
 }
 
-void host_free(void*, void* ptr) noexcept {
+void host_free(void*, void* ptr) {
   if (!ptr) return;
   Pinned p;
   {
@@ -131,7 +131,7 @@ void host_free(void*, void* ptr) noexcept {
   }
 }
 
-int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s) noexcept {
+int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s) {
   return guard("copy_h2d", [&] {
     if (!bytes) return;
     Device& d = device(dev);
@@ -142,7 +142,7 @@ int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_str
   });
 }
 
-int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s) noexcept {
+int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s) {
   return guard("copy_d2h", [&] {
     if (!bytes) return;
     Device& d = device(dev);
@@ -185,7 +185,7 @@ struct EventRef {
 };
 }  // namespace
 
-int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s) noexcept {
+int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s) {
   return guard("copy_d2d", [&] {
     if (!bytes) return;
     Device& d = device(dev);
@@ -202,7 +202,7 @@ int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream 
 // destination's default queue waits for the copy (a barrier), so that work
 // on either device stays ordered with it without blocking the host. Across
 // platforms the bytes go through host memory and the call blocks.
-int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s) noexcept {
+int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s) {
   return guard("copy_peer", [&] {
     if (!bytes) return;
     Device& dd = device(dst_dev);
@@ -235,7 +235,7 @@ int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t 
   });
 }
 
-int fill(void*, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream s) noexcept {
+int fill(void*, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream s) {
   return guard("fill", [&] {
     require_dtype(dtype, "fill");
     if (!n) return;

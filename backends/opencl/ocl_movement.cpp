@@ -26,7 +26,7 @@ void check_index(const flx_index_desc& d, const char* what) {
 // Indices are not checked on the host (that would cost a device round trip);
 // the frontend guarantees them, and the kernels read out-of-range ones as 0
 // (gather) or skip them (scatter_add) instead of touching stray memory.
-int gather(void*, int dev, const flx_index_desc* dp, flx_stream s) noexcept {
+int gather(void*, int dev, const flx_index_desc* dp, flx_stream s) {
   return guard("gather", [&] {
     const flx_index_desc& d = *dp;
     check_index(d, "gather");
@@ -37,7 +37,7 @@ int gather(void*, int dev, const flx_index_desc* dp, flx_stream s) noexcept {
   });
 }
 
-int scatter_add(void*, int dev, const flx_index_desc* dp, flx_stream s) noexcept {
+int scatter_add(void*, int dev, const flx_index_desc* dp, flx_stream s) {
   return guard("scatter_add", [&] {
     const flx_index_desc& d = *dp;
     check_index(d, "scatter_add");
@@ -50,7 +50,7 @@ int scatter_add(void*, int dev, const flx_index_desc* dp, flx_stream s) noexcept
   });
 }
 
-int permute(void*, int dev, const flx_permute_desc* dp, flx_stream s) noexcept {
+int permute(void*, int dev, const flx_permute_desc* dp, flx_stream s) {
   return guard("permute", [&] {
     const flx_permute_desc& d = *dp;
     require_dtype(d.dtype, "permute");

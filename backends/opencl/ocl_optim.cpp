@@ -7,7 +7,7 @@
 
 namespace flx_ocl {
 
-int optim_step(void*, int dev, const flx_optim_desc* dp, flx_stream s) noexcept {
+int optim_step(void*, int dev, const flx_optim_desc* dp, flx_stream s) {
   return guard("optim_step", [&] {
     const flx_optim_desc& d = *dp;
     if (d.kind != FLX_OPTIM_ADAM) raise(FLX_ERR_UNSUPPORTED, "unknown optimiser kind " + std::to_string(d.kind));

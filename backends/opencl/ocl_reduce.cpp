@@ -77,14 +77,14 @@ void arg_reduce(Device& dv, cl_command_queue q, const flx_reduce_desc& d) {
 
 }  // namespace
 
-int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes) noexcept {
+int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes) {
   return guard("reduce_workspace", [&] {
     check_reduce(*d);
     *bytes = plan_of(device(dev), *d).workspace;
   });
 }
 
-int reduce(void*, int dev, const flx_reduce_desc* dp, flx_stream s) noexcept {
+int reduce(void*, int dev, const flx_reduce_desc* dp, flx_stream s) {
   return guard("reduce", [&] {
     const flx_reduce_desc& d = *dp;
     check_reduce(d);

@@ -29,10 +29,10 @@ void softmax_any(int dev, const flx_softmax_desc& d, bool backward, flx_stream s
 }
 }  // namespace
 
-int softmax(void*, int dev, const flx_softmax_desc* d, flx_stream s) noexcept {
+int softmax(void*, int dev, const flx_softmax_desc* d, flx_stream s) {
   return guard("softmax", [&] { softmax_any(dev, *d, false, s); });
 }
-int softmax_backward(void*, int dev, const flx_softmax_desc* d, flx_stream s) noexcept {
+int softmax_backward(void*, int dev, const flx_softmax_desc* d, flx_stream s) {
   return guard("softmax_backward", [&] { softmax_any(dev, *d, true, s); });
 }
 

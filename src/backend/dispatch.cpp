@@ -7,6 +7,7 @@
 #include "backend/backend.hpp"
 #include "backend/descriptors.hpp"
 #include "backend/streams.hpp"
+#include "common/backend_tables.hpp"
 #include "flx/error.hpp"
 
 namespace flx::detail {
@@ -23,25 +24,21 @@ const char* status_name(int s) {
   return "error";
 }
 
-// The core calls every backend must provide, by name, for the load check.
+// The core calls, by name, for the load check.
 struct CoreFn {
   const char* name;
   size_t offset;
 };
-#define FLX_CORE_FN_(f) CoreFn{#f, offsetof(flx_backend, f)}
+#define FLX_CORE_FN_(f, ...) CoreFn{#f, offsetof(flx_backend, f)},
 // Discovery: needed to load a plugin and ask whether it works.
-constexpr CoreFn kDiscoveryCore[] = {FLX_CORE_FN_(functional), FLX_CORE_FN_(device_count),
-                                     FLX_CORE_FN_(last_error), FLX_CORE_FN_(get_table)};
-// The rest: needed to use a functional backend.
-constexpr CoreFn kRequiredCore[] = {
-    FLX_CORE_FN_(device_props),   FLX_CORE_FN_(alloc),
-    FLX_CORE_FN_(free),           FLX_CORE_FN_(host_address),      FLX_CORE_FN_(host_alloc),
-    FLX_CORE_FN_(host_free),      FLX_CORE_FN_(stream_create),     FLX_CORE_FN_(stream_destroy),
-    FLX_CORE_FN_(stream_synchronize), FLX_CORE_FN_(event_create),  FLX_CORE_FN_(event_destroy),
-    FLX_CORE_FN_(event_record),   FLX_CORE_FN_(stream_wait_event), FLX_CORE_FN_(event_synchronize),
-    FLX_CORE_FN_(copy_h2d),       FLX_CORE_FN_(copy_d2h),          FLX_CORE_FN_(copy_d2d),
-    FLX_CORE_FN_(copy_peer)};
+constexpr CoreFn kDiscoveryCore[] = {FLX_CORE_FN_(functional) FLX_CORE_FN_(device_count)
+                                         FLX_CORE_FN_(last_error) FLX_CORE_FN_(get_table)};
+// All of them: needed to use a functional backend.
+constexpr CoreFn kRequiredCore[] = {FLX_CORE_CALLS(FLX_CORE_FN_, unused)};
 #undef FLX_CORE_FN_
+static_assert(sizeof kRequiredCore / sizeof kRequiredCore[0] + 1 ==
+                  (sizeof(flx_backend) - offsetof(flx_backend, functional)) / sizeof(void*),
+              "every core call is listed in FLX_CORE_CALLS, release_cached (optional) aside");
 
 bool core_fn_set(const flx_backend* core, const CoreFn& f) {
   void* p;
@@ -49,33 +46,25 @@ bool core_fn_set(const flx_backend* core, const CoreFn& f) {
   return p != nullptr;
 }
 
-// The compute table's functions; optional ones (a query a backend may do
-// without) are not reported missing.
+// The compute table's calls, by name; the optional ones (reduce_workspace)
+// are not reported missing.
 struct TableFn {
   const char* name;
   size_t offset;
-  bool optional;
 };
-#define FLX_COMPUTE_FN_(f, opt) TableFn{#f, offsetof(flx_compute_table, f), opt}
-constexpr TableFn kComputeFns[] = {
-    FLX_COMPUTE_FN_(fill, false),        FLX_COMPUTE_FN_(random, false),
-    FLX_COMPUTE_FN_(cast, false),        FLX_COMPUTE_FN_(map, false),
-    FLX_COMPUTE_FN_(reduce, false),      FLX_COMPUTE_FN_(reduce_workspace, true),
-    FLX_COMPUTE_FN_(gemm, false),        FLX_COMPUTE_FN_(gather, false),
-    FLX_COMPUTE_FN_(scatter_add, false), FLX_COMPUTE_FN_(permute, false),
-    FLX_COMPUTE_FN_(softmax, false),     FLX_COMPUTE_FN_(softmax_backward, false),
-    FLX_COMPUTE_FN_(optim_step, false)};
+#define FLX_COMPUTE_FN_(f, ...) TableFn{#f, offsetof(flx_compute_table, f)},
+constexpr TableFn kComputeFns[] = {FLX_COMPUTE_CALLS(FLX_COMPUTE_FN_, unused)};
 #undef FLX_COMPUTE_FN_
-static_assert(sizeof kComputeFns / sizeof kComputeFns[0] ==
+static_assert(sizeof kComputeFns / sizeof kComputeFns[0] + 1 ==
                   (sizeof(flx_compute_table) - offsetof(flx_compute_table, fill)) / sizeof(void*),
-              "every function of the compute table is listed");
+              "every call of the compute table is listed in FLX_COMPUTE_CALLS, reduce_workspace aside");
 
 std::vector<std::string> missing_fns(const flx_compute_table* t) {
   std::vector<std::string> out;
   for (const TableFn& f : kComputeFns) {
     void* p = nullptr;
     if (f.offset + sizeof p <= t->struct_size) std::memcpy(&p, reinterpret_cast<const char*>(t) + f.offset, sizeof p);
-    if (!p && !f.optional) out.push_back(f.name);
+    if (!p) out.push_back(f.name);
   }
   return out;
 }
