@@ -33,6 +33,7 @@ using std::tanh;
 #define FLX_CPU_OP_(NAME, CODE, ARITY, CLASS, GRAD, BODY)                   \
   struct Op_##NAME {                                                        \
     static constexpr map_ops::OpClass cls = map_ops::detail::class_##CLASS; \
+    static constexpr int arity = ARITY;                                     \
     double alpha = 0, beta = 0;                                             \
     template <class CT>                                                     \
     auto operator()(CT x, [[maybe_unused]] CT y) const {                    \
@@ -163,8 +164,7 @@ int run_op(const flx_map_desc& d, int code) {
     op.alpha = d.alpha;
     op.beta = d.beta;
     using O = std::conditional_t<Op::cls == OpClass::Cmp, bool, T>;
-    if (map_ops::arity(code) == 1) run<T, O, 1>(d, op);
-    else run<T, O, 2>(d, op);
+    run<T, O, Op::arity == 1 ? 1 : 2>(d, op);
     return FLX_OK;
   }
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/streams.hpp"
 #include "flx/backend.h"
 #include "flx/device.hpp"
 #include "flx/dtype.hpp"
@@ -44,8 +45,12 @@ class Backend {
   std::vector<TableInfo> tables() const;
 
   // ---- memory: stream-ordered on the current stream
-  flx_buffer alloc(int dev, size_t bytes) const;  // OutOfMemory when it cannot
-  void free(int dev, flx_buffer buf) const noexcept;
+  flx_buffer alloc(int dev, size_t bytes) const {  // OutOfMemory when it cannot
+    flx_buffer buf = nullptr;
+    const int st = core_->alloc(core_->ctx, dev, bytes, current_stream(id_, dev), &buf);
+    return st == FLX_OK ? buf : alloc_failed(dev, bytes, st);
+  }
+  void free(int dev, flx_buffer buf) const noexcept { core_->free(core_->ctx, dev, buf, current_stream(id_, dev)); }
   void* host_address(int dev, flx_buffer buf) const;  // null when not host memory
   void* host_alloc(size_t bytes) const;               // pinned; OutOfMemory
   void host_free(void* p) const noexcept;
@@ -91,14 +96,14 @@ class Backend {
       fail(status, what);
   }
   [[noreturn]] void fail(int status, const char* what) const;
+  // After a failed alloc: release the backend's cache and try once more.
+  flx_buffer alloc_failed(int dev, size_t bytes, int status) const;
   [[noreturn]] void missing(const char* op, const char* table, const char* function) const;
-  // The compute table's entry `field`, or NotImplemented naming `op`.
-  template <class Fn>
-  Fn compute_fn(Fn flx_compute_table::*field, size_t offset, const char* fn_name, const char* op) const;
 
   BackendId id_;
   const flx_backend* core_;
   const flx_compute_table* compute_ = nullptr;  // null: the backend has none
+  flx_compute_table calls_{};  // its calls; NULL where the table lacks them
   std::string origin_;
 };
 

@@ -3,7 +3,7 @@
 
 namespace flx::detail {
 
-void canonicalize(flx_map_desc& d) {
+void canonicalize_dims(flx_map_desc& d) {
   const int nin = d.ninputs;
   int nd = 0;
   int64_t shape[FLX_MAX_DIMS], st[4][FLX_MAX_DIMS];  // operands, then the output

@@ -1,6 +1,7 @@
 // The dispatch layer (backend.hpp): the only code that calls a backend's
 // tables.
 #include <cstddef>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -90,6 +91,7 @@ Backend::Backend(BackendId id, const flx_backend* core, std::string origin)
   if (compute_ && (compute_->struct_size < offsetof(flx_compute_table, fill) ||
                    compute_->version != FLX_TABLE_COMPUTE_VERSION))
     compute_ = nullptr;  // not a table this libflx can read: as good as none
+  if (compute_) std::memcpy(&calls_, compute_, std::min<size_t>(compute_->struct_size, sizeof calls_));
 }
 
 int Backend::functional(std::string* reason) const {
@@ -139,33 +141,22 @@ void Backend::missing(const char* op, const char* table, const char* function) c
             "\" table (an older plugin). Update the plugin, or move the tensors to a device whose backend has it");
 }
 
-template <class Fn>
-Fn Backend::compute_fn(Fn flx_compute_table::*field, size_t offset, const char* fn_name, const char* op) const {
-  if (!compute_) [[unlikely]]
-    missing(op, FLX_TABLE_COMPUTE, nullptr);
-  if (compute_->struct_size < offset + sizeof(Fn) || !(compute_->*field)) [[unlikely]]
-    missing(op, FLX_TABLE_COMPUTE, fn_name);
-  return compute_->*field;
-}
+// The compute table's entry, or NotImplemented naming the op. calls_ is a
+// copy of the table with what an older plugin's table lacks left NULL.
 #define FLX_COMPUTE(field, op) \
-  compute_fn(&flx_compute_table::field, offsetof(flx_compute_table, field), #field, op)
+  (calls_.field ? calls_.field : (missing(op, FLX_TABLE_COMPUTE, compute_ ? #field : nullptr), nullptr))
 
 // ---- memory ---------------------------------------------------------------------
 
-flx_buffer Backend::alloc(int dev, size_t bytes) const {
-  flx_stream s = current_stream(id_, dev);
+flx_buffer Backend::alloc_failed(int dev, size_t bytes, int status) const {
+  // Out of memory: let a backend that caches give its cache back, then try
+  // once more (as PyTorch's caching allocator does).
   flx_buffer buf = nullptr;
-  int st = core_->alloc(core_->ctx, dev, bytes, s, &buf);
-  // Out of memory: let a backend that caches give its cache back, then
-  // try once more (as PyTorch's caching allocator does).
-  if (st == FLX_ERR_OUT_OF_MEMORY && FLX_HAS_FN(core_, flx_backend, release_cached) &&
+  if (status == FLX_ERR_OUT_OF_MEMORY && FLX_HAS_FN(core_, flx_backend, release_cached) &&
       core_->release_cached(core_->ctx, dev) == FLX_OK)
-    st = core_->alloc(core_->ctx, dev, bytes, s, &buf);
-  check(st, "alloc");
+    status = core_->alloc(core_->ctx, dev, bytes, current_stream(id_, dev), &buf);
+  check(status, "alloc");
   return buf;
-}
-void Backend::free(int dev, flx_buffer buf) const noexcept {
-  core_->free(core_->ctx, dev, buf, current_stream(id_, dev));
 }
 void* Backend::host_address(int dev, flx_buffer buf) const { return core_->host_address(core_->ctx, dev, buf); }
 void* Backend::host_alloc(size_t bytes) const {
@@ -245,8 +236,7 @@ void Backend::map(int dev, flx_map_desc& d) const {
 void Backend::reduce(int dev, flx_reduce_desc& d) const {
   auto fn = FLX_COMPUTE(reduce, "a reduction");
   uint64_t bytes = 0;
-  if (FLX_HAS_FN(compute_, flx_compute_table, reduce_workspace))
-    check(compute_->reduce_workspace(core_->ctx, dev, &d, &bytes), "reduce workspace query");
+  if (calls_.reduce_workspace) check(calls_.reduce_workspace(core_->ctx, dev, &d, &bytes), "reduce workspace query");
   if (bytes == 0) {
     check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), "reduce");
     return;

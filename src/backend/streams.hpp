@@ -4,12 +4,27 @@
 // device's default stream. Not installed.
 #pragma once
 
+#include <atomic>
+
 #include "flx/backend.h"
 #include "flx/device.hpp"
 
 namespace flx::detail {
 
-flx_stream current_stream(BackendId id, int dev) noexcept;
+namespace streams_detail {
+// Guards alive in the process, on any thread. While there are none (most of
+// the time: the loader's copy thread makes one per batch) every current
+// stream is the default one and the lookup skips the thread-local table,
+// whose access from a shared library costs a __tls_get_addr call.
+extern std::atomic<int> guards;
+flx_stream guarded_stream(BackendId id, int dev) noexcept;
+}  // namespace streams_detail
+
+inline flx_stream current_stream(BackendId id, int dev) noexcept {
+  if (streams_detail::guards.load(std::memory_order_relaxed) == 0) [[likely]]
+    return nullptr;
+  return streams_detail::guarded_stream(id, dev);
+}
 
 // Makes `s` the current stream of (id, dev) on this thread for the guard's
 // lifetime, then restores the previous one.
