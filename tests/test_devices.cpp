@@ -70,6 +70,14 @@ TEST(PluginLoader, PluginOfAnOlderMinorVersionLoadsAndWorks) {
   EXPECT_TRUE(has(out, "ABI 2.0) has no `map` in its \"compute\" table")) << out;
 }
 
+// Minor 1's release_cached: an allocation that fails as out of memory is
+// tried again once the backend has given its cache back.
+TEST(PluginLoader, AFailedAllocationIsRetriedAfterTheBackendReleasesItsCache) {
+  std::string out = probe(plugin_dir("release"), "CUDA ops");
+  EXPECT_TRUE(has(out, "found=1 functional=1")) << out;
+  EXPECT_TRUE(has(out, "roundtrip 1 2 3\n")) << out;  // two allocations, each after a release
+}
+
 TEST(PluginLoader, PluginWithoutAComputeTableLoadsAndOpsSayWhatIsMissing) {
   std::string out = probe(plugin_dir("no_compute"), "CUDA abi");
   EXPECT_TRUE(has(out, "found=1 functional=1")) << out;

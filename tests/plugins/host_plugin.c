@@ -5,6 +5,10 @@
  *                        compute table that ends after `fill`, as a table
  *                        from before the other functions would
  *   FLX_TEST_NO_COMPUTE  no op table at all
+ *   FLX_TEST_RELEASE     no op table; every allocation fails as out of memory
+ *                        until release_cached (minor 1) has been called, as
+ *                        a caching allocator's would while its cache holds
+ *                        the memory
  * Memory, copies, streams and events work in both; libflx must load either
  * and refuse only the ops they lack, with a typed error. */
 #include <stddef.h>
@@ -37,8 +41,20 @@ static const char* last_error(void* ctx) {
   (void)ctx;
   return "";
 }
+#if defined(FLX_TEST_RELEASE)
+static int released = 0;
+static int release_cached(void* ctx, int dev) {
+  (void)ctx, (void)dev;
+  released = 1;
+  return FLX_OK;
+}
+#endif
 static int alloc(void* ctx, int dev, size_t bytes, flx_stream s, flx_buffer* out) {
   (void)ctx, (void)dev, (void)s;
+#if defined(FLX_TEST_RELEASE)
+  if (!released) return FLX_ERR_OUT_OF_MEMORY;
+  released = 0;  /* the next allocation needs another release */
+#endif
   *out = (flx_buffer)malloc(bytes ? bytes : 1);
   return *out ? FLX_OK : FLX_ERR_OUT_OF_MEMORY;
 }
@@ -166,5 +182,8 @@ __attribute__((visibility("default"))) const flx_backend* flx_backend_entry(uint
   core.copy_d2h = copy_d2h;
   core.copy_d2d = copy_d2d;
   core.copy_peer = copy_peer;
+#if defined(FLX_TEST_RELEASE)
+  core.release_cached = release_cached;
+#endif
   return &core;
 }
