@@ -34,7 +34,7 @@ class Backend {
   BackendId id() const { return id_; }
   const char* name() const { return core_->name; }
   const std::string& origin() const { return origin_; }
-  uint32_t abi_minor() const { return core_->abi_minor; }
+  std::string abi_version() const;  // "2.1": the ABI version the backend implements
 
   // ---- discovery
   // > 0 when usable; else 0 and *reason says why.

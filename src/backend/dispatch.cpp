@@ -109,6 +109,10 @@ int Backend::functional(std::string* reason) const {
   return score;
 }
 
+std::string Backend::abi_version() const {
+  return std::to_string(core_->abi_major) + "." + std::to_string(core_->abi_minor);
+}
+
 int Backend::device_count() const { return core_->device_count(core_->ctx); }
 
 flx_device_props Backend::device_props(int dev) const {
@@ -133,11 +137,11 @@ void Backend::fail(int status, const char* what) const {
 
 void Backend::missing(const char* op, const char* table, const char* function) const {
   if (!function)
-    FLX_THROW(NotImplemented, op, " cannot run on ", name(), ": its backend (", origin_, ", ABI ",
-              core_->abi_major, ".", core_->abi_minor, ") provides no \"", table, "\" table version ",
+    FLX_THROW(NotImplemented, op, " cannot run on ", name(), ": its backend (", origin_, ", ABI ", abi_version(),
+              ") provides no \"", table, "\" table version ",
               FLX_TABLE_COMPUTE_VERSION, ". Update the plugin, or move the tensors to a device whose backend has it");
-  FLX_THROW(NotImplemented, op, " cannot run on ", name(), ": its backend (", origin_, ", ABI ", core_->abi_major,
-            ".", core_->abi_minor, ") has no `", function, "` in its \"", table,
+  FLX_THROW(NotImplemented, op, " cannot run on ", name(), ": its backend (", origin_, ", ABI ", abi_version(),
+            ") has no `", function, "` in its \"", table,
             "\" table (an older plugin). Update the plugin, or move the tensors to a device whose backend has it");
 }
 

@@ -44,15 +44,16 @@ std::string lower(std::string_view s) {
   return r;
 }
 
-// "compute v1", or "compute v1 (lacks map, reduce)".
-std::vector<std::string> describe(const std::vector<TableInfo>& tables) {
-  std::vector<std::string> out;
-  for (const TableInfo& t : tables) {
+// The backend's ABI version and its tables, as "compute v1" or
+// "compute v1 (lacks map, reduce)".
+void describe(const Backend& b, BackendStatus& st) {
+  st.abi = b.abi_version();
+  st.tables.clear();
+  for (const TableInfo& t : b.tables()) {
     std::string s = t.name + " v" + std::to_string(t.version);
     for (size_t i = 0; i < t.missing.size(); ++i) s += (i ? ", " : " (lacks ") + t.missing[i];
-    out.push_back(t.missing.empty() ? s : s + ")");
+    st.tables.push_back(t.missing.empty() ? s : s + ")");
   }
-  return out;
 }
 
 // Folders searched for plugins, in order.
@@ -118,8 +119,7 @@ void load(BackendId id, Entry& e) {
       return;
     }
     e.handle = h;
-    st.abi = std::to_string(core->abi_major) + "." + std::to_string(core->abi_minor);
-    st.tables = describe(rt->tables());
+    describe(*rt, st);
     std::string reason;
     if (rt->functional(&reason) <= 0) {
       st.reason = !reason.empty() ? reason : "the plugin reports it is not functional";
@@ -161,9 +161,7 @@ BackendStatus status_of(BackendId id) {
     BackendStatus s;
     s.name = "CPU";
     s.built_in = s.functional = true;
-    const Backend& cpu = cpu_rt();
-    s.abi = std::to_string(FLX_BACKEND_ABI_MAJOR) + "." + std::to_string(cpu.abi_minor());
-    s.tables = describe(cpu.tables());
+    describe(cpu_rt(), s);
     return s;
   }
   std::lock_guard lock(registry().mutex);
@@ -183,7 +181,7 @@ void register_backend(BackendId id, const flx_backend* core) {
   e.status = BackendStatus{};
   e.status.name = std::string(backend_name(id));
   e.status.functional = true;
-  e.status.abi = std::to_string(core->abi_major) + "." + std::to_string(core->abi_minor);
+  describe(*rt, e.status);
   e.rt = std::move(rt);
 }
 

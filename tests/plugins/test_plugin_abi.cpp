@@ -38,7 +38,7 @@ TEST(Plugin, EntryPointServesItsMajorVersionOnly) {
   EXPECT_EQ(f->reserved, 0u);
   EXPECT_STREQ(f->name, FLX_TEST_PLUGIN_NAME);
   EXPECT_STREQ(p.be->name(), FLX_TEST_PLUGIN_NAME);
-  EXPECT_EQ(p.be->abi_minor(), FLX_BACKEND_ABI_MINOR);
+  EXPECT_EQ(p.be->abi_version(), std::to_string(FLX_BACKEND_ABI_MAJOR) + "." + std::to_string(FLX_BACKEND_ABI_MINOR));
   std::string reason = "x";
   int score = p.be->functional(&reason);
   if (score > 0) {
