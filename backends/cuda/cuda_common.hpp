@@ -1,0 +1,45 @@
+// Shared pieces of the CUDA backend: error reporting, the per-device state
+// (memory pool, default stream, cuBLAS handle) and the ABI's calls under
+// their fields' names (cuda_entry.cpp builds the tables from them).
+// flx_buffer is the device pointer itself; flx_stream is a cudaStream_t.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/backend_tables.hpp"
+#include "flx/backend.h"
+
+namespace flx_cuda {
+
+// Set the calling thread's error message and return the status.
+int fail(int status, const std::string& msg);
+const char* last_error(void*);
+
+// FLX_OK, or FLX_ERR_DEVICE / FLX_ERR_OUT_OF_MEMORY with "<what>: <error
+// string>" as the message.
+int check(cudaError_t e, const char* what);
+
+inline char* addr(flx_mem m) { return reinterpret_cast<char*>(m.buf) + m.offset; }
+
+// Make `dev` current on this thread and check it exists; the stream to use
+// for `s` (the device's default stream when s is NULL) goes to *out.
+int enter(int dev, flx_stream s, cudaStream_t* out, const char* what);
+
+// The kernels' launch shape for n elements (grid-stride loops).
+inline unsigned blocks_for(int64_t n, unsigned threads = 256) {
+  int64_t b = (n + threads - 1) / threads;
+  return unsigned(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
+}
+
+// After a kernel launch: the launch error, if any.
+int launched(const char* what);
+
+// The ABI's calls, implemented across the cuda_*.cpp/.cu files.
+FLX_DECLARE_BACKEND_CALLS
+int release_cached(void*, int dev);
+int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes);
+
+}  // namespace flx_cuda

@@ -1,0 +1,130 @@
+// Discovery, errors, device properties and the per-device state (default
+// stream, memory pool). Host code against the CUDA runtime API only, so it
+// is compiled by the C++ compiler, not nvcc.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda_common.hpp"
+#include "cuda_device.hpp"
+#include "cuda_reason.hpp"
+
+namespace flx_cuda {
+
+namespace {
+thread_local std::string t_error;
+}
+
+int fail(int status, const std::string& msg) {
+  t_error = msg;
+  return status;
+}
+const char* last_error(void*) { return t_error.c_str(); }
+
+int check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return FLX_OK;
+  (void)cudaGetLastError();  // clear a non-sticky error so the next call starts clean
+  const bool oom = e == cudaErrorMemoryAllocation;
+  return fail(oom ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
+              std::string(what) + " failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
+}
+
+int launched(const char* what) { return check(cudaGetLastError(), what); }
+
+namespace {
+
+// Probed once: the runtime's answer does not change during a process.
+struct Probe {
+  ProbeResult result;
+  std::string reason;
+};
+const Probe& probe() {
+  static const Probe p = [] {
+    Probe r;
+    int count = 0;  // left unset by the runtime when there is no driver
+    cudaError_t e = cudaGetDeviceCount(&count);
+    r.result.error = int(e);
+    r.result.error_string = cudaGetErrorString(e);
+    r.result.device_count = e == cudaSuccess ? count : 0;
+    r.result.visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (cudaDriverGetVersion(&r.result.driver_version) != cudaSuccess) r.result.driver_version = 0;
+    if (cudaRuntimeGetVersion(&r.result.runtime_version) != cudaSuccess) r.result.runtime_version = 0;
+    (void)cudaGetLastError();
+    r.reason = unusable_reason(r.result);
+    return r;
+  }();
+  return p;
+}
+
+std::vector<DeviceState>& states() {
+  static std::vector<DeviceState> s(size_t(probe().result.device_count));
+  return s;
+}
+std::mutex g_init;
+
+}  // namespace
+
+int device_state(int dev, const char* what, DeviceState** out) {
+  const int n = probe().result.device_count;
+  if (dev < 0 || dev >= n)
+    return fail(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": device " + std::to_string(dev) +
+                                              " does not exist (expected 0 to " + std::to_string(n - 1) + ")");
+  DeviceState& st = states()[size_t(dev)];
+  *out = &st;
+  if (int e = check(cudaSetDevice(dev), "cudaSetDevice")) return e;
+  if (st.ready.load(std::memory_order_acquire)) return FLX_OK;
+  std::lock_guard<std::mutex> lock(g_init);
+  if (st.ready.load(std::memory_order_relaxed)) return FLX_OK;
+  // A non-blocking default stream of our own: the legacy NULL stream would
+  // serialise with every other stream of the process.
+  if (int e = check(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"))
+    return e;
+  if (int e = check(cudaDeviceGetDefaultMemPool(&st.pool, dev), "cudaDeviceGetDefaultMemPool")) return e;
+  // Keep freed memory in the pool (the default threshold 0 hands it back at
+  // every synchronisation); release_cached trims it when an allocation fails.
+  uint64_t threshold = UINT64_MAX;
+  if (int e = check(cudaMemPoolSetAttribute(st.pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+                    "cudaMemPoolSetAttribute(ReleaseThreshold)"))
+    return e;
+  st.ready.store(true, std::memory_order_release);
+  return FLX_OK;
+}
+
+int enter(int dev, flx_stream s, cudaStream_t* out, const char* what) {
+  DeviceState* st = nullptr;
+  if (int e = device_state(dev, what, &st)) return e;
+  *out = s ? reinterpret_cast<cudaStream_t>(s) : st->stream;
+  return FLX_OK;
+}
+
+int functional(void*, char* reason, size_t cap) {
+  const Probe& p = probe();
+  if (p.reason.empty()) return 100;  // a GPU: preferred over the CPU
+  if (reason && cap) {
+    std::strncpy(reason, p.reason.c_str(), cap - 1);
+    reason[cap - 1] = '\0';
+  }
+  return 0;
+}
+
+int device_count(void*) { return probe().reason.empty() ? probe().result.device_count : 0; }
+
+int device_props(void*, int dev, flx_device_props* out) {
+  DeviceState* ds = nullptr;
+  if (int e = device_state(dev, "device_props", &ds)) return e;
+  cudaDeviceProp prop{};
+  if (int st = check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties")) return st;
+  std::memset(out, 0, sizeof(*out));
+  std::strncpy(out->name, prop.name, sizeof(out->name) - 1);
+  out->kind = FLX_DEVICE_GPU;
+  size_t free_b = 0, total_b = 0;
+  if (int st = check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo")) return st;
+  out->total_memory = total_b;
+  out->free_memory = free_b;
+  return FLX_OK;
+}
+
+}  // namespace flx_cuda

@@ -1,0 +1,21 @@
+// Per-device state of the CUDA backend, created on first use of a device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+
+namespace flx_cuda {
+
+struct DeviceState {
+  std::atomic<bool> ready{false};
+  cudaStream_t stream = nullptr;  // the ABI's NULL stream for this device
+  cudaMemPool_t pool = nullptr;   // the device's default pool (cudaMallocAsync)
+};
+
+// The state of `dev` in *out, made current on this thread (cudaSetDevice)
+// and set up on first use; an flx_status with last_error() set when dev
+// does not exist or cannot be set up.
+int device_state(int dev, const char* what, DeviceState** out);
+
+}  // namespace flx_cuda

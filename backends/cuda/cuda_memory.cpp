@@ -1,0 +1,164 @@
+// Stream-ordered device memory (the device's cudaMemPool through
+// cudaMallocAsync/cudaFreeAsync), pinned host memory, streams, events and
+// copies. Every call makes its device current first: the calling thread
+// may have used another device last.
+#include <string>
+
+#include "cuda_common.hpp"
+#include "cuda_device.hpp"
+
+namespace flx_cuda {
+
+namespace {
+inline cudaStream_t as_stream(flx_stream s) { return reinterpret_cast<cudaStream_t>(s); }
+inline cudaEvent_t as_event(flx_event e) { return reinterpret_cast<cudaEvent_t>(e); }
+}  // namespace
+
+int alloc(void*, int dev, size_t bytes, flx_stream s, flx_buffer* out) {
+  cudaStream_t st;
+  if (int e = enter(dev, s, &st, "alloc")) return e;
+  void* p = nullptr;
+  cudaError_t err = cudaMallocAsync(&p, bytes ? bytes : 1, st);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    (void)cudaMemGetInfo(&free_b, &total_b);
+    return fail(err == cudaErrorMemoryAllocation ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
+                "cudaMallocAsync of " + std::to_string(bytes) + " bytes on CUDA device " + std::to_string(dev) +
+                    " failed: " + cudaGetErrorString(err) + " (" + std::to_string(free_b >> 20) + " MiB free of " +
+                    std::to_string(total_b >> 20) + " MiB); free tensors or use smaller batches");
+  }
+  *out = reinterpret_cast<flx_buffer>(p);
+  return FLX_OK;
+}
+
+void free(void*, int dev, flx_buffer buf, flx_stream s) {
+  if (!buf) return;
+  cudaStream_t st;
+  if (enter(dev, s, &st, "free")) return;
+  if (cudaFreeAsync(reinterpret_cast<void*>(buf), st) != cudaSuccess) (void)cudaGetLastError();
+}
+
+int release_cached(void*, int dev) {
+  DeviceState* ds = nullptr;
+  if (int e = device_state(dev, "release_cached", &ds)) return e;
+  // Frees queued on streams reach the pool only when those streams get
+  // there: wait for the device, then give back everything unused.
+  if (int e = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize")) return e;
+  return check(cudaMemPoolTrimTo(ds->pool, 0), "cudaMemPoolTrimTo");
+}
+
+void* host_address(void*, int, flx_buffer) { return nullptr; }
+
+int host_alloc(void*, size_t bytes, void** out) {
+  cudaError_t err = cudaMallocHost(out, bytes ? bytes : 1);
+  if (err == cudaSuccess) return FLX_OK;
+  (void)cudaGetLastError();
+  return fail(FLX_ERR_OUT_OF_MEMORY, "cudaMallocHost of " + std::to_string(bytes) +
+                                         " bytes (pinned host memory) failed: " + cudaGetErrorString(err));
+}
+
+void host_free(void*, void* p) {
+  if (p && cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
+}
+
+int stream_create(void*, int dev, flx_stream* out) {
+  DeviceState* ds = nullptr;
+  if (int e = device_state(dev, "stream_create", &ds)) return e;
+  cudaStream_t st = nullptr;
+  if (int e = check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) return e;
+  *out = reinterpret_cast<flx_stream>(st);
+  return FLX_OK;
+}
+
+void stream_destroy(void*, int dev, flx_stream s) {
+  DeviceState* ds = nullptr;
+  if (!s || device_state(dev, "stream_destroy", &ds)) return;
+  (void)cudaStreamDestroy(as_stream(s));
+}
+
+int stream_synchronize(void*, int dev, flx_stream s) {
+  cudaStream_t st;
+  if (int e = enter(dev, s, &st, "stream_synchronize")) return e;
+  return check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+}
+
+int event_create(void*, int dev, flx_event* out) {
+  DeviceState* ds = nullptr;
+  if (int e = device_state(dev, "event_create", &ds)) return e;
+  cudaEvent_t ev = nullptr;
+  if (int e = check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags")) return e;
+  *out = reinterpret_cast<flx_event>(ev);
+  return FLX_OK;
+}
+
+void event_destroy(void*, int dev, flx_event e) {
+  DeviceState* ds = nullptr;
+  if (!e || device_state(dev, "event_destroy", &ds)) return;
+  (void)cudaEventDestroy(as_event(e));
+}
+
+int event_record(void*, int dev, flx_event e, flx_stream s) {
+  cudaStream_t st;
+  if (int r = enter(dev, s, &st, "event_record")) return r;
+  return check(cudaEventRecord(as_event(e), st), "cudaEventRecord");
+}
+
+int stream_wait_event(void*, int dev, flx_stream s, flx_event e) {
+  cudaStream_t st;
+  if (int r = enter(dev, s, &st, "stream_wait_event")) return r;
+  return check(cudaStreamWaitEvent(st, as_event(e), 0), "cudaStreamWaitEvent");
+}
+
+int event_synchronize(void*, int dev, flx_event e) {
+  DeviceState* ds = nullptr;
+  if (int r = device_state(dev, "event_synchronize", &ds)) return r;
+  return check(cudaEventSynchronize(as_event(e)), "cudaEventSynchronize");
+}
+
+int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s) {
+  cudaStream_t st;
+  if (int e = enter(dev, s, &st, "copy_h2d")) return e;
+  if (bytes == 0) return FLX_OK;
+  // From pageable memory the runtime stages the data before returning, so
+  // the caller may reuse src at once either way.
+  return check(cudaMemcpyAsync(addr(dst), src, bytes, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (host to device)");
+}
+
+int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s) {
+  cudaStream_t st;
+  if (int e = enter(dev, s, &st, "copy_d2h")) return e;
+  if (bytes == 0) return FLX_OK;
+  if (int e = check(cudaMemcpyAsync(dst, addr(src), bytes, cudaMemcpyDeviceToHost, st),
+                    "cudaMemcpyAsync (device to host)"))
+    return e;
+  // dst may be pageable memory the caller reads when we return: asynchronous
+  // only into pinned memory we could tell apart, so wait in every case.
+  return check(cudaStreamSynchronize(st), "cudaStreamSynchronize after a device-to-host copy");
+}
+
+int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s) {
+  cudaStream_t st;
+  if (int e = enter(dev, s, &st, "copy_d2d")) return e;
+  if (bytes == 0) return FLX_OK;
+  return check(cudaMemcpyAsync(addr(dst), addr(src), bytes, cudaMemcpyDeviceToDevice, st),
+               "cudaMemcpyAsync (device to device)");
+}
+
+int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s) {
+  cudaStream_t dst_default;
+  if (int e = enter(dst_dev, nullptr, &dst_default, "copy_peer")) return e;
+  // Order the copy after the work queued on the destination's default stream.
+  cudaEvent_t ev = nullptr;
+  if (int e = check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags")) return e;
+  int r = check(cudaEventRecord(ev, dst_default), "cudaEventRecord");
+  cudaStream_t st;
+  if (!r) r = enter(src_dev, s, &st, "copy_peer");
+  if (!r) r = check(cudaStreamWaitEvent(st, ev, 0), "cudaStreamWaitEvent");
+  if (!r && bytes)
+    r = check(cudaMemcpyPeerAsync(addr(dst), dst_dev, addr(src), src_dev, bytes, st), "cudaMemcpyPeerAsync");
+  (void)cudaEventDestroy(ev);  // released once the wait is done
+  return r;
+}
+
+}  // namespace flx_cuda
