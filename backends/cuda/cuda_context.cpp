@@ -2,6 +2,7 @@
 // stream, memory pool). Host code against the CUDA runtime API only, so it
 // is compiled by the C++ compiler, not nvcc.
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -118,7 +119,7 @@ int device_props(void*, int dev, flx_device_props* out) {
   cudaDeviceProp prop{};
   if (int st = check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties")) return st;
   std::memset(out, 0, sizeof(*out));
-  std::strncpy(out->name, prop.name, sizeof(out->name) - 1);
+  std::snprintf(out->name, sizeof(out->name), "%s", prop.name);
   out->kind = FLX_DEVICE_GPU;
   size_t free_b = 0, total_b = 0;
   if (int st = check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo")) return st;

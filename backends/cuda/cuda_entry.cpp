@@ -1,7 +1,6 @@
 // The backend's tables and the one exported symbol: the core table
 // (devices, memory, streams, events, copies) and, through get_table, the
-// "compute" table version 1. Compute calls not implemented yet stay NULL,
-// so libflx raises NotImplemented naming them.
+// "compute" table version 1, every call set.
 #include <cstring>
 
 #include "cuda_common.hpp"
@@ -13,11 +12,8 @@ const flx_compute_table compute_table = [] {
   flx_compute_table t{};
   t.struct_size = sizeof(flx_compute_table);
   t.version = FLX_TABLE_COMPUTE_VERSION;
-  t.fill = fill;
-  t.cast = cast;
-  t.map = map;
-  t.reduce = reduce;
-  t.gemm = gemm;
+  FLX_SET_COMPUTE_CALLS(t, flx_cuda)
+  // reduce_workspace stays NULL: the reduce kernels need no scratch memory.
   return t;
 }();
 

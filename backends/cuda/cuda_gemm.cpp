@@ -55,7 +55,7 @@ int gemm(void*, int dev, const flx_gemm_desc* d, flx_stream s) {
                                        "matrices, not dtype code " + std::to_string(d->dtype) +
                                            "; convert to a floating dtype first");
   }
-  cublasHandle_t h;
+  cublasHandle_t h = nullptr;
   if (int e = handle_for(dev, &h)) return e;
   cublasSetStream(h, st);
   const double alpha64 = d->alpha, beta64 = d->beta;

@@ -1,0 +1,58 @@
+// Random fills with Philox4x32-10: element i of a fill made with (seed,
+// offset) gets the same bits as on the CPU (backends/common/philox.hpp,
+// compiled here for the device), so rand() is reproducible across devices.
+// Uniform numbers match exactly; normal ones to the last bit or two (the
+// device's log and cos round differently from glibc's).
+#include <cmath>
+#include <string>
+
+#include "common/philox.hpp"
+#include "cuda_kernels.cuh"
+
+namespace flx_cuda {
+namespace {
+
+template <class T>
+__global__ void random_kernel(T* p, int64_t n, int32_t dist, uint64_t seed, uint64_t offset, double a, double b) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const flx::philox::U4 r = flx::philox::bits(seed, offset, uint64_t(i));
+    if (dist == FLX_RANDOM_UNIFORM) {
+      T v = T(a + (b - a) * flx::philox::uniform01(r));
+      // Rounding to a narrow type may reach b; keep the interval half-open.
+      if (double(v) >= b) v = nextafter(T(b), T(a));
+      p[i] = v;
+    } else {
+      p[i] = T(a + b * flx::philox::normal01(r));
+    }
+  }
+}
+
+}  // namespace
+
+int random(void*, int dev, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed, uint64_t offset,
+           double a, double b, flx_stream s) {
+  cudaStream_t st;
+  if (int e = enter(dev, s, &st, "random")) return e;
+  if (dist != FLX_RANDOM_UNIFORM && dist != FLX_RANDOM_NORMAL)
+    return fail(FLX_ERR_INVALID_ARGUMENT,
+                "random: unknown distribution code " + std::to_string(dist) + " (expected UNIFORM or NORMAL)");
+  if (n == 0) return FLX_OK;
+  switch (dtype) {
+    case FLX_F32:
+      random_kernel<float><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<float*>(addr(dst)), int64_t(n),
+                                                                   dist, seed, offset, a, b);
+      break;
+    case FLX_F64:
+      random_kernel<double><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<double*>(addr(dst)),
+                                                                    int64_t(n), dist, seed, offset, a, b);
+      break;
+    case FLX_F16:
+    case FLX_BF16: return dtype_error("random", dtype, true);
+    default:
+      return fail(FLX_ERR_UNSUPPORTED, std::string("random: only floating dtypes can be filled with random numbers, "
+                                                   "got ") + dtype_name(dtype));
+  }
+  return launched("random kernel");
+}
+
+}  // namespace flx_cuda

@@ -1,0 +1,95 @@
+// softmax and logsoftmax over the middle axis of (inner, axis, outer), and
+// their backward: one warp per (inner, outer) row, its lanes striding along
+// the axis, with warp-shuffle reductions. The sums run in double, as on the
+// CPU.
+#include <cmath>
+#include <string>
+
+#include "cuda_kernels.cuh"
+
+namespace flx_cuda {
+namespace {
+
+template <class A>
+__device__ __forceinline__ A warp_sum(A v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <class A>
+__device__ __forceinline__ A warp_max(A v) {
+  for (int o = 16; o > 0; o /= 2) {
+    A w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v || w != w ? w : v;  // NaN wins, so a NaN row gives NaN
+  }
+  return v;
+}
+
+template <class T>
+__global__ void softmax_kernel(const T* x, const T* dy, T* out, int64_t inner, int64_t len, int64_t rows,
+                               bool log_, bool backward) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warp = global_index() / 32, nwarps = global_stride() / 32;
+  for (int64_t t = warp; t < rows; t += nwarps) {
+    const int64_t i = t % inner, o = t / inner;
+    const int64_t base = o * inner * len + i, st = inner;
+    if (!backward) {
+      T mx = T(-INFINITY);
+      for (int64_t j = lane; j < len; j += 32) {
+        T v = x[base + j * st];
+        mx = v > mx || v != v ? v : mx;
+      }
+      mx = warp_max(mx);
+      double s = 0;
+      for (int64_t j = lane; j < len; j += 32) s += exp(double(x[base + j * st] - mx));
+      s = warp_sum(s);
+      if (log_) {
+        const T ls = T(log(s));
+        for (int64_t j = lane; j < len; j += 32) out[base + j * st] = T(x[base + j * st] - mx - ls);
+      } else {
+        const T inv = T(1.0 / s);
+        for (int64_t j = lane; j < len; j += 32) out[base + j * st] = T(exp(x[base + j * st] - mx) * inv);
+      }
+    } else {
+      // softmax: dx = y .* (dy - sum(dy .* y)); logsoftmax: dx = dy - exp(y) .* sum(dy)
+      double s = 0;
+      for (int64_t j = lane; j < len; j += 32)
+        s += log_ ? double(dy[base + j * st]) : double(dy[base + j * st]) * x[base + j * st];
+      s = warp_sum(s);
+      for (int64_t j = lane; j < len; j += 32) {
+        const T y = x[base + j * st], g = dy[base + j * st];
+        out[base + j * st] = log_ ? T(g - exp(y) * T(s)) : T(y * (g - T(s)));
+      }
+    }
+  }
+}
+
+int softmax_any(int dev, const flx_softmax_desc* d, flx_stream s, bool backward) {
+  const char* what = backward ? "softmax_backward" : "softmax";
+  cudaStream_t st;
+  if (int e = enter(dev, s, &st, what)) return e;
+  const int64_t rows = d->inner * d->outer;
+  if (rows == 0 || d->axis_len == 0) return FLX_OK;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    softmax_kernel<T><<<blocks_for(rows * 32), 256, 0, st>>>(
+        reinterpret_cast<const T*>(addr(backward ? d->y : d->x)),
+        backward ? reinterpret_cast<const T*>(addr(d->dy)) : nullptr,
+        reinterpret_cast<T*>(addr(backward ? d->dx : d->y)), d->inner, d->axis_len, rows, d->log != 0, backward);
+  };
+  switch (d->dtype) {
+    case FLX_F32: run(float{}); break;
+    case FLX_F64: run(double{}); break;
+    case FLX_F16:
+    case FLX_BF16: return dtype_error(what, d->dtype, true);
+    default:
+      return fail(FLX_ERR_UNSUPPORTED, std::string(what) + " needs a floating dtype, got " + dtype_name(d->dtype));
+  }
+  return launched(backward ? "softmax_backward kernel" : "softmax kernel");
+}
+
+}  // namespace
+
+int softmax(void*, int dev, const flx_softmax_desc* d, flx_stream s) { return softmax_any(dev, d, s, false); }
+int softmax_backward(void*, int dev, const flx_softmax_desc* d, flx_stream s) { return softmax_any(dev, d, s, true); }
+
+}  // namespace flx_cuda
