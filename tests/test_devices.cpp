@@ -106,7 +106,11 @@ TEST(PluginLoader, NotFunctionalKeepsThePluginsReason) {
 
 TEST(PluginLoader, MissingPluginSaysWhereItLooked) {
   TempDir empty;
-  std::string out = probe("FLX_BACKEND_PATH=" + empty.path.string(), "CUDA");
+  // The build tree may hold the real CUDA plugin beside libflx, where the
+  // loader also looks: run against a copy of libflx in a folder of its own.
+  TempDir lib;
+  fs::copy_file(FLX_TEST_LIBFLX, lib.path / FLX_TEST_LIBFLX_SONAME);
+  std::string out = probe("LD_LIBRARY_PATH=" + lib.path.string() + " FLX_BACKEND_PATH=" + empty.path.string(), "CUDA");
   EXPECT_TRUE(has(out, "found=0 functional=0")) << out;
   EXPECT_TRUE(has(out, "libflx_backend_cuda.so not found")) << out;
   EXPECT_TRUE(has(out, empty.path.string())) << out;

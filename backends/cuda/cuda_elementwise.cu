@@ -1,4 +1,9 @@
-// fill and cast: one grid-stride kernel per dtype (pair).
+// fill and cast: one grid-stride kernel per dtype (pair). Unlike the
+// other ops they take Float16 and BFloat16 too (converting through float),
+// so data can be brought into and out of the dtypes the kernels compute in.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <string>
 
 #include "cuda_kernels.cuh"
@@ -7,16 +12,36 @@ namespace flx_cuda {
 namespace {
 
 template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+
+// dispatch_dtype plus the two half types.
+template <class F>
+bool dispatch_all(int32_t t, F&& f, bool* unsupported) {
+  if (t == FLX_F16) return f(__half{}), true;
+  if (t == FLX_BF16) return f(__nv_bfloat16{}), true;
+  return dispatch_dtype(t, f, unsupported);
+}
+
+// s as D: halves go through float (rounding to nearest even, as the CPU's
+// Half and BFloat16); Bool is "not zero".
+template <class D, class S>
+__host__ __device__ __forceinline__ D convert(S s) {
+  if constexpr (std::is_same_v<S, __half>) return convert<D>(__half2float(s));
+  else if constexpr (std::is_same_v<S, __nv_bfloat16>) return convert<D>(__bfloat162float(s));
+  else if constexpr (std::is_same_v<D, bool>) return s != S(0);
+  else if constexpr (std::is_same_v<D, __half>) return __float2half_rn(float(s));
+  else if constexpr (std::is_same_v<D, __nv_bfloat16>) return __float2bfloat16_rn(float(s));
+  else return static_cast<D>(s);
+}
+
+template <class T>
 __global__ void fill_kernel(T* p, int64_t n, T v) {
   for (int64_t i = global_index(); i < n; i += global_stride()) p[i] = v;
 }
 
 template <class D, class S>
 __global__ void cast_kernel(D* d, const S* s, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += global_stride()) {
-    if constexpr (std::is_same_v<D, bool>) d[i] = s[i] != S(0);
-    else d[i] = static_cast<D>(s[i]);
-  }
+  for (int64_t i = global_index(); i < n; i += global_stride()) d[i] = convert<D>(s[i]);
 }
 
 }  // namespace
@@ -26,13 +51,12 @@ int fill(void*, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx
   if (int e = enter(dev, s, &st, "fill")) return e;
   if (n == 0) return FLX_OK;
   bool unsupported = false;
-  bool ok = dispatch_dtype(
+  bool ok = dispatch_all(
       dtype,
       [&](auto tag) {
         using T = decltype(tag);
-        T v;
-        if constexpr (std::is_same_v<T, bool>) v = value != 0;
-        else v = static_cast<T>(value);
+        // as the CPU: halves from the value rounded to float first
+        const T v = is_half_v<T> ? convert<T>(float(value)) : convert<T>(value);
         fill_kernel<T><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<T*>(addr(dst)), int64_t(n), v);
       },
       &unsupported);
@@ -46,11 +70,11 @@ int cast(void*, int dev, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t sr
   if (n == 0) return FLX_OK;
   bool unsupported = false;
   bool ok_dst = true;
-  bool ok_src = dispatch_dtype(
+  bool ok_src = dispatch_all(
       src_dtype,
       [&](auto stag) {
         using S = decltype(stag);
-        ok_dst = dispatch_dtype(
+        ok_dst = dispatch_all(
             dst_dtype,
             [&](auto dtag) {
               using D = decltype(dtag);

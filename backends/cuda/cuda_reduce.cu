@@ -95,13 +95,15 @@ __global__ void arg_kernel(Runs r, const T* in, int64_t* out, bool is_max) {
 }
 
 // The value an empty reduction writes, as the CPU's: the accumulator type's
-// extreme for floating dtypes (it becomes -Inf/Inf), the dtype's for integers.
+// extreme for floating dtypes (it becomes -Inf/Inf) and Bool (true), the
+// dtype's for integers.
 template <class T, int KIND>
 acc_t<T> initial() {
   using A = acc_t<T>;
   if constexpr (KIND == kSum) return A(0);
   else if constexpr (is_float_v<T>) return KIND == kMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
-  else if constexpr (std::is_same_v<T, bool>) return KIND == kMax ? A(0) : A(1);
+  else if constexpr (std::is_same_v<T, bool>)  // the CPU accumulates Bool in Int64 too
+    return KIND == kMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
   else return KIND == kMax ? A(std::numeric_limits<T>::lowest()) : A(std::numeric_limits<T>::max());
 }
 
