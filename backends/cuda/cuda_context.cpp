@@ -103,12 +103,8 @@ int enter(int dev, flx_stream s, cudaStream_t* out, const char* what) {
 
 int functional(void*, char* reason, size_t cap) {
   const Probe& p = probe();
-  if (p.reason.empty()) return 100;  // a GPU: preferred over the CPU
-  if (reason && cap) {
-    std::strncpy(reason, p.reason.c_str(), cap - 1);
-    reason[cap - 1] = '\0';
-  }
-  return 0;
+  if (reason && cap) std::snprintf(reason, cap, "%s", p.reason.c_str());
+  return p.reason.empty() ? 1 : 0;
 }
 
 int device_count(void*) { return probe().reason.empty() ? probe().result.device_count : 0; }
