@@ -1,26 +1,11 @@
-// fill and cast: one grid-stride kernel per dtype (pair). Unlike the
-// other ops they take Float16 and BFloat16 too (converting through float),
-// so data can be brought into and out of the dtypes the kernels compute in.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+// fill and cast: one grid-stride kernel per dtype (pair); Float16 and
+// BFloat16 convert through float, as on the CPU.
 #include <string>
 
 #include "cuda_kernels.cuh"
 
 namespace flx_cuda {
 namespace {
-
-template <class T>
-inline constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
-
-// dispatch_dtype plus the two half types.
-template <class F>
-bool dispatch_all(int32_t t, F&& f, bool* unsupported) {
-  if (t == FLX_F16) return f(__half{}), true;
-  if (t == FLX_BF16) return f(__nv_bfloat16{}), true;
-  return dispatch_dtype(t, f, unsupported);
-}
 
 // s as D: halves go through float (rounding to nearest even, as the CPU's
 // Half and BFloat16); Bool is "not zero".
@@ -50,17 +35,15 @@ int fill(void*, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx
   cudaStream_t st;
   if (int e = enter(dev, s, &st, "fill")) return e;
   if (n == 0) return FLX_OK;
-  bool unsupported = false;
-  bool ok = dispatch_all(
+  bool ok = dispatch_dtype(
       dtype,
       [&](auto tag) {
         using T = decltype(tag);
         // as the CPU: halves from the value rounded to float first
         const T v = is_half_v<T> ? convert<T>(float(value)) : convert<T>(value);
         fill_kernel<T><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<T*>(addr(dst)), int64_t(n), v);
-      },
-      &unsupported);
-  if (!ok) return dtype_error("fill", dtype, unsupported);
+      });
+  if (!ok) return dtype_error("fill", dtype);
   return launched("fill kernel");
 }
 
@@ -68,25 +51,22 @@ int cast(void*, int dev, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t sr
   cudaStream_t st;
   if (int e = enter(dev, s, &st, "cast")) return e;
   if (n == 0) return FLX_OK;
-  bool unsupported = false;
   bool ok_dst = true;
-  bool ok_src = dispatch_all(
+  bool ok_src = dispatch_dtype(
       src_dtype,
       [&](auto stag) {
         using S = decltype(stag);
-        ok_dst = dispatch_all(
+        ok_dst = dispatch_dtype(
             dst_dtype,
             [&](auto dtag) {
               using D = decltype(dtag);
               cast_kernel<D, S><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<D*>(addr(dst)),
                                                                         reinterpret_cast<const S*>(addr(src)),
                                                                         int64_t(n));
-            },
-            &unsupported);
-      },
-      &unsupported);
-  if (!ok_src) return dtype_error("cast", src_dtype, unsupported);
-  if (!ok_dst) return dtype_error("cast", dst_dtype, unsupported);
+            });
+      });
+  if (!ok_src) return dtype_error("cast", src_dtype);
+  if (!ok_dst) return dtype_error("cast", dst_dtype);
   return launched("cast kernel");
 }
 

@@ -15,9 +15,8 @@ int map(void*, int dev, const flx_map_desc* d, flx_stream s) {
                                               std::to_string(FLX_MAX_DIMS) + " (the descriptor is not canonical)");
   if (d->numel == 0) return FLX_OK;
   int status = FLX_OK;
-  bool unsupported = false;
-  if (!dispatch_dtype(d->in_dtype, [&](auto tag) { status = map_dtype<decltype(tag)>(*d, st); }, &unsupported))
-    return dtype_error("map", d->in_dtype, unsupported);
+  if (!dispatch_dtype(d->in_dtype, [&](auto tag) { status = map_dtype<decltype(tag)>(*d, st); }))
+    return dtype_error("map", d->in_dtype);
   return status;
 }
 

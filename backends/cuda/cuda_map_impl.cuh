@@ -2,8 +2,8 @@
 // taken from the op list (include/flx/backend_ops.h) through a function
 // object per op, exactly as the CPU backend (backends/cpu/cpu_map.cpp)
 // builds them, and the element functions of include/flx/backend_elem.h.
-// Included by cuda_map.cu (floating dtypes) and cuda_map_int.cu (the
-// others), so the two halves compile in parallel.
+// Included by cuda_map.cu (Float32/64), cuda_map_half.cu (Float16,
+// BFloat16) and cuda_map_int.cu (the others), so they compile in parallel.
 #pragma once
 
 #include <string>
@@ -65,16 +65,18 @@ __device__ __forceinline__ void offsets(const MapArgs<T>& a, int64_t i, int64_t*
   }
 }
 
+// The op computes in compute_t<T> (float for the halves).
 template <class T, class O, int N, class Op>
 __global__ void map_kernel(MapArgs<T> a, O* out, Op op) {
+  using C = compute_t<T>;
   for (int64_t i = global_index(); i < a.numel; i += global_stride()) {
     int64_t off[N];
     offsets<N>(a, i, off);
-    const T x = a.is_scalar[0] ? a.scalar[0] : a.in[0][off[0]];
+    const C x = load(a.is_scalar[0] ? a.scalar[0] : a.in[0][off[0]]);
     if constexpr (N == 1) {
-      out[i] = store<O>(op(x, x));
+      out[i] = store<O>(op(x, C()));
     } else {
-      const T y = a.is_scalar[1] ? a.scalar[1] : a.in[1][off[1]];
+      const C y = load(a.is_scalar[1] ? a.scalar[1] : a.in[1][off[1]]);
       out[i] = store<O>(op(x, y));
     }
   }
@@ -82,11 +84,11 @@ __global__ void map_kernel(MapArgs<T> a, O* out, Op op) {
 
 // WHERE(cond, a, b): cond is Bool storage, a and b of T.
 template <class T>
-__global__ void where_kernel(MapArgs<T> a, const bool* cond, bool cond_scalar, T* out) {
+__global__ void where_kernel(MapArgs<T> a, const bool* cond, bool cond_scalar, bool cond_value, T* out) {
   for (int64_t i = global_index(); i < a.numel; i += global_stride()) {
     int64_t off[3];
     offsets<3>(a, i, off);
-    const bool c = cond_scalar ? a.scalar[0] != T(0) : cond[off[0]];
+    const bool c = cond_scalar ? cond_value : cond[off[0]];
     out[i] = c ? (a.is_scalar[1] ? a.scalar[1] : a.in[1][off[1]]) : (a.is_scalar[2] ? a.scalar[2] : a.in[2][off[2]]);
   }
 }
@@ -99,8 +101,7 @@ MapArgs<T> map_args(const flx_map_desc& d) {
   for (int k = 0; k < d.ndim; ++k) a.shape[k] = d.shape[k];
   for (int j = 0; j < 3 && j < d.ninputs; ++j) {
     a.is_scalar[j] = d.in[j].is_scalar != 0;
-    if constexpr (std::is_same_v<T, bool>) a.scalar[j] = d.in[j].scalar != 0;
-    else a.scalar[j] = static_cast<T>(d.in[j].scalar);
+    a.scalar[j] = store<T>(static_cast<compute_t<T>>(d.in[j].scalar));  // as the CPU
     a.in[j] = a.is_scalar[j] ? nullptr : reinterpret_cast<const T*>(addr(d.in[j].mem));
     for (int k = 0; k < d.ndim; ++k) a.strides[j][k] = a.is_scalar[j] ? 0 : d.in[j].strides[k];
   }
@@ -118,11 +119,10 @@ int run_op(const flx_map_desc& d, int code, cudaStream_t st) {
                                          dtype_name(d.in_dtype) +
                                          (Op::cls == OpClass::Float ? " (it needs a floating dtype)" : ""));
   } else if constexpr (Op::cls == OpClass::Select) {
-    MapArgs<T> a = map_args<T>(d);
     const bool cond_scalar = d.in[0].is_scalar != 0;
-    if (cond_scalar) a.scalar[0] = T(d.in[0].scalar != 0);
     const bool* cond = cond_scalar ? nullptr : reinterpret_cast<const bool*>(addr(d.in[0].mem));
-    where_kernel<T><<<blocks_for(d.numel), 256, 0, st>>>(a, cond, cond_scalar, reinterpret_cast<T*>(addr(d.out)));
+    where_kernel<T><<<blocks_for(d.numel), 256, 0, st>>>(map_args<T>(d), cond, cond_scalar, d.in[0].scalar != 0,
+                                                          reinterpret_cast<T*>(addr(d.out)));
     return launched("map kernel (where)");
   } else {
     Op op;
@@ -147,12 +147,15 @@ int map_dtype(const flx_map_desc& d, cudaStream_t st) {
   return fail(FLX_ERR_UNSUPPORTED, "map: unknown op code " + std::to_string(d.op));
 }
 
-// Instantiated in cuda_map.cu (float, double) and cuda_map_int.cu (the rest).
+// Instantiated in cuda_map.cu (float, double), cuda_map_half.cu (Float16,
+// BFloat16) and cuda_map_int.cu (the rest).
 extern template int map_dtype<float>(const flx_map_desc&, cudaStream_t);
 extern template int map_dtype<double>(const flx_map_desc&, cudaStream_t);
 extern template int map_dtype<int32_t>(const flx_map_desc&, cudaStream_t);
 extern template int map_dtype<int64_t>(const flx_map_desc&, cudaStream_t);
 extern template int map_dtype<uint8_t>(const flx_map_desc&, cudaStream_t);
 extern template int map_dtype<bool>(const flx_map_desc&, cudaStream_t);
+extern template int map_dtype<__half>(const flx_map_desc&, cudaStream_t);
+extern template int map_dtype<__nv_bfloat16>(const flx_map_desc&, cudaStream_t);
 
 }  // namespace flx_cuda

@@ -1,6 +1,7 @@
 // Data movement: permute, gather and scatter_add. permute and gather move
 // elements by size (1, 2, 4 or 8 bytes), so they serve every dtype, halves
-// included; scatter_add adds, so it dispatches on the dtype.
+// included; scatter_add adds (halves in float, as on the CPU), so it
+// dispatches on the dtype.
 #include <string>
 
 #include "cuda_kernels.cuh"
@@ -49,7 +50,7 @@ __global__ void scatter_add_kernel(const T* src, T* dst, const int64_t* idx, int
       const int64_t k = idx[j];
       if (k < 0 || k >= axis_len) continue;
       T* p = dst + (o * axis_len + k) * inner + i;
-      *p = store<T>(*p + src[(o * nidx + j) * inner + i]);
+      *p = store<T>(load(*p) + load(src[(o * nidx + j) * inner + i]));
     }
   }
 }
@@ -94,7 +95,7 @@ int permute(void*, int dev, const flx_permute_desc* d, flx_stream s) {
     permute_kernel<E><<<blocks_for(a.numel), 256, 0, st>>>(a, reinterpret_cast<const E*>(addr(d->src)),
                                                           reinterpret_cast<E*>(addr(d->dst)));
   });
-  if (!ok) return dtype_error("permute", d->dtype, false);
+  if (!ok) return dtype_error("permute", d->dtype);
   return launched("permute kernel");
 }
 
@@ -109,7 +110,7 @@ int gather(void*, int dev, const flx_index_desc* d, flx_stream s) {
         reinterpret_cast<const E*>(addr(d->src)), reinterpret_cast<E*>(addr(d->dst)),
         reinterpret_cast<const int64_t*>(addr(d->idx)), d->inner, d->axis_len, d->nidx, total);
   });
-  if (!ok) return dtype_error("gather", d->dtype, false);
+  if (!ok) return dtype_error("gather", d->dtype);
   return launched("gather kernel");
 }
 
@@ -118,10 +119,7 @@ int scatter_add(void*, int dev, const flx_index_desc* d, flx_stream s) {
   if (int e = enter(dev, s, &st, "scatter_add")) return e;
   if (d->inner * d->outer == 0 || d->nidx == 0) return FLX_OK;
   int status = FLX_OK;
-  bool unsupported = false;
-  bool ok = dispatch_dtype(
-      d->dtype,
-      [&](auto tag) {
+  auto body = [&](auto tag) {
         using T = decltype(tag);
         if constexpr (std::is_same_v<T, bool>) {
           status = fail(FLX_ERR_UNSUPPORTED, "scatter_add: Bool cannot be added; convert to an integer dtype first");
@@ -130,9 +128,9 @@ int scatter_add(void*, int dev, const flx_index_desc* d, flx_stream s) {
               reinterpret_cast<const T*>(addr(d->src)), reinterpret_cast<T*>(addr(d->dst)),
               reinterpret_cast<const int64_t*>(addr(d->idx)), d->inner, d->axis_len, d->nidx, d->outer);
         }
-      },
-      &unsupported);
-  if (!ok) return dtype_error("scatter_add", d->dtype, unsupported);
+  };
+  const bool ok = dispatch_dtype(d->dtype, body);
+  if (!ok) return dtype_error("scatter_add", d->dtype);
   if (status) return status;
   return launched("scatter_add kernel");
 }

@@ -12,22 +12,24 @@ struct AdamArgs {
   double eta, beta1, beta2, eps, c1, c2;
 };
 
+// T is the storage type; the arithmetic runs in C = compute_t<T>.
 template <class T>
 __global__ void adam_kernel(AdamArgs p, const T* g, T* m, T* v, T* out, int64_t n, bool in_place) {
-  const T b1 = T(p.beta1), b2 = T(p.beta2), eps = T(p.eps), eta = T(p.eta), c1 = T(p.c1), c2 = T(p.c2);
-  const T tiny = sizeof(T) == 4 ? T(FLT_MIN) : T(DBL_MIN);
+  using C = compute_t<T>;
+  const C b1 = C(p.beta1), b2 = C(p.beta2), eps = C(p.eps), eta = C(p.eta), c1 = C(p.c1), c2 = C(p.c2);
+  const C tiny = sizeof(C) == 4 ? C(FLT_MIN) : C(DBL_MIN);
   for (int64_t i = global_index(); i < n; i += global_stride()) {
-    const T gi = g[i];
-    T mi = b1 * m[i] + (T(1) - b1) * gi;
-    T vi = b2 * v[i] + (T(1) - b2) * gi * gi;
+    const C gi = load(g[i]);
+    C mi = b1 * load(m[i]) + (C(1) - b1) * gi;
+    C vi = b2 * load(v[i]) + (C(1) - b2) * gi * gi;
     // As on the CPU: moments of dead units flush to zero instead of decaying
     // through denormals, so both backends keep the same state.
-    mi = (mi < tiny && mi > -tiny) ? T(0) : mi;
-    vi = vi < tiny ? T(0) : vi;
-    m[i] = mi;
-    v[i] = vi;
-    const T step = eta * (mi * c1) / (sqrt(vi * c2) + eps);
-    out[i] = in_place ? T(out[i] - step) : step;
+    mi = (mi < tiny && mi > -tiny) ? C(0) : mi;
+    vi = vi < tiny ? C(0) : vi;
+    m[i] = store<T>(mi);
+    v[i] = store<T>(vi);
+    const C step = eta * (mi * c1) / (sqrt(vi * c2) + eps);
+    out[i] = store<T>(in_place ? C(load(out[i]) - step) : step);
   }
 }
 
@@ -45,8 +47,9 @@ int optim_step(void*, int dev, const flx_optim_desc* d, flx_stream s) {
   auto run = [&](auto tag) {
     using T = decltype(tag);
     // 1/(1-beta^t) computed as the CPU does: in T
-    p.c1 = double(T(1) / T(1 - d->beta1_pow));
-    p.c2 = double(T(1) / T(1 - d->beta2_pow));
+    using C = compute_t<T>;
+    p.c1 = double(C(1) / C(1 - d->beta1_pow));
+    p.c2 = double(C(1) / C(1 - d->beta2_pow));
     adam_kernel<T><<<blocks_for(d->n), 256, 0, st>>>(
         p, reinterpret_cast<const T*>(addr(d->grad)), reinterpret_cast<T*>(addr(d->m)),
         reinterpret_cast<T*>(addr(d->v)), reinterpret_cast<T*>(addr(in_place ? d->x : d->dx)), d->n, in_place);
@@ -54,8 +57,8 @@ int optim_step(void*, int dev, const flx_optim_desc* d, flx_stream s) {
   switch (d->dtype) {
     case FLX_F32: run(float{}); break;
     case FLX_F64: run(double{}); break;
-    case FLX_F16:
-    case FLX_BF16: return dtype_error("optim_step", d->dtype, true);
+    case FLX_F16: run(__half{}); break;
+    case FLX_BF16: run(__nv_bfloat16{}); break;
     default:
       return fail(FLX_ERR_UNSUPPORTED, std::string("optim_step needs a floating dtype, got ") + dtype_name(d->dtype));
   }

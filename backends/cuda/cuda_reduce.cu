@@ -2,8 +2,9 @@
 // argmax/argmin along one run. One block per output element, its threads
 // striding over the reduced elements, then a tree in shared memory: simple
 // and right for every shape; reductions of few elements into many outputs
-// are left for a faster kernel later. Floating sums accumulate in double,
-// integers in Int64 (wrapped to the dtype at the end), as on the CPU.
+// are left for a faster kernel later. Floating sums (Float16 and BFloat16
+// included) accumulate in double, integers in Int64 (wrapped to the dtype
+// at the end), as on the CPU.
 #include <limits>
 #include <string>
 
@@ -57,7 +58,7 @@ __global__ void reduce_kernel(Runs r, const T* in, T* out, acc_t<T> init, double
   for (int64_t o = blockIdx.x; o < r.nkept; o += gridDim.x) {
     const T* p = in + kept_offset(r, o);
     A acc = init;
-    for (int64_t j = threadIdx.x; j < r.nred; j += blockDim.x) acc = combine<KIND>(acc, A(p[red_offset(r, j)]));
+    for (int64_t j = threadIdx.x; j < r.nred; j += blockDim.x) acc = combine<KIND>(acc, A(load(p[red_offset(r, j)])));
     part[threadIdx.x] = acc;
     __syncthreads();
     for (int w = blockDim.x / 2; w > 0; w /= 2) {
@@ -82,9 +83,9 @@ __global__ void arg_kernel(Runs r, const T* in, int64_t* out, bool is_max) {
     const T* p = in + kept_offset(r, o);
     const int64_t len = r.rext[0], rs = r.rstr[0];
     int64_t best = 0;
-    T bv = p[0];
+    compute_t<T> bv = load(p[0]);
     for (int64_t j = 1; j < len && bv == bv; ++j) {
-      T v = p[j * rs];
+      const compute_t<T> v = load(p[j * rs]);
       if (is_max ? (v > bv || v != v) : (v < bv || v != v)) {
         bv = v;
         best = j;
@@ -134,10 +135,7 @@ int reduce(void*, int dev, const flx_reduce_desc* d, flx_stream s) {
     return fail(FLX_ERR_INVALID_ARGUMENT, "reduce: argmax/argmin take exactly one reduced run of extent >= 1, got " +
                                               std::to_string(r.nr) + " runs");
   int status = FLX_OK;
-  bool unsupported = false;
-  bool ok = dispatch_dtype(
-      d->dtype,
-      [&](auto tag) {
+  auto body = [&](auto tag) {
         using T = decltype(tag);
         switch (d->op) {
           case FLX_REDUCE_SUM:
@@ -157,9 +155,9 @@ int reduce(void*, int dev, const flx_reduce_desc* d, flx_stream s) {
             status = fail(FLX_ERR_UNSUPPORTED, "reduce: unknown op code " + std::to_string(d->op) +
                                                    " (expected SUM, MAX, MIN, ARGMAX or ARGMIN)");
         }
-      },
-      &unsupported);
-  if (!ok) return dtype_error("reduce", d->dtype, unsupported);
+  };
+  const bool ok = dispatch_dtype(d->dtype, body);
+  if (!ok) return dtype_error("reduce", d->dtype);
   if (status) return status;
   return launched("reduce kernel");
 }

@@ -1,7 +1,7 @@
 // softmax and logsoftmax over the middle axis of (inner, axis, outer), and
 // their backward: one warp per (inner, outer) row, its lanes striding along
-// the axis, with warp-shuffle reductions. The sums run in double, as on the
-// CPU.
+// the axis, with warp-shuffle reductions. The sums run in double, the rest
+// in the compute type (float for Float16/BFloat16), as on the CPU.
 #include <cmath>
 #include <string>
 
@@ -24,40 +24,44 @@ __device__ __forceinline__ A warp_max(A v) {
   return v;
 }
 
+// T is the storage type; the arithmetic runs in C = compute_t<T> (float
+// for the halves), as on the CPU.
 template <class T>
 __global__ void softmax_kernel(const T* x, const T* dy, T* out, int64_t inner, int64_t len, int64_t rows,
                                bool log_, bool backward) {
+  using C = compute_t<T>;
   const int lane = threadIdx.x % 32;
   const int64_t warp = global_index() / 32, nwarps = global_stride() / 32;
   for (int64_t t = warp; t < rows; t += nwarps) {
     const int64_t i = t % inner, o = t / inner;
     const int64_t base = o * inner * len + i, st = inner;
     if (!backward) {
-      T mx = T(-INFINITY);
+      C mx = C(-INFINITY);
       for (int64_t j = lane; j < len; j += 32) {
-        T v = x[base + j * st];
+        const C v = load(x[base + j * st]);
         mx = v > mx || v != v ? v : mx;
       }
       mx = warp_max(mx);
       double s = 0;
-      for (int64_t j = lane; j < len; j += 32) s += exp(double(x[base + j * st] - mx));
+      for (int64_t j = lane; j < len; j += 32) s += exp(double(load(x[base + j * st]) - mx));
       s = warp_sum(s);
       if (log_) {
-        const T ls = T(log(s));
-        for (int64_t j = lane; j < len; j += 32) out[base + j * st] = T(x[base + j * st] - mx - ls);
+        const C ls = C(log(s));
+        for (int64_t j = lane; j < len; j += 32) out[base + j * st] = store<T>(C(load(x[base + j * st]) - mx - ls));
       } else {
-        const T inv = T(1.0 / s);
-        for (int64_t j = lane; j < len; j += 32) out[base + j * st] = T(exp(x[base + j * st] - mx) * inv);
+        const C inv = C(1.0 / s);
+        for (int64_t j = lane; j < len; j += 32)
+          out[base + j * st] = store<T>(C(exp(load(x[base + j * st]) - mx) * inv));
       }
     } else {
       // softmax: dx = y .* (dy - sum(dy .* y)); logsoftmax: dx = dy - exp(y) .* sum(dy)
       double s = 0;
       for (int64_t j = lane; j < len; j += 32)
-        s += log_ ? double(dy[base + j * st]) : double(dy[base + j * st]) * x[base + j * st];
+        s += log_ ? double(load(dy[base + j * st])) : double(load(dy[base + j * st])) * load(x[base + j * st]);
       s = warp_sum(s);
       for (int64_t j = lane; j < len; j += 32) {
-        const T y = x[base + j * st], g = dy[base + j * st];
-        out[base + j * st] = log_ ? T(g - exp(y) * T(s)) : T(y * (g - T(s)));
+        const C y = load(x[base + j * st]), g = load(dy[base + j * st]);
+        out[base + j * st] = store<T>(log_ ? C(g - exp(y) * C(s)) : C(y * (g - C(s))));
       }
     }
   }
@@ -79,8 +83,8 @@ int softmax_any(int dev, const flx_softmax_desc* d, flx_stream s, bool backward)
   switch (d->dtype) {
     case FLX_F32: run(float{}); break;
     case FLX_F64: run(double{}); break;
-    case FLX_F16:
-    case FLX_BF16: return dtype_error(what, d->dtype, true);
+    case FLX_F16: run(__half{}); break;
+    case FLX_BF16: run(__nv_bfloat16{}); break;
     default:
       return fail(FLX_ERR_UNSUPPORTED, std::string(what) + " needs a floating dtype, got " + dtype_name(d->dtype));
   }
