@@ -1,10 +1,9 @@
 // Reductions (sum/max/min over the descriptor's canonical runs) and
-// argmax/argmin along one run. One block per output element, its threads
-// striding over the reduced elements, then a tree in shared memory: simple
-// and right for every shape; reductions of few elements into many outputs
-// are left for a faster kernel later. Floating sums (Float16 and BFloat16
-// included) accumulate in double, integers in Int64 (wrapped to the dtype
-// at the end), as on the CPU.
+// argmax/argmin along one run. Long reductions run one block per output
+// element, its threads striding over the reduced elements, then a tree in
+// shared memory; many outputs of few elements each run one thread per
+// output. Floating sums (Float16 and BFloat16 included) accumulate in
+// double, integers in Int64 (wrapped to the dtype at the end), as on the CPU.
 #include <limits>
 #include <string>
 
@@ -76,6 +75,20 @@ __global__ void reduce_kernel(Runs r, const T* in, T* out, acc_t<T> init, double
   }
 }
 
+// One thread per output, walking its inputs in order: for many outputs of
+// few inputs each (a block per output would leave most threads idle).
+template <class T, int KIND>
+__global__ void reduce_per_thread_kernel(Runs r, const T* in, T* out, acc_t<T> init, double scale) {
+  using A = acc_t<T>;
+  for (int64_t o = global_index(); o < r.nkept; o += global_stride()) {
+    const T* p = in + kept_offset(r, o);
+    A acc = init;
+    for (int64_t j = 0; j < r.nred; ++j) acc = combine<KIND>(acc, A(load(p[red_offset(r, j)])));
+    if constexpr (KIND == kSum) acc = acc * A(scale);
+    out[o] = store<T>(acc);
+  }
+}
+
 // One thread per output: the first NaN, else the first extremum.
 template <class T>
 __global__ void arg_kernel(Runs r, const T* in, int64_t* out, bool is_max) {
@@ -110,6 +123,11 @@ acc_t<T> initial() {
 
 template <class T, int KIND>
 void launch(const Runs& r, const flx_reduce_desc& d, cudaStream_t st) {
+  if (r.nred <= 32 || (r.nkept >= 8192 && r.nred <= 4096)) {
+    reduce_per_thread_kernel<T, KIND><<<blocks_for(r.nkept), 256, 0, st>>>(
+        r, reinterpret_cast<const T*>(addr(d.in)), reinterpret_cast<T*>(addr(d.out)), initial<T, KIND>(), d.scale);
+    return;
+  }
   const unsigned grid = unsigned(r.nkept < 65535 * 4 ? r.nkept : 65535 * 4);
   reduce_kernel<T, KIND><<<grid, kThreads, 0, st>>>(r, reinterpret_cast<const T*>(addr(d.in)),
                                                      reinterpret_cast<T*>(addr(d.out)), initial<T, KIND>(), d.scale);
