@@ -40,5 +40,6 @@ int launched(const char* what);
 // The ABI's calls, implemented across the cuda_*.cpp/.cu files.
 FLX_DECLARE_BACKEND_CALLS
 int release_cached(void*, int dev);
+int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes);
 
 }  // namespace flx_cuda

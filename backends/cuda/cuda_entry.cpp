@@ -13,7 +13,7 @@ const flx_compute_table compute_table = [] {
   t.struct_size = sizeof(flx_compute_table);
   t.version = FLX_TABLE_COMPUTE_VERSION;
   FLX_SET_COMPUTE_CALLS(t, flx_cuda)
-  // reduce_workspace stays NULL: the reduce kernels need no scratch memory.
+  t.reduce_workspace = reduce_workspace;  // long reductions split over blocks
   return t;
 }();
 

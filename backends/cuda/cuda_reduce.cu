@@ -2,7 +2,8 @@
 // argmax/argmin along one run. Long reductions run one block per output
 // element, its threads striding over the reduced elements, then a tree in
 // shared memory; many outputs of few elements each run one thread per
-// output. Floating sums (Float16 and BFloat16 included) accumulate in
+// output; long reductions into few outputs split over many blocks, through
+// the workspace (reduce_workspace). Floating sums (Float16 and BFloat16 included) accumulate in
 // double, integers in Int64 (wrapped to the dtype at the end), as on the CPU.
 #include <limits>
 #include <string>
@@ -89,6 +90,48 @@ __global__ void reduce_per_thread_kernel(Runs r, const T* in, T* out, acc_t<T> i
   }
 }
 
+// Long reductions into few outputs run in two passes through the
+// workspace: pass 1 has `parts` blocks per output, each writing a partial
+// (in the accumulator type) to ws[o * parts + b]; pass 2 combines them.
+constexpr int64_t kSplitMinRed = 1 << 16, kSplitMaxKept = 64, kSplitMaxParts = 256;
+
+// The number of partials per output, or 0 when one pass is better.
+int64_t split_parts(const flx_reduce_desc& d) {
+  if (d.op > FLX_REDUCE_MIN || d.nred < kSplitMinRed || d.nkept > kSplitMaxKept) return 0;
+  const int64_t parts = d.nred / (16 * kThreads);
+  return parts < kSplitMaxParts ? parts : kSplitMaxParts;
+}
+
+template <class T, int KIND>
+__global__ void reduce_split_kernel(Runs r, const T* in, acc_t<T>* ws, acc_t<T> init, int64_t parts) {
+  using A = acc_t<T>;
+  __shared__ A part[kThreads];
+  const int64_t o = blockIdx.y, b = blockIdx.x;
+  const T* p = in + kept_offset(r, o);
+  A acc = init;
+  for (int64_t j = b * kThreads + threadIdx.x; j < r.nred; j += parts * kThreads)
+    acc = combine<KIND>(acc, A(load(p[red_offset(r, j)])));
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (int(threadIdx.x) < w) part[threadIdx.x] = combine<KIND>(part[threadIdx.x], part[threadIdx.x + w]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) ws[o * parts + b] = part[0];
+}
+
+template <class T, int KIND>
+__global__ void reduce_finish_kernel(const acc_t<T>* ws, T* out, int64_t nkept, int64_t parts, acc_t<T> init,
+                                     double scale) {
+  using A = acc_t<T>;
+  for (int64_t o = global_index(); o < nkept; o += global_stride()) {
+    A acc = init;
+    for (int64_t b = 0; b < parts; ++b) acc = combine<KIND>(acc, ws[o * parts + b]);
+    if constexpr (KIND == kSum) acc = acc * A(scale);
+    out[o] = store<T>(acc);
+  }
+}
+
 // One thread per output: the first NaN, else the first extremum.
 template <class T>
 __global__ void arg_kernel(Runs r, const T* in, int64_t* out, bool is_max) {
@@ -123,6 +166,15 @@ acc_t<T> initial() {
 
 template <class T, int KIND>
 void launch(const Runs& r, const flx_reduce_desc& d, cudaStream_t st) {
+  const int64_t parts = split_parts(d);
+  if (parts > 1 && d.workspace.buf && d.workspace_bytes >= uint64_t(d.nkept * parts) * sizeof(acc_t<T>)) {
+    auto* ws = reinterpret_cast<acc_t<T>*>(addr(d.workspace));
+    reduce_split_kernel<T, KIND><<<dim3(unsigned(parts), unsigned(d.nkept)), kThreads, 0, st>>>(
+        r, reinterpret_cast<const T*>(addr(d.in)), ws, initial<T, KIND>(), parts);
+    reduce_finish_kernel<T, KIND><<<1, 64, 0, st>>>(ws, reinterpret_cast<T*>(addr(d.out)), d.nkept, parts,
+                                                    initial<T, KIND>(), d.scale);
+    return;
+  }
   if (r.nred <= 32 || (r.nkept >= 8192 && r.nred <= 4096)) {
     reduce_per_thread_kernel<T, KIND><<<blocks_for(r.nkept), 256, 0, st>>>(
         r, reinterpret_cast<const T*>(addr(d.in)), reinterpret_cast<T*>(addr(d.out)), initial<T, KIND>(), d.scale);
@@ -134,6 +186,13 @@ void launch(const Runs& r, const flx_reduce_desc& d, cudaStream_t st) {
 }
 
 }  // namespace
+
+int reduce_workspace(void*, int, const flx_reduce_desc* d, uint64_t* bytes) {
+  const int64_t parts = split_parts(*d);
+  static_assert(sizeof(acc_t<float>) == 8 && sizeof(acc_t<int32_t>) == 8, "the accumulators are 8 bytes");
+  *bytes = parts > 1 ? uint64_t(d->nkept * parts) * 8u : 0u;
+  return FLX_OK;
+}
 
 int reduce(void*, int dev, const flx_reduce_desc* d, flx_stream s) {
   cudaStream_t st;
