@@ -70,6 +70,8 @@ std::mutex g_init;
 
 int device_state(int dev, const char* what, DeviceState** out) {
   const int n = probe().result.device_count;
+  if (n == 0)
+    return fail(FLX_ERR_DEVICE, std::string(what) + ": the CUDA backend has no device: " + probe().reason);
   if (dev < 0 || dev >= n)
     return fail(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": device " + std::to_string(dev) +
                                               " does not exist (expected 0 to " + std::to_string(n - 1) + ")");
@@ -81,8 +83,9 @@ int device_state(int dev, const char* what, DeviceState** out) {
   if (st.ready.load(std::memory_order_relaxed)) return FLX_OK;
   // A non-blocking default stream of our own: the legacy NULL stream would
   // serialise with every other stream of the process.
-  if (int e = check(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"))
-    return e;
+  if (!st.stream)  // kept from an earlier attempt that failed further on
+    if (int e = check(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"))
+      return e;
   if (int e = check(cudaDeviceGetDefaultMemPool(&st.pool, dev), "cudaDeviceGetDefaultMemPool")) return e;
   // Keep freed memory in the pool (the default threshold 0 hands it back at
   // every synchronisation); release_cached trims it when an allocation fails.
