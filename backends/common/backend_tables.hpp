@@ -43,3 +43,39 @@
 #define FLX_SET_CALL_(f, t, ns) t.f = ns::f;
 #define FLX_SET_CORE_CALLS(t, ns) FLX_CORE_CALLS(FLX_SET_CALL_, t, ns)
 #define FLX_SET_COMPUTE_CALLS(t, ns) FLX_COMPUTE_CALLS(FLX_SET_CALL_, t, ns)
+
+// The fixed fields of a backend's tables, as this header's ABI version
+// (FLX_BACKEND_TARGET_MINOR for the minor) describes them.
+inline flx_backend core_table_header(const char* name) {
+  flx_backend f{};
+  f.abi_major = FLX_BACKEND_ABI_MAJOR;
+  f.struct_size = sizeof(flx_backend);
+  f.abi_minor = FLX_BACKEND_TARGET_MINOR;
+  f.name = name;
+  return f;
+}
+inline flx_compute_table compute_table_header() {
+  flx_compute_table t{};
+  t.struct_size = sizeof(flx_compute_table);
+  t.version = FLX_TABLE_COMPUTE_VERSION;
+  return t;
+}
+
+// get_table for a backend whose one op table is `compute`.
+inline const void* only_compute_table(const flx_compute_table& t, const char* name, uint32_t version) {
+  const char* want = FLX_TABLE_COMPUTE;
+  if (!name || version != FLX_TABLE_COMPUTE_VERSION) return nullptr;
+  for (int i = 0;; ++i) {  // strcmp without <cstring> in every backend
+    if (name[i] != want[i]) return nullptr;
+    if (!name[i]) return &t;
+  }
+}
+
+// A plugin's exported entry point: its core table for this major version
+// and any minor (the table says which minor it implements), else NULL.
+#define FLX_DEFINE_BACKEND_ENTRY(core_table)                                                                 \
+  extern "C" __attribute__((visibility("default"))) const flx_backend* flx_backend_entry(uint32_t abi_major, \
+                                                                                       uint32_t) {         \
+    return abi_major == FLX_BACKEND_ABI_MAJOR ? &(core_table) : nullptr;                                     \
+  }                                                                                                          \
+  [[maybe_unused]] static constexpr flx_backend_entry_fn flx_backend_entry_type_check_ = &flx_backend_entry;

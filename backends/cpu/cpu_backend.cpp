@@ -267,25 +267,21 @@ int random(void*, int, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint6
   return FLX_OK;
 }
 
+namespace {
+const flx_compute_table compute_table = [] {
+  flx_compute_table t = compute_table_header();
+  FLX_SET_COMPUTE_CALLS(t, cpu_backend)
+  return t;
+}();
+}  // namespace
+
 const void* get_table(void*, const char* name, uint32_t version) {
-  static const flx_compute_table compute = [] {
-    flx_compute_table t{};
-    t.struct_size = sizeof t;
-    t.version = FLX_TABLE_COMPUTE_VERSION;
-    FLX_SET_COMPUTE_CALLS(t, cpu_backend)
-    return t;
-  }();
-  if (std::strcmp(name, FLX_TABLE_COMPUTE) == 0 && version == FLX_TABLE_COMPUTE_VERSION) return &compute;
-  return nullptr;
+  return only_compute_table(compute_table, name, version);
 }
 
 const flx_backend* core() {
   static const flx_backend b = [] {
-    flx_backend f{};
-    f.abi_major = FLX_BACKEND_ABI_MAJOR;
-    f.abi_minor = FLX_BACKEND_ABI_MINOR;
-    f.struct_size = sizeof(flx_backend);
-    f.name = "CPU";
+    flx_backend f = core_table_header("CPU");
     FLX_SET_CORE_CALLS(f, cpu_backend)
     f.release_cached = release_cached;
     return f;

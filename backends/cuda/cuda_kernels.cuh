@@ -31,6 +31,19 @@ bool dispatch_dtype(int32_t t, F&& f) {
   return false;
 }
 
+// Call f(T{}) with the storage type of a floating dtype t; false for any
+// other dtype (the caller reports it).
+template <class F>
+bool dispatch_float_dtype(int32_t t, F&& f) {
+  switch (t) {
+    case FLX_F32: f(float{}); return true;
+    case FLX_F64: f(double{}); return true;
+    case FLX_F16: f(__half{}); return true;
+    case FLX_BF16: f(__nv_bfloat16{}); return true;
+  }
+  return false;
+}
+
 inline const char* dtype_name(int32_t t) {
   switch (t) {
     case FLX_F32: return "Float32";

@@ -54,14 +54,8 @@ int optim_step(void*, int dev, const flx_optim_desc* d, flx_stream s) {
         p, reinterpret_cast<const T*>(addr(d->grad)), reinterpret_cast<T*>(addr(d->m)),
         reinterpret_cast<T*>(addr(d->v)), reinterpret_cast<T*>(addr(in_place ? d->x : d->dx)), d->n, in_place);
   };
-  switch (d->dtype) {
-    case FLX_F32: run(float{}); break;
-    case FLX_F64: run(double{}); break;
-    case FLX_F16: run(__half{}); break;
-    case FLX_BF16: run(__nv_bfloat16{}); break;
-    default:
-      return fail(FLX_ERR_UNSUPPORTED, std::string("optim_step needs a floating dtype, got ") + dtype_name(d->dtype));
-  }
+  if (!dispatch_float_dtype(d->dtype, run))
+    return fail(FLX_ERR_UNSUPPORTED, std::string("optim_step needs a floating dtype, got ") + dtype_name(d->dtype));
   return launched("optim_step kernel (Adam)");
 }
 

@@ -80,14 +80,8 @@ int softmax_any(int dev, const flx_softmax_desc* d, flx_stream s, bool backward)
         backward ? reinterpret_cast<const T*>(addr(d->dy)) : nullptr,
         reinterpret_cast<T*>(addr(backward ? d->dx : d->y)), d->inner, d->axis_len, rows, d->log != 0, backward);
   };
-  switch (d->dtype) {
-    case FLX_F32: run(float{}); break;
-    case FLX_F64: run(double{}); break;
-    case FLX_F16: run(__half{}); break;
-    case FLX_BF16: run(__nv_bfloat16{}); break;
-    default:
-      return fail(FLX_ERR_UNSUPPORTED, std::string(what) + " needs a floating dtype, got " + dtype_name(d->dtype));
-  }
+  if (!dispatch_float_dtype(d->dtype, run))
+    return fail(FLX_ERR_UNSUPPORTED, std::string(what) + " needs a floating dtype, got " + dtype_name(d->dtype));
   return launched(backward ? "softmax_backward kernel" : "softmax kernel");
 }
 

@@ -1,29 +1,20 @@
 // The backend's tables and the one exported symbol: the core table
 // (devices, memory, streams, events, copies) and, through get_table, the
 // "compute" table version 1. No other table or version is offered.
-#include <cstring>
-
 #include "ocl_common.hpp"
 
 namespace flx_ocl {
 namespace {
 
 const flx_compute_table compute_table = [] {
-  flx_compute_table t{};
-  t.struct_size = sizeof(flx_compute_table);
-  t.version = FLX_TABLE_COMPUTE_VERSION;
+  flx_compute_table t = compute_table_header();
   FLX_SET_COMPUTE_CALLS(t, flx_ocl)
   t.reduce_workspace = reduce_workspace;
   return t;
 }();
 
 const flx_backend core_table = [] {
-  flx_backend f{};
-  f.abi_major = FLX_BACKEND_ABI_MAJOR;
-  f.struct_size = sizeof(flx_backend);
-  f.abi_minor = FLX_BACKEND_TARGET_MINOR;
-  f.name = "OpenCL";
-  f.ctx = nullptr;
+  flx_backend f = core_table_header("OpenCL");
   FLX_SET_CORE_CALLS(f, flx_ocl)
   // release_cached (minor 1) stays NULL: the plugin keeps no cache. Device
   // memory is one cl_mem per alloc, given back to the driver by free.
@@ -33,21 +24,9 @@ const flx_backend core_table = [] {
 }  // namespace
 
 const void* get_table(void*, const char* name, uint32_t version) {
-  if (name && std::strcmp(name, FLX_TABLE_COMPUTE) == 0 && version == FLX_TABLE_COMPUTE_VERSION)
-    return &compute_table;
-  return nullptr;
+  return only_compute_table(compute_table, name, version);
 }
 
 }  // namespace flx_ocl
 
-// Any minor version is served (the table says which one it implements);
-// another major version is not.
-extern "C" __attribute__((visibility("default"))) const flx_backend* flx_backend_entry(uint32_t abi_major,
-                                                                                     uint32_t abi_minor) {
-  (void)abi_minor;
-  if (abi_major != FLX_BACKEND_ABI_MAJOR) return nullptr;
-  return &flx_ocl::core_table;
-}
-
-// The entry point has exactly the ABI's type.
-[[maybe_unused]] static constexpr flx_backend_entry_fn flx_ocl_entry_type_check = &flx_backend_entry;
+FLX_DEFINE_BACKEND_ENTRY(flx_ocl::core_table)
