@@ -23,27 +23,10 @@ using std::pow;
 using std::sqrt;
 using std::tanh;
 #define FLX_ELEM_FN template <class CT> inline
-#define FLX_ELEM_IS_FLOAT 1
-#include "flx/backend_elem.h"
+#define FLX_MAP_FN_PREFIX
+#include "common/map_functors.inc"
+#undef FLX_MAP_FN_PREFIX
 #undef FLX_ELEM_FN
-#undef FLX_ELEM_IS_FLOAT
-
-// One function object per op of the list: its class and its body. Unary
-// ops ignore y.
-#define FLX_CPU_OP_(NAME, CODE, ARITY, CLASS, GRAD, BODY)                   \
-  struct Op_##NAME {                                                        \
-    static constexpr map_ops::OpClass cls = map_ops::detail::class_##CLASS; \
-    static constexpr int arity = ARITY;                                     \
-    double alpha = 0, beta = 0;                                             \
-    template <class CT>                                                     \
-    auto operator()(CT x, [[maybe_unused]] CT y) const {                    \
-      [[maybe_unused]] const CT a = CT(alpha), b = CT(beta);                \
-      return BODY;                                                          \
-    }                                                                       \
-  };
-FLX_MAP_OPS(FLX_CPU_OP_)
-#undef FLX_CPU_OP_
-#undef K
 }  // namespace elem
 
 namespace {

@@ -16,25 +16,10 @@ namespace flx_cuda {
 namespace elem {
 // exp, log, ... resolve to CUDA's global device overloads (float and double).
 #define FLX_ELEM_FN template <class CT> __device__ inline
-#define FLX_ELEM_IS_FLOAT 1
-#include "flx/backend_elem.h"
+#define FLX_MAP_FN_PREFIX __device__
+#include "common/map_functors.inc"
+#undef FLX_MAP_FN_PREFIX
 #undef FLX_ELEM_FN
-#undef FLX_ELEM_IS_FLOAT
-
-#define FLX_CUDA_OP_(NAME, CODE, ARITY, CLASS, GRAD, BODY)                           \
-  struct Op_##NAME {                                                                 \
-    static constexpr flx::map_ops::OpClass cls = flx::map_ops::detail::class_##CLASS; \
-    static constexpr int arity = ARITY;                                              \
-    double alpha = 0, beta = 0;                                                      \
-    template <class CT>                                                              \
-    __device__ auto operator()(CT x, [[maybe_unused]] CT y) const {                  \
-      [[maybe_unused]] const CT a = CT(alpha), b = CT(beta);                         \
-      return BODY;                                                                   \
-    }                                                                                \
-  };
-FLX_MAP_OPS(FLX_CUDA_OP_)
-#undef FLX_CUDA_OP_
-#undef K
 }  // namespace elem
 
 // The descriptor as the kernels read it (passed by value: ~300 bytes).
