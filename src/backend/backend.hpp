@@ -33,7 +33,6 @@ class Backend {
 
   BackendId id() const { return id_; }
   const char* name() const { return core_->name; }
-  const std::string& origin() const { return origin_; }
   std::string abi_version() const;  // "2.1": the ABI version the backend implements
 
   // ---- discovery
