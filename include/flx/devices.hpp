@@ -91,4 +91,9 @@ struct MemoryStats {
 // storage goes when its last handle does).
 MemoryStats memory_stats(const Device& d);
 
+// Wait until the work this thread has queued on device d is done (as
+// CUDA.synchronize()): for timing, and before reading device results by
+// other means than flx. Copies to the host wait by themselves.
+void synchronize(const Device& d);
+
 }  // namespace flx

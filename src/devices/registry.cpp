@@ -244,4 +244,6 @@ MemoryStats memory_stats(const Device& d) {
   return {c.in_use.load(), c.peak.load(), c.allocations.load()};
 }
 
+void synchronize(const Device& d) { detail::backend_of(d).synchronize(d.ordinal()); }
+
 }  // namespace flx
