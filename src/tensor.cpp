@@ -12,13 +12,14 @@
 namespace flx {
 namespace detail {
 
-Storage::Storage(const Backend* b, int d, size_t n) : be(b), dev(d), buf(nullptr), nbytes(n) {
+Storage::Storage(const Backend* b, int d, size_t n)
+    : be(b), dev(d), buf(nullptr), nbytes(n), stream(current_stream(b->id(), d)) {
   buf = be->alloc(dev, n);
   note_alloc(be->id(), dev, int64_t(n));
 }
 Storage::~Storage() {
   if (!buf) return;
-  be->free(dev, buf);
+  be->free_used_on(dev, buf, stream);
   note_free(be->id(), dev, int64_t(nbytes));
 }
 

@@ -20,6 +20,11 @@ struct Storage {
   int dev;
   flx_buffer buf;
   size_t nbytes;
+  // The stream the memory was allocated on; freed after the work queued
+  // there (Backend::free_used_on). Code that allocates under a StreamGuard
+  // resets it to the default stream (null) once that stream's work on the
+  // memory is known done, before the stream may be destroyed.
+  flx_stream stream;
   Storage(const Backend* b, int d, size_t n);
   ~Storage();
   Storage(const Storage&) = delete;

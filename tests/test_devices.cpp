@@ -78,6 +78,18 @@ TEST(PluginLoader, AFailedAllocationIsRetriedAfterTheBackendReleasesItsCache) {
   EXPECT_TRUE(has(out, "roundtrip 1 2 3\n")) << out;  // two allocations, each after a release
 }
 
+// Minor 2's memory_info: memory_stats reports what the backend's allocator
+// holds (here a 1 MiB cache, given back by the release that let the tensor's
+// allocation through) beside flx's own count.
+TEST(PluginLoader, MemoryStatsReportTheAllocatorsReservedBytes) {
+  std::string out = probe(plugin_dir("release"), "CUDA memory");
+  EXPECT_TRUE(has(out, "before in_use=0 reserved=1048576 reserved_peak=1048576\n")) << out;
+  EXPECT_TRUE(has(out, "during in_use=4000 reserved=4000 reserved_peak=1048576\n")) << out;
+  EXPECT_TRUE(has(out, "after in_use=0 reserved=0 reserved_peak=1048576\n")) << out;
+  // A backend without memory_info (the CPU) says so with -1.
+  EXPECT_EQ(memory_stats(Device::cpu()).reserved, -1);
+}
+
 TEST(PluginLoader, PluginWithoutAComputeTableLoadsAndOpsSayWhatIsMissing) {
   std::string out = probe(plugin_dir("no_compute"), "CUDA abi");
   EXPECT_TRUE(has(out, "found=1 functional=1")) << out;
@@ -137,6 +149,44 @@ TEST(Selection, FallbackLogsLikeTheSeed) {
   out = probe("FLX_BACKEND_PATH=" + empty.path.string(), "CUDA force");
   EXPECT_TRUE(has(out, "BackendUnavailable: get_device: the preferred backend CUDA is not functional")) << out;
 }
+
+#ifdef FLX_TEST_HAVE_CUDA
+// The real CUDA plugin (built beside libflx) in whole programs, with
+// CUDA_VISIBLE_DEVICES as users set it. Without a GPU (CI) the reason is the
+// missing driver whatever the variable says; with one, "-1" hides it.
+namespace {
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+bool cuda_has_driver() { return !has(probe("", "CUDA"), "no NVIDIA driver"); }
+}  // namespace
+
+TEST(CudaVisibleDevices, MinusOneGivesTheCpuWithOneWarning) {
+  std::string out = probe("CUDA_VISIBLE_DEVICES=-1 FLX_GPU_BACKEND=CUDA", "CUDA gpu");
+  EXPECT_TRUE(has(out, "found=1 functional=0")) << out;
+  EXPECT_TRUE(has(out, cuda_has_driver() ? "reason=CUDA_VISIBLE_DEVICES=-1 hides every GPU"
+                                         : "reason=no NVIDIA driver"))
+      << out;
+  EXPECT_TRUE(has(out, "gpu -> CPU Float64")) << out;  // gpu() leaves data on the CPU as it is
+  EXPECT_EQ(count(out, "Warning:"), 1) << out;
+  // cu asks for CUDA by name: an error saying why, not a fallback.
+  out = probe("CUDA_VISIBLE_DEVICES=-1", "CUDA cu");
+  EXPECT_TRUE(has(out, "BackendUnavailable: cu: the CUDA backend is not available")) << out;
+}
+
+TEST(CudaVisibleDevices, SelectsTheNumberedGpu) {
+  if (!cuda_has_driver() || !functional("CUDA")) GTEST_SKIP() << "no usable NVIDIA GPU: " << backend_status("CUDA").reason;
+  std::string out = probe("CUDA_VISIBLE_DEVICES=0 FLX_GPU_BACKEND=CUDA", "CUDA gpu");
+  EXPECT_TRUE(has(out, "found=1 functional=1")) << out;
+  EXPECT_TRUE(has(out, "gpu -> CUDA:0 Float32")) << out;
+  EXPECT_EQ(count(out, "Warning:"), 0) << out;
+  // One GPU visible: CUDA:1 does not exist whatever the machine has.
+  out = probe("CUDA_VISIBLE_DEVICES=0", "CUDA devices");
+  EXPECT_TRUE(has(out, "devices=1\n")) << out;
+}
+#endif
 
 TEST(Selection, PreferenceFileIsFoundUpwardsAndEnvironmentOverrides) {
   TempDir dir;

@@ -3,6 +3,7 @@
 #include <flx/flx.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace {
@@ -11,13 +12,64 @@ std::string gib(uint64_t bytes) {
   std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / (1024.0 * 1024 * 1024));
   return buf;
 }
+
+std::string show(double gbps) {  // "n/a" where the backend cannot copy that way
+  if (gbps <= 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", gbps);
+  return buf;
+}
+
+// --bandwidth: the copy rates of every device of every functional GPU
+// backend, and between its first two devices when it has more than one.
+void print_bandwidth(size_t bytes) {
+  std::printf("\nTransfer rates in GB/s (median of 5 copies of %zu MiB):\n", bytes >> 20);
+  bool any = false;
+  for (const auto& name : flx::supported_devices()) {
+    if (name == "CPU" || !flx::functional(name)) continue;
+    auto devs = flx::devices(name);
+    for (const auto& d : devs) {
+      any = true;
+      flx::Bandwidth b = flx::measure_bandwidth(d.device, bytes);
+      std::printf("  %-9s host->device pinned %s, pageable %s; device->host pinned %s, pageable %s; "
+                  "device->device %s\n",
+                  d.device.str().c_str(), show(b.h2d_pinned).c_str(), show(b.h2d_pageable).c_str(),
+                  show(b.d2h_pinned).c_str(), show(b.d2h_pageable).c_str(), show(b.d2d).c_str());
+    }
+    if (devs.size() >= 2)
+      std::printf("  %s -> %s: %.1f\n", devs[0].device.str().c_str(), devs[1].device.str().c_str(),
+                  flx::measure_peer_bandwidth(devs[0].device, devs[1].device, bytes));
+  }
+  if (!any) std::printf("  no functional GPU device\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
-    std::printf("usage: flx-info\nLists flx's backends, whether each is installed and functional (and why not),\n"
-                "their devices, and the GPU backend preference in force.\n");
-    return 0;
+  size_t bandwidth_bytes = 0;  // 0: no --bandwidth
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::printf("usage: flx-info [--bandwidth[=MIB]]\nLists flx's backends, whether each is installed and "
+                  "functional (and why not),\ntheir devices, and the GPU backend preference in force.\n"
+                  "--bandwidth also measures host<->device (pinned and pageable) and device<->device copy\n"
+                  "rates of every GPU device, with copies of MIB MiB (default 256).\n");
+      return 0;
+    } else if (a == "--bandwidth") {
+      bandwidth_bytes = size_t(256) << 20;
+    } else if (a.rfind("--bandwidth=", 0) == 0) {
+      char* end = nullptr;
+      const unsigned long mib = std::strtoul(a.c_str() + 12, &end, 10);
+      if (*end || mib < 1 || mib > (1ul << 20)) {
+        std::fprintf(stderr, "flx-info: --bandwidth=MIB takes a whole number of MiB from 1 to 1048576; got '%s'\n",
+                     a.c_str() + 12);
+        return 2;
+      }
+      bandwidth_bytes = size_t(mib) << 20;
+    } else {
+      std::fprintf(stderr, "flx-info: unknown argument '%s'; see flx-info --help\n", a.c_str());
+      return 2;
+    }
   }
   std::printf("flx %s\n\n", FLX_VERSION);
   try {
@@ -50,6 +102,14 @@ int main(int argc, char** argv) {
   } catch (const flx::Error& e) {
     std::printf("\nget_device() fails: %s\n", e.what());
     return 1;
+  }
+  if (bandwidth_bytes) {
+    try {
+      print_bandwidth(bandwidth_bytes);
+    } catch (const flx::Error& e) {
+      std::printf("bandwidth measurement failed: %s\n", e.what());
+      return 1;
+    }
   }
   return 0;
 }

@@ -66,6 +66,24 @@ std::vector<DeviceState>& states() {
 }
 std::mutex g_init;
 
+// Let every device that can reach `dev` directly read and write its pool's
+// memory: pool allocations ignore cudaDeviceEnablePeerAccess, and without
+// access a peer copy is staged by the driver (slower, but still right, so a
+// refusal here is not an error).
+void grant_peer_access(int dev, cudaMemPool_t pool) {
+  const int n = probe().result.device_count;
+  for (int p = 0; p < n; ++p) {
+    int can = 0;
+    if (p == dev || cudaDeviceCanAccessPeer(&can, p, dev) != cudaSuccess || !can) continue;
+    cudaMemAccessDesc desc{};
+    desc.location.type = cudaMemLocationTypeDevice;
+    desc.location.id = p;
+    desc.flags = cudaMemAccessFlagsProtReadWrite;
+    (void)cudaMemPoolSetAccess(pool, &desc, 1);
+  }
+  (void)cudaGetLastError();
+}
+
 }  // namespace
 
 int device_state(int dev, const char* what, DeviceState** out) {
@@ -93,6 +111,7 @@ int device_state(int dev, const char* what, DeviceState** out) {
   if (int e = check(cudaMemPoolSetAttribute(st.pool, cudaMemPoolAttrReleaseThreshold, &threshold),
                     "cudaMemPoolSetAttribute(ReleaseThreshold)"))
     return e;
+  grant_peer_access(dev, st.pool);
   st.ready.store(true, std::memory_order_release);
   return FLX_OK;
 }

@@ -5,6 +5,8 @@
 
 #include <atomic>
 
+#include "flx/backend.h"
+
 namespace flx_cuda {
 
 struct DeviceState {
@@ -17,5 +19,8 @@ struct DeviceState {
 // and set up on first use; an flx_status with last_error() set when dev
 // does not exist or cannot be set up.
 int device_state(int dev, const char* what, DeviceState** out);
+
+// The pool's figures (minor 2 of the core table).
+int memory_info(void*, int dev, flx_memory_info* out);
 
 }  // namespace flx_cuda

@@ -2,6 +2,7 @@
 // (devices, memory, streams, events, copies) and, through get_table, the
 // "compute" table version 1, every call set.
 #include "cuda_common.hpp"
+#include "cuda_device.hpp"
 
 namespace flx_cuda {
 namespace {
@@ -18,6 +19,9 @@ const flx_backend core_table = [] {
   FLX_SET_CORE_CALLS(f, flx_cuda)
 #if FLX_BACKEND_TARGET_MINOR >= 1
   f.release_cached = release_cached;
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 2
+  f.memory_info = memory_info;
 #endif
   return f;
 }();

@@ -2,6 +2,7 @@
 // cudaMallocAsync/cudaFreeAsync), pinned host memory, streams, events and
 // copies. Every call makes its device current first: the calling thread
 // may have used another device last.
+#include <cstdio>
 #include <string>
 
 #include "cuda_common.hpp"
@@ -10,6 +11,11 @@
 namespace flx_cuda {
 
 namespace {
+std::string mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / 1048576.0);
+  return buf;
+}
 inline cudaStream_t as_stream(flx_stream s) { return reinterpret_cast<cudaStream_t>(s); }
 inline cudaEvent_t as_event(flx_event e) { return reinterpret_cast<cudaEvent_t>(e); }
 }  // namespace
@@ -20,13 +26,18 @@ int alloc(void*, int dev, size_t bytes, flx_stream s, flx_buffer* out) {
   void* p = nullptr;
   cudaError_t err = cudaMallocAsync(&p, bytes ? bytes : 1, st);
   if (err != cudaSuccess) {
+    // libflx calls release_cached (synchronise, trim the pool) and tries
+    // once more, so this message is usually the second attempt's.
     (void)cudaGetLastError();
     size_t free_b = 0, total_b = 0;
     (void)cudaMemGetInfo(&free_b, &total_b);
+    flx_memory_info pool{};
+    (void)memory_info(nullptr, dev, &pool);
     return fail(err == cudaErrorMemoryAllocation ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
-                "cudaMallocAsync of " + std::to_string(bytes) + " bytes on CUDA device " + std::to_string(dev) +
-                    " failed: " + cudaGetErrorString(err) + " (" + std::to_string(free_b >> 20) + " MiB free of " +
-                    std::to_string(total_b >> 20) + " MiB); free tensors or use smaller batches");
+                "cudaMallocAsync of " + mib(bytes) + " (" + std::to_string(bytes) + " bytes) on CUDA device " +
+                    std::to_string(dev) + " failed: " + cudaGetErrorString(err) + "; the memory pool has " +
+                    mib(pool.used) + " in use and " + mib(pool.reserved) + " reserved, the device " + mib(free_b) +
+                    " free of " + mib(total_b) + ". Free tensors you no longer need or use smaller batches");
   }
   *out = reinterpret_cast<flx_buffer>(p);
   return FLX_OK;
@@ -46,6 +57,27 @@ int release_cached(void*, int dev) {
   // there: wait for the device, then give back everything unused.
   if (int e = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize")) return e;
   return check(cudaMemPoolTrimTo(ds->pool, 0), "cudaMemPoolTrimTo");
+}
+
+int memory_info(void*, int dev, flx_memory_info* out) {
+  DeviceState* ds = nullptr;
+  if (int e = device_state(dev, "memory_info", &ds)) return e;
+  struct {
+    cudaMemPoolAttr attr;
+    uint64_t* to;
+    const char* name;
+  } const figures[] = {{cudaMemPoolAttrUsedMemCurrent, &out->used, "UsedMemCurrent"},
+                       {cudaMemPoolAttrUsedMemHigh, &out->used_peak, "UsedMemHigh"},
+                       {cudaMemPoolAttrReservedMemCurrent, &out->reserved, "ReservedMemCurrent"},
+                       {cudaMemPoolAttrReservedMemHigh, &out->reserved_peak, "ReservedMemHigh"}};
+  for (const auto& f : figures) {
+    uint64_t v = 0;  // the attributes are cuuint64_t
+    if (int e = check(cudaMemPoolGetAttribute(ds->pool, f.attr, &v),
+                      (std::string("cudaMemPoolGetAttribute(") + f.name + ")").c_str()))
+      return e;
+    *f.to = v;
+  }
+  return FLX_OK;
 }
 
 void* host_address(void*, int, flx_buffer) { return nullptr; }

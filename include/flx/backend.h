@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 1u
+#define FLX_BACKEND_ABI_MINOR 2u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
@@ -295,6 +295,17 @@ typedef struct flx_compute_table {
   int (*optim_step)(void* ctx, int dev, const flx_optim_desc* d, flx_stream s);
 } flx_compute_table;
 
+/* ---- an allocator's figures (minor 2) --------------------------------------
+ * Bytes of a device's memory the backend's allocator holds: used = handed
+ * out by alloc and not yet freed (a stream-ordered free counts once its
+ * stream gets there); reserved = taken from the driver or the system, used
+ * plus what is cached for reuse. Peaks since the backend started (or since
+ * the backend last reset them). */
+typedef struct flx_memory_info {
+  uint64_t used, used_peak;
+  uint64_t reserved, reserved_peak;
+} flx_memory_info;
+
 /* ---- the core table ---------------------------------------------------------- */
 typedef struct flx_backend {
   uint32_t abi_major;   /* FLX_BACKEND_ABI_MAJOR (where version 1 had api_version) */
@@ -343,6 +354,10 @@ typedef struct flx_backend {
   /* minor 1: give cached device memory back to the driver or the system.
    * libflx calls it when an allocation fails, then tries once more. */
   int (*release_cached)(void* ctx, int dev);
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 2
+  /* minor 2: the allocator's figures for dev (flx::memory_stats) */
+  int (*memory_info)(void* ctx, int dev, flx_memory_info* out);
 #endif
 } flx_backend;
 

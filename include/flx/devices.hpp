@@ -86,10 +86,35 @@ struct MemoryStats {
   int64_t in_use = 0;       // bytes held by live tensors now
   int64_t peak = 0;         // most bytes in use at once
   int64_t allocations = 0;  // live allocations now
+  // What the backend's allocator holds on the device (in use plus cached for
+  // reuse, as torch.cuda.memory_reserved), now and at most; -1 where the
+  // backend does not report it (the CPU, OpenCL).
+  int64_t reserved = -1;
+  int64_t reserved_peak = -1;
 };
 // Memory flx has allocated on a device (freed deterministically: a tensor's
-// storage goes when its last handle does).
+// storage goes when its last handle does), and what the device's allocator
+// holds for it.
 MemoryStats memory_stats(const Device& d);
+
+// Transfer rates of device d in GB/s (1e9 bytes per second), each the median
+// of `repeats` copies of `bytes` bytes: host to device and device to host
+// from pinned (page-locked) and from ordinary, pageable host memory, and
+// device to device within d. A rate is 0 where the backend has no pinned
+// memory. For `flx-info --bandwidth`, and to judge a data pipeline against.
+struct Bandwidth {
+  double h2d_pinned = 0, h2d_pageable = 0;
+  double d2h_pinned = 0, d2h_pageable = 0;
+  double d2d = 0;
+  size_t bytes = 0;
+  int repeats = 0;
+};
+Bandwidth measure_bandwidth(const Device& d, size_t bytes = size_t(64) << 20, int repeats = 5);
+// Rate in GB/s of moving `bytes` bytes from device `from` to device `to`
+// (both of one backend: a peer copy, or through the host where the backend
+// has no direct path), the median of `repeats` moves.
+double measure_peer_bandwidth(const Device& from, const Device& to, size_t bytes = size_t(64) << 20,
+                              int repeats = 5);
 
 // Wait until the work this thread has queued on device d is done (as
 // CUDA.synchronize()): for timing, and before reading device results by

@@ -50,6 +50,18 @@ class Backend {
     return st == FLX_OK ? buf : alloc_failed(dev, bytes, st);
   }
   void free(int dev, flx_buffer buf) const noexcept { core_->free(core_->ctx, dev, buf, current_stream(id_, dev)); }
+  // Free memory allocated on stream `used_on` from the current stream: after
+  // the work queued on used_on so far (through an event when they differ).
+  void free_used_on(int dev, flx_buffer buf, flx_stream used_on) const noexcept {
+    const flx_stream now = current_stream(id_, dev);
+    if (used_on == now) [[likely]]
+      core_->free(core_->ctx, dev, buf, now);
+    else
+      free_after_stream(dev, buf, used_on, now);
+  }
+  // The allocator's figures into *out; false when the backend does not
+  // report them (minor 2).
+  bool memory_info(int dev, flx_memory_info* out) const;
   void* host_address(int dev, flx_buffer buf) const;  // null when not host memory
   void* host_alloc(size_t bytes) const;               // pinned; OutOfMemory
   void host_free(void* p) const noexcept;
@@ -95,6 +107,7 @@ class Backend {
       fail(status, what);
   }
   [[noreturn]] void fail(int status, const char* what) const;
+  void free_after_stream(int dev, flx_buffer buf, flx_stream used_on, flx_stream now) const noexcept;
   // After a failed alloc: release the backend's cache and try once more.
   flx_buffer alloc_failed(int dev, size_t bytes, int status) const;
   [[noreturn]] void missing(const char* op, const char* table, const char* function) const;

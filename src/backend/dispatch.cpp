@@ -37,9 +37,9 @@ constexpr CoreFn kDiscoveryCore[] = {FLX_CORE_FN_(functional) FLX_CORE_FN_(devic
 // All of them: needed to use a functional backend.
 constexpr CoreFn kRequiredCore[] = {FLX_CORE_CALLS(FLX_CORE_FN_, unused)};
 #undef FLX_CORE_FN_
-static_assert(sizeof kRequiredCore / sizeof kRequiredCore[0] + 1 ==
+static_assert(sizeof kRequiredCore / sizeof kRequiredCore[0] + 2 ==
                   (sizeof(flx_backend) - offsetof(flx_backend, functional)) / sizeof(void*),
-              "every core call is listed in FLX_CORE_CALLS, release_cached (optional) aside");
+              "every core call is listed in FLX_CORE_CALLS, release_cached and memory_info (optional) aside");
 
 bool core_fn_set(const flx_backend* core, const CoreFn& f) {
   void* p;
@@ -161,6 +161,27 @@ flx_buffer Backend::alloc_failed(int dev, size_t bytes, int status) const {
     status = core_->alloc(core_->ctx, dev, bytes, current_stream(id_, dev), &buf);
   check(status, "alloc");
   return buf;
+}
+void Backend::free_after_stream(int dev, flx_buffer buf, flx_stream used_on, flx_stream now) const noexcept {
+  // Allocated (and maybe still in use) on another stream: the free, on this
+  // one, waits for the work queued there so far. Without an event (none
+  // left) wait for that stream outright rather than free too early.
+  flx_event e = nullptr;
+  if (core_->event_create(core_->ctx, dev, &e) == FLX_OK && e &&
+      core_->event_record(core_->ctx, dev, e, used_on) == FLX_OK &&
+      core_->stream_wait_event(core_->ctx, dev, now, e) == FLX_OK) {
+    core_->event_destroy(core_->ctx, dev, e);  // released once the wait is done
+  } else {
+    if (e) core_->event_destroy(core_->ctx, dev, e);
+    (void)core_->stream_synchronize(core_->ctx, dev, used_on);
+  }
+  core_->free(core_->ctx, dev, buf, now);
+}
+
+bool Backend::memory_info(int dev, flx_memory_info* out) const {
+  if (!FLX_HAS_FN(core_, flx_backend, memory_info)) return false;
+  check(core_->memory_info(core_->ctx, dev, out), "memory_stats");
+  return true;
 }
 void* Backend::host_address(int dev, flx_buffer buf) const { return core_->host_address(core_->ctx, dev, buf); }
 void* Backend::host_alloc(size_t bytes) const {

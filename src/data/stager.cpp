@@ -77,6 +77,9 @@ Tensor Stager::move(const Tensor& t0, size_t slot) {
   // Wait here, on the loader's thread: the staging buffer is free again and
   // the consumer's stream can use the batch without further ordering.
   m.be->event_synchronize(dev, m.event);
+  // The copy is done, so the batch's memory belongs to the default stream
+  // from here on (this copy stream goes with the loader; the batch may stay).
+  impl(out).storage->stream = nullptr;
   return out;
 }
 

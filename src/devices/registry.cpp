@@ -239,9 +239,15 @@ void note_free(BackendId id, int ordinal, int64_t bytes) {
 namespace flx {
 
 MemoryStats memory_stats(const Device& d) {
-  detail::backend_of(d);  // the device must exist
+  const detail::Backend& be = detail::backend_of(d);  // the device must exist
   auto& c = detail::counters(d.backend_id(), d.ordinal());
-  return {c.in_use.load(), c.peak.load(), c.allocations.load()};
+  MemoryStats m{c.in_use.load(), c.peak.load(), c.allocations.load()};
+  flx_memory_info info{};
+  if (be.memory_info(d.ordinal(), &info)) {
+    m.reserved = int64_t(info.reserved);
+    m.reserved_peak = int64_t(info.reserved_peak);
+  }
+  return m;
 }
 
 void synchronize(const Device& d) { detail::backend_of(d).synchronize(d.ordinal()); }

@@ -8,7 +8,9 @@
  *   FLX_TEST_RELEASE     no op table; every allocation fails as out of memory
  *                        until release_cached (minor 1) has been called, as
  *                        a caching allocator's would while its cache holds
- *                        the memory
+ *                        the memory; memory_info (minor 2) reports the bytes
+ *                        in use and, reserved, those plus a 1 MiB cache
+ *                        until the cache is released
  * Memory, copies, streams and events work in both; libflx must load either
  * and refuse only the ops they lack, with a typed error. */
 #include <stddef.h>
@@ -43,24 +45,48 @@ static const char* last_error(void* ctx) {
 }
 #if defined(FLX_TEST_RELEASE)
 static int released = 0;
+static uint64_t used = 0, used_peak = 0, cached = 1u << 20, reserved_peak = 1u << 20;
 static int release_cached(void* ctx, int dev) {
   (void)ctx, (void)dev;
   released = 1;
+  cached = 0;
+  return FLX_OK;
+}
+static int memory_info(void* ctx, int dev, flx_memory_info* out) {
+  (void)ctx, (void)dev;
+  out->used = used;
+  out->used_peak = used_peak;
+  out->reserved = used + cached;
+  out->reserved_peak = reserved_peak;
   return FLX_OK;
 }
 #endif
+/* Each buffer starts with a 16-byte header holding its size. */
 static int alloc(void* ctx, int dev, size_t bytes, flx_stream s, flx_buffer* out) {
   (void)ctx, (void)dev, (void)s;
 #if defined(FLX_TEST_RELEASE)
   if (!released) return FLX_ERR_OUT_OF_MEMORY;
-  released = 0;  /* the next allocation needs another release */
+  released = 0; /* the next allocation needs another release */
+  used += bytes;
+  if (used > used_peak) used_peak = used;
+  if (used + cached > reserved_peak) reserved_peak = used + cached;
 #endif
-  *out = (flx_buffer)malloc(bytes ? bytes : 1);
-  return *out ? FLX_OK : FLX_ERR_OUT_OF_MEMORY;
+  char* p = (char*)malloc(16 + (bytes ? bytes : 1));
+  if (!p) return FLX_ERR_OUT_OF_MEMORY;
+  memcpy(p, &bytes, sizeof bytes);
+  *out = (flx_buffer)(p + 16);
+  return FLX_OK;
 }
 static void free_buf(void* ctx, int dev, flx_buffer b, flx_stream s) {
   (void)ctx, (void)dev, (void)s;
-  free(b);
+  if (!b) return;
+  char* p = (char*)b - 16;
+#if defined(FLX_TEST_RELEASE)
+  size_t bytes;
+  memcpy(&bytes, p, sizeof bytes);
+  used -= bytes;
+#endif
+  free(p);
 }
 /* Not host-addressable, so libflx moves data with the copy calls. */
 static void* host_address(void* ctx, int dev, flx_buffer b) {
@@ -184,6 +210,7 @@ __attribute__((visibility("default"))) const flx_backend* flx_backend_entry(uint
   core.copy_peer = copy_peer;
 #if defined(FLX_TEST_RELEASE)
   core.release_cached = release_cached;
+  core.memory_info = memory_info;
 #endif
   return &core;
 }

@@ -1,8 +1,10 @@
 // Prints what flx knows of one backend, for tests that must run in a fresh
 // process (the registry loads each plugin once per process).
-//   probe_backend NAME [gpu|cu|get_device|force|set|abi|ops]
+//   probe_backend NAME [gpu|cu|get_device|force|set|abi|ops|memory|devices]
 // set: gpu_backend(NAME), writing the preference. abi: the ABI version and
 // op tables. ops: a round trip through NAME:0, then zeros and x + x there.
+// devices: how many devices NAME has.
+// memory: memory_stats of NAME:0 with and without a 1000-float tensor there.
 // A flx::Error is printed as "<Type>: <message>".
 #include <flx/flx.hpp>
 
@@ -53,6 +55,21 @@ int main(int argc, char** argv) {
         std::printf("%s: %s\n", error_type(e), e.what());
       }
       show("sum", x + x);
+    }
+    if (what == "devices") std::printf("devices=%zu\n", flx::devices(argv[1]).size());
+    if (what == "memory") {
+      flx::Device d = flx::get_device(argv[1], 0);
+      auto print = [&](const char* label) {
+        auto m = flx::memory_stats(d);
+        std::printf("%s in_use=%lld reserved=%lld reserved_peak=%lld\n", label, (long long)m.in_use,
+                    (long long)m.reserved, (long long)m.reserved_peak);
+      };
+      print("before");
+      {
+        flx::Tensor x = flx::zeros(flx::Float32, {1000}).to(d);
+        print("during");
+      }
+      print("after");
     }
   } catch (const flx::Error& e) {
     std::printf("%s: %s\n", error_type(e), e.what());
