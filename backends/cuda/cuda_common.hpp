@@ -45,6 +45,10 @@ inline unsigned blocks_for(int64_t n, unsigned threads = 256) {
   return unsigned(b < 1 ? 1 : (b > cap ? cap : b));
 }
 
+// Whether Float32 GEMM may use TF32 tensor cores: FLX_CUDA_ALLOW_TF32=1 in
+// the environment, read once (off otherwise, as PyTorch's default).
+bool allow_tf32();
+
 // After a kernel launch: the launch error, if any.
 int launched(const char* what);
 
