@@ -90,13 +90,14 @@ int device_state(int dev, const char* what, DeviceState** out) {
     if (int e = check(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"))
       return e;
   if (int e = check(cudaDeviceGetDefaultMemPool(&st.pool, dev), "cudaDeviceGetDefaultMemPool")) return e;
-  // Keep freed memory in the pool (the default threshold 0 hands it back at
-  // every synchronisation); release_cached trims it when an allocation fails.
+  // The multiprocessor count, for the kernels' grid size (blocks_for).
   int sms = 0;
   if (int e = check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev),
                     "cudaDeviceGetAttribute(MultiProcessorCount)"))
     return e;
   st.sm_count = sms;
+  // Keep freed memory in the pool (the default threshold 0 hands it back at
+  // every synchronisation); release_cached trims it when an allocation fails.
   uint64_t threshold = UINT64_MAX;
   if (int e = check(cudaMemPoolSetAttribute(st.pool, cudaMemPoolAttrReleaseThreshold, &threshold),
                     "cudaMemPoolSetAttribute(ReleaseThreshold)"))
