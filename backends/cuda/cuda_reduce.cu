@@ -47,20 +47,18 @@ __device__ __forceinline__ int64_t red_offset(const Runs& r, int64_t j) {
   return off;
 }
 
-enum Kind { kSum, kMax, kMin };
-
-template <int KIND, class A>
-__device__ __forceinline__ A combine(A a, A b) {
-  if constexpr (KIND == kSum) return a + b;
-  else if constexpr (KIND == kMax) return b > a || b != b ? b : a;  // NaN wins
-  else return b < a || b != b ? b : a;
-}
+// Sums, and extrema (max or min, a flag at run time rather than a template
+// argument: half as many kernels to compile, and a uniform branch costs
+// nothing in these memory-bound loops). NaN wins an extremum, in any order.
+enum Kind { kSum, kExtremum };
 
 template <int KIND>
 struct Combine {
+  bool is_max = false;  // kExtremum: max, else min
   template <class A>
   __device__ __forceinline__ A operator()(const A& a, const A& b) const {
-    return combine<KIND>(a, b);
+    if constexpr (KIND == kSum) return a + b;
+    else return (is_max ? b > a : b < a) || b != b ? b : a;
   }
 };
 
@@ -73,14 +71,15 @@ template <class A>
 using BlockReduceOf = cub::BlockReduce<A, kThreads>;
 
 template <class T, int KIND>
-__global__ void __launch_bounds__(kThreads) reduce_kernel(Runs r, const T* in, T* out, acc_t<T> init, double scale) {
+__global__ void __launch_bounds__(kThreads) reduce_kernel(Runs r, const T* in, T* out, acc_t<T> init, double scale,
+                                                          Combine<KIND> op) {
   using A = acc_t<T>;
   __shared__ typename BlockReduceOf<A>::TempStorage tmp;
   for (int64_t o = blockIdx.x; o < r.nkept; o += gridDim.x) {
     const T* p = in + kept_offset(r, o);
     A acc = init;
-    for (int64_t j = threadIdx.x; j < r.nred; j += kThreads) acc = combine<KIND>(acc, A(load(p[red_offset(r, j)])));
-    A v = BlockReduceOf<A>(tmp).Reduce(acc, Combine<KIND>{});
+    for (int64_t j = threadIdx.x; j < r.nred; j += kThreads) acc = op(acc, A(load(p[red_offset(r, j)])));
+    A v = BlockReduceOf<A>(tmp).Reduce(acc, op);
     if (threadIdx.x == 0) {
       if constexpr (KIND == kSum) {
         v = v * A(scale);  // integers: an integer scale, as on the CPU
@@ -94,12 +93,13 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(Runs r, const T* in, T
 // One thread per output, walking its inputs in order: for many outputs of
 // few inputs each (a block per output would leave most threads idle).
 template <class T, int KIND>
-__global__ void reduce_per_thread_kernel(Runs r, const T* in, T* out, acc_t<T> init, double scale) {
+__global__ void reduce_per_thread_kernel(Runs r, const T* in, T* out, acc_t<T> init, double scale,
+                                         Combine<KIND> op) {
   using A = acc_t<T>;
   for (int64_t o = global_index(); o < r.nkept; o += global_stride()) {
     const T* p = in + kept_offset(r, o);
     A acc = init;
-    for (int64_t j = 0; j < r.nred; ++j) acc = combine<KIND>(acc, A(load(p[red_offset(r, j)])));
+    for (int64_t j = 0; j < r.nred; ++j) acc = op(acc, A(load(p[red_offset(r, j)])));
     if constexpr (KIND == kSum) acc = acc * A(scale);
     out[o] = store<T>(acc);
   }
@@ -122,29 +122,29 @@ int64_t split_parts(const flx_reduce_desc& d) {
 
 template <class T, int KIND>
 __global__ void __launch_bounds__(kThreads) reduce_split_kernel(Runs r, const T* in, acc_t<T>* ws, acc_t<T> init,
-                                                                int64_t parts) {
+                                                                int64_t parts, Combine<KIND> op) {
   using A = acc_t<T>;
   __shared__ typename BlockReduceOf<A>::TempStorage tmp;
   const int64_t o = blockIdx.y, b = blockIdx.x;
   const T* p = in + kept_offset(r, o);
   A acc = init;
   for (int64_t j = b * kThreads + threadIdx.x; j < r.nred; j += parts * kThreads)
-    acc = combine<KIND>(acc, A(load(p[red_offset(r, j)])));
-  const A v = BlockReduceOf<A>(tmp).Reduce(acc, Combine<KIND>{});
+    acc = op(acc, A(load(p[red_offset(r, j)])));
+  const A v = BlockReduceOf<A>(tmp).Reduce(acc, op);
   if (threadIdx.x == 0) ws[o * parts + b] = v;
 }
 
 // One warp (block of 32 threads) per output.
 template <class T, int KIND>
 __global__ void __launch_bounds__(32) reduce_finish_kernel(const acc_t<T>* ws, T* out, int64_t parts, acc_t<T> init,
-                                                           double scale) {
+                                                           double scale, Combine<KIND> op) {
   using A = acc_t<T>;
   using WarpReduce = cub::WarpReduce<A>;
   __shared__ typename WarpReduce::TempStorage tmp;
   const int64_t o = blockIdx.x;
   A acc = init;
-  for (int64_t b = threadIdx.x; b < parts; b += 32) acc = combine<KIND>(acc, ws[o * parts + b]);
-  A v = WarpReduce(tmp).Reduce(acc, Combine<KIND>{});
+  for (int64_t b = threadIdx.x; b < parts; b += 32) acc = op(acc, ws[o * parts + b]);
+  A v = WarpReduce(tmp).Reduce(acc, op);
   if (threadIdx.x == 0) {
     if constexpr (KIND == kSum) v = v * A(scale);
     out[o] = store<T>(v);
@@ -224,35 +224,37 @@ bool arg_per_thread(int64_t nkept, int64_t len) { return len <= 32 || (nkept >= 
 // The value an empty reduction writes, as the CPU's: the accumulator type's
 // extreme for floating dtypes (it becomes -Inf/Inf) and Bool (true), the
 // dtype's for integers.
-template <class T, int KIND>
-acc_t<T> initial() {
+template <class T>
+acc_t<T> initial(int op) {
   using A = acc_t<T>;
-  if constexpr (KIND == kSum) return A(0);
-  else if constexpr (is_float_v<T>) return KIND == kMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
-  else if constexpr (std::is_same_v<T, bool>)  // the CPU accumulates Bool in Int64 too
-    return KIND == kMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
-  else return KIND == kMax ? A(std::numeric_limits<T>::lowest()) : A(std::numeric_limits<T>::max());
+  const bool is_max = op == FLX_REDUCE_MAX;
+  if (op == FLX_REDUCE_SUM) return A(0);
+  if constexpr (is_float_v<T> || std::is_same_v<T, bool>)  // the CPU accumulates Bool in Int64 too
+    return is_max ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
+  else return is_max ? A(std::numeric_limits<T>::lowest()) : A(std::numeric_limits<T>::max());
 }
 
+// KIND kSum for SUM, kExtremum for MAX and MIN.
 template <class T, int KIND>
 void launch(const Runs& r, const flx_reduce_desc& d, cudaStream_t st) {
+  const Combine<KIND> op{d.op == FLX_REDUCE_MAX};
+  const acc_t<T> init = initial<T>(d.op);
+  const T* in = reinterpret_cast<const T*>(addr(d.in));
+  T* out = reinterpret_cast<T*>(addr(d.out));
   const int64_t parts = split_parts(d);
   if (parts > 1 && d.workspace.buf && d.workspace_bytes >= uint64_t(d.nkept * parts) * sizeof(acc_t<T>)) {
     auto* ws = reinterpret_cast<acc_t<T>*>(addr(d.workspace));
-    reduce_split_kernel<T, KIND><<<dim3(unsigned(parts), unsigned(d.nkept)), kThreads, 0, st>>>(
-        r, reinterpret_cast<const T*>(addr(d.in)), ws, initial<T, KIND>(), parts);
-    reduce_finish_kernel<T, KIND><<<unsigned(d.nkept), 32, 0, st>>>(ws, reinterpret_cast<T*>(addr(d.out)), parts,
-                                                                    initial<T, KIND>(), d.scale);
+    reduce_split_kernel<T, KIND><<<dim3(unsigned(parts), unsigned(d.nkept)), kThreads, 0, st>>>(r, in, ws, init,
+                                                                                                parts, op);
+    reduce_finish_kernel<T, KIND><<<unsigned(d.nkept), 32, 0, st>>>(ws, out, parts, init, d.scale, op);
     return;
   }
   if (r.nred <= 32 || (r.nkept >= 8192 && r.nred <= 4096)) {
-    reduce_per_thread_kernel<T, KIND><<<blocks_for(r.nkept), 256, 0, st>>>(
-        r, reinterpret_cast<const T*>(addr(d.in)), reinterpret_cast<T*>(addr(d.out)), initial<T, KIND>(), d.scale);
+    reduce_per_thread_kernel<T, KIND><<<blocks_for(r.nkept), 256, 0, st>>>(r, in, out, init, d.scale, op);
     return;
   }
   // a block per output, looping over outputs past 32 blocks per multiprocessor
-  reduce_kernel<T, KIND><<<blocks_for(r.nkept, 1), kThreads, 0, st>>>(
-      r, reinterpret_cast<const T*>(addr(d.in)), reinterpret_cast<T*>(addr(d.out)), initial<T, KIND>(), d.scale);
+  reduce_kernel<T, KIND><<<blocks_for(r.nkept, 1), kThreads, 0, st>>>(r, in, out, init, d.scale, op);
 }
 
 }  // namespace
@@ -290,8 +292,8 @@ int reduce(void*, int dev, const flx_reduce_desc* d, flx_stream s) {
               status = fail(FLX_ERR_UNSUPPORTED, "reduce: sum of Bool; convert to an integer dtype first");
             else launch<T, kSum>(r, *d, st);
             break;
-          case FLX_REDUCE_MAX: launch<T, kMax>(r, *d, st); break;
-          case FLX_REDUCE_MIN: launch<T, kMin>(r, *d, st); break;
+          case FLX_REDUCE_MAX:
+          case FLX_REDUCE_MIN: launch<T, kExtremum>(r, *d, st); break;
           case FLX_REDUCE_ARGMAX:
           case FLX_REDUCE_ARGMIN:
             if (arg_per_thread(r.nkept, r.rext[0]))
