@@ -28,11 +28,26 @@ inline char* addr(flx_mem m) { return reinterpret_cast<char*>(m.buf) + m.offset;
 // for `s` (the device's default stream when s is NULL) goes to *out.
 int enter(int dev, flx_stream s, cudaStream_t* out, const char* what);
 
-// The kernels' launch shape for n elements (grid-stride loops).
+// The multiprocessor count of the device the calling thread last entered
+// (enter() records it; 0 before any).
+int current_sm_count();
+
+// The kernels' launch shape for n work items (grid-stride loops): one item
+// per thread up to 32 blocks per multiprocessor, then the threads loop.
+// 32 blocks of 256 threads is four times what a multiprocessor of sm_80 or
+// sm_90 holds at once (2048 threads), so every large launch fills the GPU in
+// a few full waves, and each thread then amortises its index set-up over
+// several items instead of the grid growing to millions of blocks.
 inline unsigned blocks_for(int64_t n, unsigned threads = 256) {
-  int64_t b = (n + threads - 1) / threads;
-  return unsigned(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
+  const int64_t b = (n + threads - 1) / threads;
+  const int sms = current_sm_count();
+  const int64_t cap = sms > 0 ? int64_t(sms) * 32 : 4096;
+  return unsigned(b < 1 ? 1 : (b > cap ? cap : b));
 }
+
+// Whether Float32 GEMM may use TF32 tensor cores: FLX_CUDA_ALLOW_TF32=1 in
+// the environment, read once (off otherwise, as PyTorch's default).
+bool allow_tf32();
 
 // After a kernel launch: the launch error, if any.
 int launched(const char* what);

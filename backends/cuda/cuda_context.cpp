@@ -17,7 +17,10 @@ namespace flx_cuda {
 
 namespace {
 thread_local std::string t_error;
+thread_local int t_sm_count = 0;  // of the device last entered on this thread
 }
+
+int current_sm_count() { return t_sm_count; }
 
 int fail(int status, const std::string& msg) {
   t_error = msg;
@@ -105,6 +108,12 @@ int device_state(int dev, const char* what, DeviceState** out) {
     if (int e = check(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"))
       return e;
   if (int e = check(cudaDeviceGetDefaultMemPool(&st.pool, dev), "cudaDeviceGetDefaultMemPool")) return e;
+  // The multiprocessor count, for the kernels' grid size (blocks_for).
+  int sms = 0;
+  if (int e = check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev),
+                    "cudaDeviceGetAttribute(MultiProcessorCount)"))
+    return e;
+  st.sm_count = sms;
   // Keep freed memory in the pool (the default threshold 0 hands it back at
   // every synchronisation); release_cached trims it when an allocation fails.
   uint64_t threshold = UINT64_MAX;
@@ -119,6 +128,7 @@ int device_state(int dev, const char* what, DeviceState** out) {
 int enter(int dev, flx_stream s, cudaStream_t* out, const char* what) {
   DeviceState* st = nullptr;
   if (int e = device_state(dev, what, &st)) return e;
+  t_sm_count = st->sm_count;
   *out = s ? reinterpret_cast<cudaStream_t>(s) : st->stream;
   return FLX_OK;
 }

@@ -13,6 +13,7 @@ struct DeviceState {
   std::atomic<bool> ready{false};
   cudaStream_t stream = nullptr;  // the ABI's NULL stream for this device
   cudaMemPool_t pool = nullptr;   // the device's default pool (cudaMallocAsync)
+  int sm_count = 0;               // multiprocessors, for the kernels' grid size
 };
 
 // The state of `dev` in *out, made current on this thread (cudaSetDevice)

@@ -1,9 +1,12 @@
 // Batched GEMM through cuBLAS (cublasGemmStridedBatchedEx), column-major as
 // the ABI. Float32 computes in FP32 (TF32 off, so results match the CPU to
-// rounding); Float16/BFloat16 store half and accumulate in FP32.
+// rounding) unless FLX_CUDA_ALLOW_TF32=1; Float16/BFloat16 store half and
+// accumulate in FP32.
 #include <cublas_v2.h>
 
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -14,26 +17,75 @@ namespace {
 
 // cuBLAS handles are bound to a device and a stream; one per thread and
 // device, so that setting the stream never races with another thread.
-// (Released at process exit by the driver; a handle per thread is small.)
-int handle_for(int dev, cublasHandle_t* out) {
-  thread_local std::vector<cublasHandle_t> handles;
-  if (handles.size() <= size_t(dev)) handles.resize(size_t(dev) + 1, nullptr);
-  if (!handles[size_t(dev)]) {
-    cublasHandle_t h = nullptr;
-    cublasStatus_t st = cublasCreate(&h);
-    if (st != CUBLAS_STATUS_SUCCESS)
-      return fail(st == CUBLAS_STATUS_ALLOC_FAILED ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
-                  std::string("cublasCreate failed: ") + cublasGetStatusString(st));
-    cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);  // no TF32
-    handles[size_t(dev)] = h;
+// Each thread's handles are destroyed when the thread ends (cublasDestroy
+// synchronises the device), with their device current; when the CUDA
+// runtime is already being torn down (a thread ending during process exit)
+// they are left to the driver, which frees everything at exit anyway.
+// No user workspace (cublasSetWorkspace): cublasSetStream resets it to
+// cuBLAS's own pool on every call, and a buffer of ours would have to be
+// kept per (handle, stream) and outlive the work of streams we do not own.
+struct Handles {
+  std::vector<cublasHandle_t> h;
+  Handles() = default;
+  Handles(const Handles&) = delete;
+  Handles& operator=(const Handles&) = delete;
+  ~Handles() {
+    int prev = 0;
+    if (cudaGetDevice(&prev) != cudaSuccess) {  // cudaErrorCudartUnloading at exit
+      (void)cudaGetLastError();
+      return;
+    }
+    for (size_t dev = 0; dev < h.size(); ++dev) {
+      if (!h[dev]) continue;
+      if (cudaSetDevice(int(dev)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+      }
+      (void)cublasDestroy(h[dev]);
+      h[dev] = nullptr;
+    }
+    (void)cudaSetDevice(prev);
+    (void)cudaGetLastError();
   }
-  *out = handles[size_t(dev)];
+};
+
+int cublas_fail(cublasStatus_t st, const std::string& what) {
+  return fail(st == CUBLAS_STATUS_ALLOC_FAILED ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
+              what + " failed: " + cublasGetStatusString(st));
+}
+
+// This thread's handle for `dev`, the current device (enter() made it so).
+int handle_for(int dev, cublasHandle_t* out) {
+  thread_local Handles handles;
+  std::vector<cublasHandle_t>& hs = handles.h;
+  if (hs.size() <= size_t(dev)) hs.resize(size_t(dev) + 1, nullptr);
+  if (!hs[size_t(dev)]) {
+    cublasHandle_t h = nullptr;
+    if (cublasStatus_t st = cublasCreate(&h); st != CUBLAS_STATUS_SUCCESS) return cublas_fail(st, "cublasCreate");
+    // TF32 tensor cores for Float32 only when allowed (the compute type
+    // says so too, per call); the default math mode keeps FP32.
+    if (cublasStatus_t st = cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+        st != CUBLAS_STATUS_SUCCESS) {
+      (void)cublasDestroy(h);
+      return cublas_fail(st, "cublasSetMathMode");
+    }
+    hs[size_t(dev)] = h;
+  }
+  *out = hs[size_t(dev)];
   return FLX_OK;
 }
 
 bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 }  // namespace
+
+bool allow_tf32() {
+  static const bool on = [] {
+    const char* v = std::getenv("FLX_CUDA_ALLOW_TF32");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
 
 int gemm(void*, int dev, const flx_gemm_desc* d, flx_stream s) {
   cudaStream_t st;
@@ -46,7 +98,7 @@ int gemm(void*, int dev, const flx_gemm_desc* d, flx_stream s) {
   cudaDataType_t type;
   cublasComputeType_t compute;
   switch (d->dtype) {
-    case FLX_F32: type = CUDA_R_32F, compute = CUBLAS_COMPUTE_32F; break;
+    case FLX_F32: type = CUDA_R_32F, compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; break;
     case FLX_F64: type = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F; break;
     case FLX_F16: type = CUDA_R_16F, compute = CUBLAS_COMPUTE_32F; break;
     case FLX_BF16: type = CUDA_R_16BF, compute = CUBLAS_COMPUTE_32F; break;
@@ -57,9 +109,11 @@ int gemm(void*, int dev, const flx_gemm_desc* d, flx_stream s) {
   }
   cublasHandle_t h = nullptr;
   if (int e = handle_for(dev, &h)) return e;
-  cublasSetStream(h, st);
+  if (cublasStatus_t e = cublasSetStream(h, st); e != CUBLAS_STATUS_SUCCESS) return cublas_fail(e, "cublasSetStream");
   const double alpha64 = d->alpha, beta64 = d->beta;
   const float alpha32 = float(d->alpha), beta32 = float(d->beta);
+  // alpha and beta in the compute type's scalar type (double for 64F, float
+  // for the 32F ones, TF32 included), on the host (the default pointer mode)
   const void* alpha = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&beta64) : &beta32;
   // cuBLAS wants leading dimensions of at least 1 even for empty operands.

@@ -273,6 +273,94 @@ TEST_F(PluginTest, ComputeOnASideStream) {
   }
 }
 
+// ---- device fast paths ------------------------------------------------------------
+// Layouts a device backend may treat specially; the CPU is the reference.
+namespace {
+// A 1-D map of n elements whose operands start off[i] elements into their
+// buffers and whose output starts out_off elements in: a vector path (CUDA:
+// 16-byte loads when every operand is aligned) with a tail when n is not a
+// multiple of the vector, the element path when an offset misaligns.
+void check_contiguous_map(const Backend& be, int32_t t, int op, int64_t n, const int64_t (&off)[3], int64_t out_off,
+                          bool scalar1) {
+  const mo::OpInfo& info = mo::info(op);
+  SCOPED_TRACE(std::string(info.name) + " " + dname(t) + " n " + std::to_string(n) + " offsets " +
+               std::to_string(off[0]) + "," + std::to_string(off[1]) + "," + std::to_string(off[2]) + " out " +
+               std::to_string(out_off) + (scalar1 ? " scalar in1" : ""));
+  const bool where = info.cls == mo::OpClass::Select;
+  const int32_t out_t = mo::is_compare(op) ? FLX_BOOL : t;
+  flx_map_desc d{};
+  d.op = op;
+  d.ndim = 1;
+  d.shape[0] = n;
+  d.ninputs = info.arity;
+  d.in_dtype = t;
+  d.out_dtype = out_t;
+  std::vector<Bytes> bufs;
+  int32_t ts[3] = {t, t, t};
+  for (int i = 0; i < info.arity; ++i) {
+    ts[i] = (where && i == 0) ? FLX_BOOL : t;
+    if (scalar1 && i == 1) {
+      d.in[i].is_scalar = 1;
+      d.in[i].scalar = dfloat(t) ? 1.25 : 2;
+      bufs.push_back(Bytes(8, 0));
+      continue;
+    }
+    d.in[i].strides[0] = 1;
+    bufs.push_back(make(ts[i], values_for(ts[i], size_t(n + off[i]), 31 + uint32_t(i))));
+  }
+  bufs.push_back(Bytes(size_t(n + out_off) * dsize(out_t), 0));
+  Outcome o = run_both(be, bufs, [&](const Backend& b, int dev, const std::vector<flx_mem>& m) {
+    flx_map_desc dd = d;
+    for (int i = 0; i < info.arity; ++i)
+      dd.in[i].mem = dd.in[i].is_scalar ? flx_mem{nullptr, 0} : flx_mem{m[size_t(i)].buf, uint64_t(off[i]) * dsize(ts[i])};
+    dd.out = {m.back().buf, uint64_t(out_off) * dsize(out_t)};
+    b.map(dev, dd);
+  });
+  EXPECT_SAME_OUTCOME(o);
+  if (o.cpu.ok && o.dev.ok) {
+    EXPECT_TRUE(close(out_t, o.cpu_out.back(), o.dev_out.back()));
+  }
+}
+}  // namespace
+
+TEST_F(PluginTest, ContiguousMapsAlignedAndNot) {
+  const int64_t aligned[3] = {0, 0, 0}, in0_off[3] = {1, 0, 0}, in1_off[3] = {0, 3, 0}, cond_off[3] = {5, 0, 0},
+                in2_off[3] = {0, 0, 1};
+  for (int32_t t : all_dtypes())
+    for (int op : {int(FLX_OP_COPY), int(FLX_OP_NEG), int(FLX_OP_ADD), int(FLX_OP_LT), int(FLX_OP_WHERE)})
+      for (int64_t n : {int64_t(1003), int64_t(4096)}) {
+        check_contiguous_map(*be, t, op, n, aligned, 0, false);
+        check_contiguous_map(*be, t, op, n, aligned, 0, true);
+        check_contiguous_map(*be, t, op, n, aligned, 1, false);  // the output misaligned
+        check_contiguous_map(*be, t, op, n, in0_off, 0, false);
+        check_contiguous_map(*be, t, op, n, in1_off, 0, false);
+        if (op == FLX_OP_WHERE) {
+          check_contiguous_map(*be, t, op, n, cond_off, 0, false);
+          check_contiguous_map(*be, t, op, n, in2_off, 0, false);
+        }
+      }
+}
+
+// Long reductions into few outputs (CUDA: split over many blocks through
+// the workspace from 65536 elements on), and long argmax/argmin runs (CUDA:
+// a block per output), ties and a NaN included.
+TEST_F(PluginTest, LongReductionsAndArgRuns) {
+  for (int32_t t : {FLX_F32, FLX_F64, FLX_F16, FLX_BF16, FLX_I32, FLX_I64, FLX_U8})
+    for (int op : {FLX_REDUCE_SUM, FLX_REDUCE_MAX, FLX_REDUCE_MIN}) {
+      if (t == FLX_F64 && !fp64) continue;
+      check_reduce(*be, t, op, {1 << 17}, 1u, dfloat(t) ? 1.0 / (1 << 17) : 1.0);
+      check_reduce(*be, t, op, {70001, 3}, 1u, 1.0);
+      check_reduce(*be, t, op, {3, 70001}, 2u, 1.0);
+    }
+  for (int32_t t : all_dtypes())
+    for (int op : {FLX_REDUCE_ARGMAX, FLX_REDUCE_ARGMIN}) {
+      check_reduce(*be, t, op, {5000}, 1u, 1.0);
+      check_reduce(*be, t, op, {300, 7}, 1u, 1.0);
+      check_reduce(*be, t, op, {7, 300}, 2u, 1.0);
+      check_reduce(*be, t, op, {100}, 1u, 1.0);  // fewer elements than a block's threads
+    }
+}
+
 // ---- GEMM -------------------------------------------------------------------------
 namespace {
 struct GemmCase {
