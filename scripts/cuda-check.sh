@@ -28,6 +28,9 @@ BUILD_DIR=build-cuda SUMMARY="" ONLY="build,tests,examples,bench,sanitizer" SKIP
 JOBS=$(nproc) BUDGET=540 DATA="" ROUNDS=5 TRAIN_EPOCHS=3 CTEST_ARGS="" PYTHON=${PYTHON:-python3}
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
+  case $1 in --build-dir|--summary|--only|--jobs|--budget|--data|--rounds|--train-epochs|--ctest-args)
+    [ $# -ge 2 ] || { echo "cuda-check: $1 needs a value" >&2; exit 2; } ;;
+  esac
   case $1 in
     --build-dir) BUILD_DIR=$2; shift ;;
     --summary) SUMMARY=$2; shift ;;
@@ -44,6 +47,9 @@ while [ $# -gt 0 ]; do
     *) echo "cuda-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
+done
+for s in ${ONLY//,/ }; do
+  [[ " build tests examples bench sanitizer " == *" $s "* ]] || { echo "cuda-check: unknown step $s in --only" >&2; exit 2; }
 done
 mkdir -p "$BUILD_DIR" && BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
 SUMMARY=${SUMMARY:-$BUILD_DIR/cuda-check-summary.md}
