@@ -133,14 +133,20 @@ find_vendor_libs() {
 
 # ---- steps -----------------------------------------------------------------------
 step_build() {
-  local args=(-DCMAKE_BUILD_TYPE=Release -DFLX_CUDA=ON) ob=/opt/gpu-deps/usr/lib/x86_64-linux-gnu/openblas-pthread
+  local args=(-DCMAKE_BUILD_TYPE=Release -DFLX_CUDA=ON) p=/opt/gpu-deps/usr kind
   [ "$HAVE_GPU" = 0 ] && args=(-DCMAKE_BUILD_TYPE=Release -DFLX_CUDA=AUTO)  # --no-gpu-ok: no toolkit needed
   # Ninja when there is one, for a new build dir (an existing one keeps its generator)
   command -v ninja >/dev/null && [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && args+=(-G Ninja)
   if [ -n "${FLX_OPENBLAS_DIR:-}" ]; then
     args+=(-DFLX_OPENBLAS_DIR="$FLX_OPENBLAS_DIR" -DFLX_OPENBLAS_INCLUDE="${FLX_OPENBLAS_INCLUDE:?set it too}")
-  elif [ -d "$ob" ]; then
-    args+=(-DFLX_OPENBLAS_DIR="$ob" -DFLX_OPENBLAS_INCLUDE=/opt/gpu-deps/usr/include/x86_64-linux-gnu/openblas-pthread)
+  else  # unpacked Debian packages: the pthreads build flx wants, else the OpenMP one
+    for kind in pthread openmp; do
+      if [ -f "$p/include/x86_64-linux-gnu/openblas-$kind/cblas.h" ] && [ -d "$p/lib/x86_64-linux-gnu/openblas-$kind" ]; then
+        args+=(-DFLX_OPENBLAS_DIR="$p/lib/x86_64-linux-gnu/openblas-$kind"
+               -DFLX_OPENBLAS_INCLUDE="$p/include/x86_64-linux-gnu/openblas-$kind")
+        break
+      fi
+    done
   fi
   run_step configure 120 cmake -S "$ROOT" -B "$BUILD_DIR" "${args[@]}"
   if [ "$RC" != 0 ]; then record build FAIL "configure: $(rc_text); see $LOGS/configure.log"; return; fi
@@ -238,6 +244,7 @@ write_summary() {
     echo "- driver: $DRIVER; nvcc: $NVCC_VERSION"
     echo "- cuDNN: $CUDNN_FOUND"
     echo "- NCCL: $NCCL_FOUND"
+    echo "- OpenBLAS: $(sed -n 's/^FLX_OPENBLAS_LIB:FILEPATH=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null || echo '?')"
     echo "- build dir: $BUILD_DIR; logs: $LOGS; took $(( $(date +%s) - START )) s of a $BUDGET s budget"
     echo
     echo "| step | result | details |"
