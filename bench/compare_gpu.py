@@ -480,7 +480,8 @@ def main():
         print(f"{name:24} {fmt(f and f / 1e6):>10} {fmt(t and t / 1e6):>11}")
     print(f"{'target':64} {'value':>12} {'goal':>8}  result")
     for t in T:
-        res = "-" if t["met"] is None else ("MET" if t["met"] else "MISSED")
+        res = ("NOT RUN" if t["value"] is None and t["target"] != "-" else "-") if t["met"] is None else \
+            ("MET" if t["met"] else "MISSED")
         print(f"{t['what'][:64]:64} {fmt(t['value'], t['unit']):>12} {t['target']:>8}  {res}")
     for e in errors:
         print(f"error: {e}")

@@ -26,7 +26,8 @@ def main():
     print("| id | figure | value | target | result |")
     print("|---|---|---|---|---|")
     for t in d.get("targets", []):
-        res = "-" if t["met"] is None else ("met" if t["met"] else "**missed**")
+        res = ("not run" if t["value"] is None and t["target"] != "-" else "-") if t["met"] is None else \
+            ("met" if t["met"] else "**missed**")
         what = t["what"].replace("|", "\\|")
         print(f"| {t['id']} | {what} | {fmt(t['value'], t.get('unit', ''))} | {t['target']} | {res} |")
     rows = [(n, v.get("median_ns"), d.get("torch", {})) for n, v in d.get("flx", {}).items()]
