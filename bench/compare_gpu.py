@@ -64,8 +64,11 @@ class Flx:
         self.device = json.loads(first)["device"]
 
     def request(self, line):
-        self.p.stdin.write(line + "\n")
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write(line + "\n")
+            self.p.stdin.flush()
+        except OSError:  # it has exited
+            raise RuntimeError(f"bench_gpu died (exit status {self.p.wait()}) before '{line}'")
         out = self.p.stdout.readline()
         if not out:
             raise RuntimeError(f"bench_gpu died (exit status {self.p.wait()}) during '{line}'")
@@ -339,6 +342,87 @@ def main():
                 "mlp_step_b4096": "mlp_step_b4096", "gemm_mlp_step": "gemm_mlp_step",
                 "gemm_mlp_gemms": "gemm_mlp_gemms", "add_f32_2e28": "add_f32_2e28", "neg_f32_2e28": "copy_f32_2e28",
                 "loader_h2d": "pinned_h2d"}
+
+    def fm(name):  # flx median ns
+        v = out["flx"].get(name)
+        return median(v["rounds"]) if v else None
+
+    def tm(name):  # PyTorch median ns
+        v = out["torch"].get(name)
+        return median(v["rounds"]) if v else None
+
+    def ratio(x, y):
+        return x / y if x is not None and y else None
+
+    def info(name, key, side="flx"):
+        v = out[side].get(name)
+        return v["info"].get(key) if v else None
+
+    def gbps(nbytes, ns):
+        return nbytes / ns if nbytes and ns else None  # bytes/ns = GB/s
+
+    def evaluate(done):
+        """Targets of the benchmark groups in done, from the rounds so far."""
+        T = []
+        if "a" in done:
+            r128 = ratio(fm("mlp_step_b128"), tm("mlp_step_b128"))
+            r4096 = ratio(fm("mlp_step_b4096"), tm("mlp_step_b4096"))
+            target(T, "a.b128", "MLP step b128 flx/PyTorch", r128, "<= 0.7", r128 is not None and r128 <= 0.7)
+            target(T, "a.b4096", "MLP step b4096 flx/PyTorch", r4096, "<= 1.0", r4096 is not None and r4096 <= 1.0)
+            d = fm("dispatch_add_f32_100")
+            target(T, "a.dispatch", "host time per op dispatch (us)", d / 1e3 if d else None, "<= 2",
+                   d is not None and d <= 2000, " us")
+            td = tm("dispatch_add_f32_100")
+            target(T, "a.dispatch_torch", "PyTorch host time per op (us), reference", td / 1e3 if td else None, "-", None,
+                   " us")
+            r1h = ratio(fm("mlp_step_b128_onehot"), tm("mlp_step_b128"))
+            target(T, "a.b128_onehot", "MLP step b128 with onehotbatch per step flx/PyTorch, reference", r1h, "-", None)
+        if "b" in done:
+            rb = ratio(fm("gemm_mlp_gemms"), fm("gemm_mlp_step"))
+            target(T, "b.gemm_share", "GEMM-bound MLP: GEMMs alone / step time (flx)", rb, ">= 0.95",
+                   rb is not None and rb >= 0.95)
+            rbt = ratio(tm("gemm_mlp_gemms"), tm("gemm_mlp_step"))
+            target(T, "b.gemm_share_torch", "same for PyTorch, reference", rbt, "-", None)
+            rbs = ratio(fm("gemm_mlp_step"), tm("gemm_mlp_step"))
+            target(T, "b.step_vs_torch", "GEMM-bound MLP step flx/PyTorch, reference", rbs, "-", None)
+            f = fm("gemm_mlp_gemms")
+            target(T, "b.gemm_tflops", "flx GEMMs TFLOP/s, reference",
+                   info("gemm_mlp_gemms", "flops") / f / 1e3 if f else None, "-", None)
+
+        if "c" in done:
+            n_bytes = info("add_f32_2e28", "bytes")
+            add_bw = gbps(n_bytes, fm("add_f32_2e28"))
+            copy_bw = gbps(info("copy_f32_2e28", "bytes", "torch"), tm("copy_f32_2e28"))
+            rc = ratio(add_bw, copy_bw)
+            target(T, "c.add_vs_copy", "add 2^28 bandwidth / D2D copy bandwidth", rc, ">= 0.85",
+                   rc is not None and rc >= 0.85)
+            target(T, "c.add_gbps", "flx add GB/s", add_bw, "-", None, " GB/s")
+            target(T, "c.copy_gbps", "D2D copy GB/s (PyTorch copy_)", copy_bw, "-", None, " GB/s")
+            target(T, "c.torch_add_gbps", "PyTorch add GB/s, reference", gbps(n_bytes, tm("add_f32_2e28")), "-", None,
+                   " GB/s")
+            target(T, "c.neg_gbps", "flx neg (copy-like map) GB/s, reference",
+                   gbps(info("neg_f32_2e28", "bytes"), fm("neg_f32_2e28")), "-", None, " GB/s")
+        if "d" in done:
+            lr = gbps(info("loader_h2d", "bytes"), fm("loader_h2d"))
+            pr = gbps(info("pinned_h2d", "bytes", "torch"), tm("pinned_h2d"))
+            rd = ratio(lr, pr)
+            target(T, "d.loader_vs_pinned", "flx DataLoader to device: H2D rate / pinned copy rate", rd, ">= 0.8",
+                   rd is not None and rd >= 0.8)
+            target(T, "d.loader_gbps", "flx DataLoader H2D GB/s", lr, "-", None, " GB/s")
+            target(T, "d.pinned_gbps", "PyTorch pinned .to(non_blocking) GB/s", pr, "-", None, " GB/s")
+            ro = ratio(fm("epoch_data_from_host"), fm("epoch_data_on_device"))
+            target(T, "d.overlap", "epoch with data from host / data on device", ro, "<= 1.05",
+                   ro is not None and ro <= 1.05)
+        return T
+
+    def write_json():
+        for side in ("flx", "torch"):
+            for v in out[side].values():
+                v["median_ns"] = median(v["rounds"])
+        if a.json:
+            Path(a.json).write_text(json.dumps(out, indent=1))
+
+    done = []
     for g in bench_groups if flx else []:
         names = GROUPS[g]
         t0 = time.perf_counter()
@@ -370,77 +454,14 @@ def main():
             if torch_side and torch_of.get(name):
                 torch_side.drop(torch_of[name])
         print(f"group ({g}): {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        done.append(g)
+        out["targets"] = evaluate(done)  # written as it goes: a run cut short keeps what it measured
+        write_json()
     if flx:
         flx.close()
 
-    def fm(name):  # flx median ns
-        v = out["flx"].get(name)
-        return median(v["rounds"]) if v else None
-
-    def tm(name):
-        v = out["torch"].get(name)
-        return median(v["rounds"]) if v else None
-
-    def ratio(x, y):
-        return x / y if x is not None and y else None
-
-    def info(name, key, side="flx"):
-        v = out[side].get(name)
-        return v["info"].get(key) if v else None
-
+    out["targets"] = evaluate(bench_groups)  # a group that did not run shows its targets as not run
     T = out["targets"]
-    if "a" in groups:
-        r128 = ratio(fm("mlp_step_b128"), tm("mlp_step_b128"))
-        r4096 = ratio(fm("mlp_step_b4096"), tm("mlp_step_b4096"))
-        target(T, "a.b128", "MLP step b128 flx/PyTorch", r128, "<= 0.7", r128 is not None and r128 <= 0.7)
-        target(T, "a.b4096", "MLP step b4096 flx/PyTorch", r4096, "<= 1.0", r4096 is not None and r4096 <= 1.0)
-        d = fm("dispatch_add_f32_100")
-        target(T, "a.dispatch", "host time per op dispatch (us)", d / 1e3 if d else None, "<= 2",
-               d is not None and d <= 2000, " us")
-        td = tm("dispatch_add_f32_100")
-        target(T, "a.dispatch_torch", "PyTorch host time per op (us), reference", td / 1e3 if td else None, "-", None,
-               " us")
-        r1h = ratio(fm("mlp_step_b128_onehot"), tm("mlp_step_b128"))
-        target(T, "a.b128_onehot", "MLP step b128 with onehotbatch per step flx/PyTorch, reference", r1h, "-", None)
-    if "b" in groups:
-        rb = ratio(fm("gemm_mlp_gemms"), fm("gemm_mlp_step"))
-        target(T, "b.gemm_share", "GEMM-bound MLP: GEMMs alone / step time (flx)", rb, ">= 0.95",
-               rb is not None and rb >= 0.95)
-        rbt = ratio(tm("gemm_mlp_gemms"), tm("gemm_mlp_step"))
-        target(T, "b.gemm_share_torch", "same for PyTorch, reference", rbt, "-", None)
-        rbs = ratio(fm("gemm_mlp_step"), tm("gemm_mlp_step"))
-        target(T, "b.step_vs_torch", "GEMM-bound MLP step flx/PyTorch, reference", rbs, "-", None)
-        f = fm("gemm_mlp_gemms")
-        target(T, "b.gemm_tflops", "flx GEMMs TFLOP/s, reference",
-               info("gemm_mlp_gemms", "flops") / f / 1e3 if f else None, "-", None)
-
-    def gbps(nbytes, ns):
-        return nbytes / ns if nbytes and ns else None  # bytes/ns = GB/s
-
-    if "c" in groups:
-        n_bytes = info("add_f32_2e28", "bytes")
-        add_bw = gbps(n_bytes, fm("add_f32_2e28"))
-        copy_bw = gbps(info("copy_f32_2e28", "bytes", "torch"), tm("copy_f32_2e28"))
-        rc = ratio(add_bw, copy_bw)
-        target(T, "c.add_vs_copy", "add 2^28 bandwidth / D2D copy bandwidth", rc, ">= 0.85",
-               rc is not None and rc >= 0.85)
-        target(T, "c.add_gbps", "flx add GB/s", add_bw, "-", None, " GB/s")
-        target(T, "c.copy_gbps", "D2D copy GB/s (PyTorch copy_)", copy_bw, "-", None, " GB/s")
-        target(T, "c.torch_add_gbps", "PyTorch add GB/s, reference", gbps(n_bytes, tm("add_f32_2e28")), "-", None,
-               " GB/s")
-        target(T, "c.neg_gbps", "flx neg (copy-like map) GB/s, reference",
-               gbps(info("neg_f32_2e28", "bytes"), fm("neg_f32_2e28")), "-", None, " GB/s")
-    if "d" in groups:
-        lr = gbps(info("loader_h2d", "bytes"), fm("loader_h2d"))
-        pr = gbps(info("pinned_h2d", "bytes", "torch"), tm("pinned_h2d"))
-        rd = ratio(lr, pr)
-        target(T, "d.loader_vs_pinned", "flx DataLoader to device: H2D rate / pinned copy rate", rd, ">= 0.8",
-               rd is not None and rd >= 0.8)
-        target(T, "d.loader_gbps", "flx DataLoader H2D GB/s", lr, "-", None, " GB/s")
-        target(T, "d.pinned_gbps", "PyTorch pinned .to(non_blocking) GB/s", pr, "-", None, " GB/s")
-        ro = ratio(fm("epoch_data_from_host"), fm("epoch_data_on_device"))
-        target(T, "d.overlap", "epoch with data from host / data on device", ro, "<= 1.05",
-               ro is not None and ro <= 1.05)
     if "e" in groups:
         data = find_dataset(a.data)
         if data is None:
@@ -468,10 +489,7 @@ def main():
             except (RuntimeError, subprocess.TimeoutExpired, KeyError, IndexError) as e:
                 errors.append(f"(e): {e}")
 
-    for name, v in out["flx"].items():
-        v["median_ns"] = median(v["rounds"])
-    for name, v in out["torch"].items():
-        v["median_ns"] = median(v["rounds"])
+    write_json()
     print(f"flx {out.get('flx_device', a.device)} vs PyTorch {out.get('torch_version', '-')} on {torch_device} "
           f"({out.get('torch_gpu', '-')}); medians of {a.rounds} interleaved rounds")
     print(f"{'benchmark':24} {'flx ms':>10} {'PyTorch ms':>11}")
@@ -485,8 +503,6 @@ def main():
         print(f"{t['what'][:64]:64} {fmt(t['value'], t['unit']):>12} {t['target']:>8}  {res}")
     for e in errors:
         print(f"error: {e}")
-    if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=1))
     return 1 if any(not e.startswith("PyTorch unavailable") for e in errors) else 0
 
 
