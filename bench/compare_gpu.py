@@ -312,7 +312,7 @@ def main():
     backend, _, ordinal = a.device.partition(":")
     torch_device = a.torch_device or (f"cuda:{ordinal or 0}" if backend.upper() == "CUDA" else "cpu")
 
-    out = {"device": a.device, "torch_device": torch_device, "rounds": a.rounds, "min_time": a.min_time,
+    out = {"groups": groups, "device": a.device, "torch_device": torch_device, "rounds": a.rounds, "min_time": a.min_time,
            "small": a.small, "flx": {}, "torch": {}, "targets": [], "errors": []}
     errors = out["errors"]
 

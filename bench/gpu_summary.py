@@ -19,7 +19,7 @@ def main():
     except (OSError, ValueError, IndexError) as e:
         print(f"\n(benchmark figures unreadable: {e})")
         return 0
-    groups = "".join(sorted({t["id"][0] for t in d.get("targets", [])}))
+    groups = d.get("groups") or sorted({t["id"][0] for t in d.get("targets", [])})
     print(f"\n## Benchmarks ({','.join(groups) or '-'}): flx {d.get('flx_device', d.get('device'))} vs PyTorch "
           f"{d.get('torch_version', '-')} on {d.get('torch_device')} ({d.get('torch_gpu', '-')}), "
           f"medians of {d.get('rounds')} interleaved rounds of ~{d.get('min_time')} s\n")
