@@ -276,6 +276,7 @@ write_summary() {
     echo "- driver: $DRIVER; nvcc: $NVCC_VERSION"
     echo "- cuDNN: $CUDNN_FOUND"
     echo "- NCCL: $NCCL_FOUND"
+    echo "- Fashion-MNIST: ${FLX_DATA:-/usr/share/datasets}$([ -n "${FLX_DATA:-}" ] || [ -d /usr/share/datasets/fashion-mnist ] || echo ' (absent)')"
     echo "- OpenBLAS: $(sed -n 's/^FLX_OPENBLAS_LIB:FILEPATH=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null || echo '?')"
     echo "- build dir: $BUILD_DIR; logs: $LOGS; took $(( $(date +%s) - START )) s of a $BUDGET s budget"
     echo
@@ -298,6 +299,13 @@ if [ "$HAVE_GPU" = 0 ] && [ "$NO_GPU_OK" = 0 ]; then
   exit 2
 fi
 find_vendor_libs
+# Fashion-MNIST for the tests and (e): --data, else $FLX_DATA, else Debian's
+# place, else the same package unpacked under /opt/gpu-deps.
+if [ -n "$DATA" ]; then export FLX_DATA=$DATA
+elif [ -z "${FLX_DATA:-}" ] && [ ! -d /usr/share/datasets/fashion-mnist ] &&
+     [ -d /opt/gpu-deps/usr/share/datasets/fashion-mnist ]; then
+  export FLX_DATA=/opt/gpu-deps/usr/share/datasets
+fi
 log "GPU: $GPU_INFO; nvcc: $NVCC_VERSION; cuDNN: $CUDNN_FOUND; NCCL: $NCCL_FOUND"
 if wants build; then
   if [ "$SKIP_BUILD" = 1 ]; then record build "skipped: --skip-build" "using $BUILD_DIR"; else step_build; fi
