@@ -257,7 +257,7 @@ Runner make_map(Device dev, bool small, bool binary) {
 
 Runner make_loader(Device dev, bool small) {
   const int64_t n = small ? 4096 : 65536, bs = small ? 512 : 8192;
-  auto loader = std::make_shared<DataLoader<Tensor>>(rand(784, n), DataLoaderOptions{.batchsize = bs});
+  auto loader = std::make_shared<DataLoader<Tensor>>(rand(784, n), DataLoaderOptions{.batchsize = bs, .seed = 1});
   Runner r;
   r.bytes = 4.0 * 784.0 * double(n);
   r.extra = ", \"batch\": " + std::to_string(bs) + ", \"samples\": " + std::to_string(n);
@@ -288,7 +288,7 @@ Runner make_epoch(Device dev, bool small, bool from_host) {
   r.bytes = 4.0 * (784.0 + 10.0) * double(n);
   r.extra = ", \"batch\": " + std::to_string(bs) + ", \"samples\": " + std::to_string(n);
   r.step = [s, dev, bs] {
-    DataLoader loader(s->data, {.batchsize = bs});
+    DataLoader loader(s->data, {.batchsize = bs, .seed = 1});
     for (auto [x, y] : loader | dev) {
       auto [l, grads] = withgradient([&](const auto& m) { return logitcrossentropy(m(x), y); }, s->model);
       update(s->opt, s->model, std::get<0>(grads));
