@@ -105,6 +105,8 @@ detect_gpu() {
   fi
   CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
   local nvcc; nvcc=$(command -v nvcc || echo "$CUDA_HOME/bin/nvcc")
+  # CMake tries /usr/local/cuda/bin/nvcc by itself; another CUDA_HOME goes through CUDACXX
+  [ -z "${CUDACXX:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ] && ! command -v nvcc >/dev/null && export CUDACXX=$CUDA_HOME/bin/nvcc
   [ -x "$nvcc" ] && NVCC_VERSION=$("$nvcc" --version | grep -o 'release [0-9.]*, V[0-9.]*' | head -1)
 }
 
@@ -112,22 +114,24 @@ detect_gpu() {
 # (nvidia/cudnn/lib, nvidia/nccl/lib, and the nvidia/cu13 layout). Their lib
 # dirs go on LD_LIBRARY_PATH, their roots on CMAKE_PREFIX_PATH and CPATH.
 find_vendor_libs() {
-  local roots=("$CUDA_HOME" /usr /usr/local) wheel lib dir name inc
+  local roots=("$CUDA_HOME" /usr/lib/x86_64-linux-gnu /usr/local/lib) wheel lib dir name inc ver
   wheel=$("$PYTHON" -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null) &&
     mapfile -t -O "${#roots[@]}" roots <<<"$wheel"
   for name in cudnn nccl; do
-    lib=$(find "${roots[@]}" -maxdepth 5 -name "lib$name.so*" \( -type f -o -type l \) 2>/dev/null | sort | head -1)
+    lib=$(find "${roots[@]}" -maxdepth 4 -name "lib$name.so*" \( -type f -o -type l \) 2>/dev/null | sort | head -1)
     if [ -z "$lib" ]; then
       printf -v "${name^^}_FOUND" '%s' "not found (searched the toolkit, /usr, the nvidia-* wheels)"
       continue
     fi
-    dir=$(dirname "$lib")
+    dir=$(dirname "$lib") ver=""
     export LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     if [ -d "$dir/../include" ]; then
       inc=$(cd "$dir/../include" && pwd)
       export CPATH=$inc${CPATH:+:$CPATH} CMAKE_PREFIX_PATH=${inc%/include}${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+      ver=$(grep -hE "#define ${name^^}_(MAJOR|MINOR|PATCH|PATCHLEVEL) " "$inc/cudnn_version.h" "$inc/nccl.h" 2>/dev/null |
+            awk '{print $3}' | paste -sd.)
     fi
-    printf -v "${name^^}_FOUND" '%s' "$(basename "$lib") in $dir"
+    printf -v "${name^^}_FOUND" '%s' "${ver:+$ver, }$(basename "$lib") in $dir"
   done
 }
 
@@ -138,7 +142,7 @@ step_build() {
   # Ninja when there is one, for a new build dir (an existing one keeps its generator)
   command -v ninja >/dev/null && [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && args+=(-G Ninja)
   if [ -n "${FLX_OPENBLAS_DIR:-}" ]; then
-    args+=(-DFLX_OPENBLAS_DIR="$FLX_OPENBLAS_DIR" -DFLX_OPENBLAS_INCLUDE="${FLX_OPENBLAS_INCLUDE:?set it too}")
+    args+=(-DFLX_OPENBLAS_DIR="$FLX_OPENBLAS_DIR" -DFLX_OPENBLAS_INCLUDE="${FLX_OPENBLAS_INCLUDE:-$FLX_OPENBLAS_DIR/include}")
   else  # unpacked Debian packages: the pthreads build flx wants, else the OpenMP one
     for kind in pthread openmp; do
       if [ -f "$p/include/x86_64-linux-gnu/openblas-$kind/cblas.h" ] && [ -d "$p/lib/x86_64-linux-gnu/openblas-$kind" ]; then
@@ -150,8 +154,9 @@ step_build() {
   fi
   run_step configure 120 cmake -S "$ROOT" -B "$BUILD_DIR" "${args[@]}"
   if [ "$RC" != 0 ]; then record build FAIL "configure: $(rc_text); see $LOGS/configure.log"; return; fi
+  local t0; t0=$(date +%s)
   run_step build 360 cmake --build "$BUILD_DIR" -j "$JOBS"
-  if [ "$RC" = 0 ]; then record build PASS "$(grep -c '' "$LOGS/build.log") lines of build output, -j $JOBS"
+  if [ "$RC" = 0 ]; then record build PASS "built in $(( $(date +%s) - t0 )) s with -j $JOBS"
   else record build FAIL "$(rc_text); $(grep -m1 -E 'error|FAILED' "$LOGS/build.log")"; fi
 }
 
