@@ -202,8 +202,8 @@ step_examples() {
       echo "fell back to the CPU: $(grep -m1 'Preferred backend' "$out" | cut -c1-200)" || echo 'not on CUDA'); see $out"; fi
   done
   # The seed pages' snippets (docs/gpu.md, built as docs/doc_*), in a scratch
-  # dir (select_backend writes LocalPreferences.toml there): they must run;
-  # a fallback to the CPU is reported.
+  # dir (select_backend writes LocalPreferences.toml there): they must run
+  # and not fall back to the CPU.
   local snip ok=0 bad="" fell="" n_snip=0
   mkdir -p "$LOGS/snippets"
   for snip in "$BUILD_DIR"/docs/doc_*; do
@@ -220,7 +220,7 @@ step_examples() {
   done
   if [ "$HAVE_GPU" = 0 ]; then record "doc snippets on CUDA" "skipped: no GPU" "$n_snip built"
   elif [ "$n_snip" = 0 ]; then record "doc snippets on CUDA" FAIL "none built in $BUILD_DIR/docs"
-  else record "doc snippets on CUDA" "$([ -z "$bad" ] && echo PASS || echo FAIL)" \
+  else record "doc snippets on CUDA" "$([ -z "$bad$fell" ] && echo PASS || echo FAIL)" \
     "$ok/$n_snip ran${bad:+; failed:$bad}${fell:+; fell back to the CPU:$fell}; logs $LOGS/snippet-*.log"; fi
 
   FLX_GPU_BACKEND=CUDA CUDA_VISIBLE_DEVICES=-1 run_step example-novisible 60 "$BUILD_DIR/examples/basics"
