@@ -7,7 +7,8 @@ permutation per epoch and one indexing of the tensors per batch
 
 Same model (784→256→256→10, relu), loss (cross-entropy on logits), optimiser
 (Adam, lr 1e-3 decayed by 0.75 each epoch), batch size, epochs and shuffling, on the CPU with the given
-thread count. Prints one JSON line per epoch: epoch, seconds, samples_per_s,
+thread count, or on a GPU with --device cuda[:N] (the data then lives on the GPU, the running loss stays
+there, and each epoch's time ends with torch.cuda.synchronize()). Prints one JSON line per epoch: epoch, seconds, samples_per_s,
 loss, test_accuracy.
 """
 import argparse
@@ -21,7 +22,8 @@ import torch
 
 
 def read_idx(path):
-    with gzip.open(path, "rb") as f:
+    opener = gzip.open if os.path.exists(path) or not os.path.exists(path[:-3]) else open
+    with opener(path if opener is gzip.open else path[:-3], "rb") as f:
         data = f.read()
     ndim = data[3]
     dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
@@ -43,6 +45,7 @@ def main():
     p.add_argument("--decay", type=float, default=0.75, help="learning rate factor per epoch")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
     p.add_argument("--data", default=os.environ.get("FLX_DATA", "/usr/share/datasets/fashion-mnist"))
     p.add_argument("--torch-loader", action="store_true",
                    help="batch with torch.utils.data.DataLoader (per-sample indexing and collation, much slower) "
@@ -54,6 +57,11 @@ def main():
     xte, yte = load(a.data, "test")
     model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
                                 torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    dev = torch.device(a.device)
+    gpu = dev.type != "cpu"
+    if gpu:  # the model initialised on the CPU as there (same numbers), then moved with the data
+        model = model.to(dev)
+        xtr, ytr, xte, yte = xtr.to(dev), ytr.to(dev), xte.to(dev), yte.to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     def batches():
         if a.torch_loader:
@@ -61,6 +69,8 @@ def main():
                                                    shuffle=True)
             return
         perm = torch.randperm(len(ytr))
+        if gpu:
+            perm = perm.to(dev)
         for i in range(0, len(ytr), a.batchsize):
             idx = perm[i:i + a.batchsize]
             yield xtr[idx], ytr[idx]
@@ -76,8 +86,14 @@ def main():
             loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
-            total += loss.item() * len(y)
+            if gpu:  # no .item() per step: it would wait for the GPU each step
+                total += loss.detach() * len(y)
+            else:
+                total += loss.item() * len(y)
             n += len(y)
+        if gpu:
+            torch.cuda.synchronize(dev)
+            total = total.item()
         seconds = time.perf_counter() - t0
         with torch.no_grad():
             acc = (model(xte).argmax(1) == yte).float().mean().item()

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Markdown for scripts/cuda-check.sh's summary from a bench/compare_gpu.py --json file.
+
+  python3 bench/gpu_summary.py FILE.json
+"""
+import json
+import sys
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "n/a"
+    return (f"{v:.3f}" if abs(v) < 1000 else f"{v:.0f}") + unit
+
+
+def main():
+    try:
+        d = json.load(open(sys.argv[1]))
+    except (OSError, ValueError, IndexError) as e:
+        print(f"\n(benchmark figures unreadable: {e})")
+        return 0
+    groups = d.get("groups") or sorted({t["id"][0] for t in d.get("targets", [])})
+    print(f"\n## Benchmarks ({','.join(groups) or '-'}): flx {d.get('flx_device', d.get('device'))} vs PyTorch "
+          f"{d.get('torch_version', '-')} on {d.get('torch_device')} ({d.get('torch_gpu', '-')}), "
+          f"medians of {d.get('rounds')} interleaved rounds of ~{d.get('min_time')} s\n")
+    print("| id | figure | value | target | result |")
+    print("|---|---|---|---|---|")
+    for t in d.get("targets", []):
+        res = ("not run" if t["value"] is None and t["target"] != "-" else "-") if t["met"] is None else \
+            ("met" if t["met"] else "**missed**")
+        what = t["what"].replace("|", "\\|")
+        print(f"| {t['id']} | {what} | {fmt(t['value'], t.get('unit', ''))} | {t['target']} | {res} |")
+    rows = [(n, v.get("median_ns"), d.get("torch", {})) for n, v in d.get("flx", {}).items()]
+    if rows:
+        print("\n| benchmark | flx median ms | rounds (ms) |")
+        print("|---|---|---|")
+        for n, m, _ in rows:
+            rounds = ", ".join(f"{r / 1e6:.3f}" for r in d["flx"][n]["rounds"])
+            print(f"| {n} | {fmt(m and m / 1e6)} | {rounds} |")
+        for n, v in d.get("torch", {}).items():
+            rounds = ", ".join(f"{r / 1e6:.3f}" for r in v["rounds"])
+            print(f"| PyTorch {n} | {fmt(v.get('median_ns') and v['median_ns'] / 1e6)} | {rounds} |")
+    if d.get("train_skipped"):
+        print(f"\n(e) skipped: {d['train_skipped']}")
+    for e in d.get("errors", []):
+        print(f"\n- error: {e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,327 @@
+#!/usr/bin/env bash
+# The one-command GPU check (issue 10, item 5). On a machine with an NVIDIA GPU
+# and the CUDA toolkit: configure and build flx with -DFLX_CUDA=ON, run the
+# whole test suite (and count its CUDA tests apart), the examples on CUDA,
+# an example under CUDA_VISIBLE_DEVICES=-1 (the CPU and exactly one warning),
+# the GPU benchmarks against PyTorch (bench/compare_gpu.py) and
+# compute-sanitizer (memcheck, racecheck) over the CUDA plugin's test suite;
+# then write one summary (markdown) and print its path. It installs nothing:
+# the project's libraries come from CMAKE_PREFIX_PATH and the library paths
+# (source .gpu-deps/unpack.sh first on a machine without them), cuDNN and
+# NCCL from the toolkit or PyTorch's nvidia-* wheels (located and reported).
+#
+#   scripts/cuda-check.sh [--build-dir DIR] [--summary FILE] [--only STEPS] [--skip-build]
+#                         [--no-gpu-ok] [--jobs N] [--budget SECONDS] [--data DIR] [--rounds N]
+#                         [--train-epochs N] [--ctest-args "ARGS"]
+#   STEPS: comma-separated subset of build,tests,examples,bench,sanitizer (default: all)
+#
+# Exit status: 0 every step passed (or was skipped), 1 a step failed,
+# 2 no GPU (without --no-gpu-ok) or bad arguments. Each step has its own
+# timeout, all of them share --budget (default 540 s), and a failing step
+# does not stop the later ones. Environment: PYTHON (default python3, the
+# one with PyTorch), FLX_OPENBLAS_DIR / FLX_OPENBLAS_INCLUDE, CUDA_HOME.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 2
+
+BUILD_DIR=build-cuda SUMMARY="" ONLY="build,tests,examples,bench,sanitizer" SKIP_BUILD=0 NO_GPU_OK=0
+JOBS=$(nproc) BUDGET=540 DATA="" ROUNDS=5 TRAIN_EPOCHS=3 CTEST_ARGS="" PYTHON=${PYTHON:-python3}
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+  case $1 in --build-dir|--summary|--only|--jobs|--budget|--data|--rounds|--train-epochs|--ctest-args)
+    [ $# -ge 2 ] || { echo "cuda-check: $1 needs a value" >&2; exit 2; } ;;
+  esac
+  case $1 in
+    --build-dir) BUILD_DIR=$2; shift ;;
+    --summary) SUMMARY=$2; shift ;;
+    --only) ONLY=$2; shift ;;
+    --skip-build) SKIP_BUILD=1 ;;
+    --no-gpu-ok) NO_GPU_OK=1 ;;
+    --jobs) JOBS=$2; shift ;;
+    --budget) BUDGET=$2; shift ;;
+    --data) DATA=$2; shift ;;
+    --rounds) ROUNDS=$2; shift ;;
+    --train-epochs) TRAIN_EPOCHS=$2; shift ;;
+    --ctest-args) CTEST_ARGS=$2; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "cuda-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+for s in ${ONLY//,/ }; do
+  [[ " build tests examples bench sanitizer " == *" $s "* ]] || { echo "cuda-check: unknown step $s in --only" >&2; exit 2; }
+done
+mkdir -p "$BUILD_DIR" && BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
+SUMMARY=${SUMMARY:-$BUILD_DIR/cuda-check-summary.md}
+mkdir -p "$(dirname "$SUMMARY")" && SUMMARY=$(cd "$(dirname "$SUMMARY")" && pwd)/$(basename "$SUMMARY")
+LOGS=$(dirname "$SUMMARY")/cuda-check-logs  # each step's output, beside the summary
+mkdir -p "$LOGS"
+START=$(date +%s)
+ROWS=()        # summary table rows
+FAILED=0
+HAVE_GPU=0
+
+# ---- helpers -------------------------------------------------------------------
+log() { echo "cuda-check: $*" >&2; }
+wants() { [[ ",$ONLY," == *",$1,"* ]]; }
+# record STEP RESULT DETAILS: one summary row; RESULT FAIL marks the run failed
+# (unless the step's command was not run for lack of time: RC -1).
+record() {
+  if [ "$2" = FAIL ] && [ "${RC:-0}" = -1 ]; then set -- "$1" "skipped: out of time budget" ""; fi
+  RC=0
+  ROWS+=("| $1 | $2 | ${3//|/\\|} |")
+  [ "$2" = FAIL ] && FAILED=1
+  log "$1: $2 ${3:+($3)}"
+}
+# The timeout for a step: its own limit, cut to what is left of the budget.
+step_timeout() {
+  local left=$((BUDGET - ($(date +%s) - START) - 10))
+  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
+# run_step NAME LIMIT CMD...: run with a timeout, output to $LOGS/NAME.log;
+# sets RC (124: timed out) and LIMIT_USED. Skips (RC=-1) when out of budget.
+run_step() {
+  local name=$1 limit
+  limit=$(step_timeout "$2"); shift 2
+  LIMIT_USED=$limit
+  if [ "$limit" -lt 15 ]; then RC=-1; return; fi
+  log "running $name (timeout ${limit}s): $*"
+  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  RC=$?
+}
+rc_text() { [ "$RC" = 124 ] || [ "$RC" = 137 ] && echo "timed out after ${LIMIT_USED}s" || echo "exit status $RC"; }
+
+# ---- the machine -----------------------------------------------------------------
+detect_gpu() {
+  GPU_INFO="none" DRIVER="-" NVCC_VERSION="-"
+  local smi=${FLX_CUDA_CHECK_NVIDIA_SMI:-nvidia-smi}  # tests point it elsewhere to act as if no GPU
+  if command -v "$smi" >/dev/null 2>&1 &&
+     GPU_INFO=$(timeout 30 "$smi" --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1) &&
+     [ -n "$GPU_INFO" ]; then
+    HAVE_GPU=1
+    GPU_INFO=$(echo "$GPU_INFO" | paste -sd ';')
+    DRIVER=$(echo "$GPU_INFO" | head -1 | cut -d, -f2 | tr -d ' ')
+  else
+    NO_GPU_REASON=$(command -v "$smi" >/dev/null 2>&1 && echo "$smi failed: $(echo "$GPU_INFO" | head -1)" ||
+                    echo "$smi not found")
+    GPU_INFO="none ($NO_GPU_REASON)"
+  fi
+  CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  local nvcc; nvcc=$(command -v nvcc || echo "$CUDA_HOME/bin/nvcc")
+  # CMake tries /usr/local/cuda/bin/nvcc by itself; another CUDA_HOME goes through CUDACXX
+  [ -z "${CUDACXX:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ] && ! command -v nvcc >/dev/null && export CUDACXX=$CUDA_HOME/bin/nvcc
+  [ -x "$nvcc" ] && NVCC_VERSION=$("$nvcc" --version | grep -o 'release [0-9.]*, V[0-9.]*' | head -1)
+}
+
+# cuDNN and NCCL: in the toolkit, the system, or the nvidia-* Python wheels
+# (nvidia/cudnn/lib, nvidia/nccl/lib, and the nvidia/cu13 layout). Their lib
+# dirs go on LD_LIBRARY_PATH, their roots on CMAKE_PREFIX_PATH and CPATH.
+find_vendor_libs() {
+  local roots=("$CUDA_HOME" /usr/lib/x86_64-linux-gnu /usr/local/lib) wheel lib dir name inc ver
+  wheel=$("$PYTHON" -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null) &&
+    mapfile -t -O "${#roots[@]}" roots <<<"$wheel"
+  for name in cudnn nccl; do
+    lib=$(find "${roots[@]}" -maxdepth 4 -name "lib$name.so*" \( -type f -o -type l \) 2>/dev/null | sort | head -1)
+    if [ -z "$lib" ]; then
+      printf -v "${name^^}_FOUND" '%s' "not found (searched the toolkit, /usr, the nvidia-* wheels)"
+      continue
+    fi
+    dir=$(dirname "$lib") ver=""
+    export LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    if [ -d "$dir/../include" ]; then
+      inc=$(cd "$dir/../include" && pwd)
+      export CPATH=$inc${CPATH:+:$CPATH} CMAKE_PREFIX_PATH=${inc%/include}${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+      ver=$(grep -hE "#define ${name^^}_(MAJOR|MINOR|PATCH|PATCHLEVEL) " "$inc/cudnn_version.h" "$inc/nccl.h" 2>/dev/null |
+            awk '{print $3}' | paste -sd.)
+    fi
+    printf -v "${name^^}_FOUND" '%s' "${ver:+$ver, }$(basename "$lib") in $dir"
+  done
+}
+
+# ---- steps -----------------------------------------------------------------------
+step_build() {
+  local args=(-DCMAKE_BUILD_TYPE=Release -DFLX_CUDA=ON) p=/opt/gpu-deps/usr kind
+  [ "$HAVE_GPU" = 0 ] && args=(-DCMAKE_BUILD_TYPE=Release -DFLX_CUDA=AUTO)  # --no-gpu-ok: no toolkit needed
+  # Ninja when there is one, for a new build dir (an existing one keeps its generator)
+  command -v ninja >/dev/null && [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && args+=(-G Ninja)
+  if [ -n "${FLX_OPENBLAS_DIR:-}" ]; then
+    args+=(-DFLX_OPENBLAS_DIR="$FLX_OPENBLAS_DIR" -DFLX_OPENBLAS_INCLUDE="${FLX_OPENBLAS_INCLUDE:-$FLX_OPENBLAS_DIR/include}")
+  else  # unpacked Debian packages: the pthreads build flx wants, else the OpenMP one
+    for kind in pthread openmp; do
+      if [ -f "$p/include/x86_64-linux-gnu/openblas-$kind/cblas.h" ] && [ -d "$p/lib/x86_64-linux-gnu/openblas-$kind" ]; then
+        args+=(-DFLX_OPENBLAS_DIR="$p/lib/x86_64-linux-gnu/openblas-$kind"
+               -DFLX_OPENBLAS_INCLUDE="$p/include/x86_64-linux-gnu/openblas-$kind")
+        break
+      fi
+    done
+  fi
+  run_step configure 120 cmake -S "$ROOT" -B "$BUILD_DIR" "${args[@]}"
+  if [ "$RC" != 0 ]; then record build FAIL "configure: $(rc_text); see $LOGS/configure.log"; return; fi
+  local t0; t0=$(date +%s)
+  run_step build 360 cmake --build "$BUILD_DIR" -j "$JOBS"
+  if [ "$RC" = 0 ]; then record build PASS "built in $(( $(date +%s) - t0 )) s with -j $JOBS"
+  else record build FAIL "$(rc_text)$(grep -m1 -E 'error|FAILED' "$LOGS/build.log" | sed 's/^/: /' | cut -c1-200)"; fi
+}
+
+# The whole suite once; the CUDA subset counted from the same run.
+step_tests() {
+  unset FLX_SILENCE_WARN_NO_GPU FLX_GPU_BACKEND  # the tests check the fallback warning
+  export POCL_DEVICES=${POCL_DEVICES:-"pthread pthread"}
+  # shellcheck disable=SC2086
+  run_step ctest 300 ctest --test-dir "$BUILD_DIR" -j "$JOBS" --timeout 240 $CTEST_ARGS
+  if [ "$RC" = -1 ]; then record tests "skipped: out of time budget" ""; return; fi
+  local log=$LOGS/ctest.log
+  count() { grep -E "Test +#[0-9]+: $1 " "$log" | grep -cE "$2"; }
+  local any='[^ ]+' cuda='[^ ]*(CUDA|Cuda|flx_info)[^ ]*'
+  local p f s c_p c_f c_s
+  p=$(count "$any" ' Passed') f=$(count "$any" '\*\*\*(Failed|Timeout|Exception|Not Run)')
+  s=$(count "$any" 'Skipped') c_p=$(count "$cuda" ' Passed') c_s=$(count "$cuda" 'Skipped')
+  c_f=$(count "$cuda" '\*\*\*(Failed|Timeout|Exception|Not Run)')
+  local res=PASS
+  { [ "$RC" != 0 ] || [ "$f" != 0 ]; } && res=FAIL
+  record tests "$res" "all: $p passed, $f failed, $s skipped ($(rc_text)); see $log"
+  res=PASS
+  [ "$c_f" != 0 ] && res=FAIL
+  if [ "$HAVE_GPU" = 1 ] && [ "$c_p" -le 1 ]; then res=FAIL; fi  # with a GPU the CUDA cases must run
+  record "tests (CUDA subset)" "$res" "$c_p passed, $c_f failed, $c_s skipped$([ "$HAVE_GPU" = 0 ] && echo ', no GPU')"
+  grep -E "Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Exception|Not Run)" "$log" | head -20 | sed 's/^/    /' >"$LOGS/ctest-failures.txt"
+}
+
+# The examples with gpu/cu on CUDA; then one under CUDA_VISIBLE_DEVICES=-1.
+step_examples() {
+  local ex out n
+  for ex in basics regression; do
+    if [ "$HAVE_GPU" = 0 ]; then record "example $ex on CUDA" "skipped: no GPU" ""; continue; fi
+    FLX_GPU_BACKEND=CUDA run_step "example-$ex" 60 "$BUILD_DIR/examples/$ex"
+    out=$LOGS/example-$ex.log
+    # no fallback warning, and basics prints where its tensors are
+    if [ "$RC" = 0 ] && ! grep -q 'found no functional GPU' "$out" &&
+       { [ "$ex" != basics ] || grep -q 'on CUDA' "$out"; }; then
+      record "example $ex on CUDA" PASS "$(grep -m1 -E 'on CUDA|loss fell' "$out")"
+    else record "example $ex on CUDA" FAIL "$(rc_text); $(grep -q 'found no functional GPU' "$out" &&
+      echo "fell back to the CPU: $(grep -m1 'Preferred backend' "$out" | cut -c1-200)" || echo 'not on CUDA'); see $out"; fi
+  done
+  # The seed pages' snippets (docs/gpu.md, built as docs/doc_*), in a scratch
+  # dir (select_backend writes LocalPreferences.toml there): they must run
+  # and not fall back to the CPU.
+  local snip ok=0 bad="" fell="" n_snip=0
+  mkdir -p "$LOGS/snippets"
+  for snip in "$BUILD_DIR"/docs/doc_*; do
+    [ -x "$snip" ] || continue
+    n_snip=$((n_snip + 1))
+    if [ "$HAVE_GPU" = 0 ]; then continue; fi
+    rm -f "$LOGS/snippets/LocalPreferences.toml"
+    run_step "snippet-${snip##*/doc_}" 30 env -C "$LOGS/snippets" FLX_GPU_BACKEND=CUDA \
+      POCL_DEVICES="${POCL_DEVICES:-pthread pthread}" "$snip"
+    out=$LOGS/snippet-${snip##*/doc_}.log
+    [ "$RC" = -1 ] && { bad+=" (the rest: out of time)"; break; }
+    if [ "$RC" = 0 ]; then ok=$((ok + 1)); else bad+=" ${snip##*/doc_}"; fi
+    grep -q 'found no functional GPU' "$out" && fell+=" ${snip##*/doc_}"
+  done
+  if [ "$HAVE_GPU" = 0 ]; then record "doc snippets on CUDA" "skipped: no GPU" "$n_snip built"
+  elif [ "$n_snip" = 0 ]; then record "doc snippets on CUDA" FAIL "none built in $BUILD_DIR/docs"
+  else record "doc snippets on CUDA" "$([ -z "$bad$fell" ] && echo PASS || echo FAIL)" \
+    "$ok/$n_snip ran${bad:+; failed:$bad}${fell:+; fell back to the CPU:$fell}; logs $LOGS/snippet-*.log"; fi
+
+  FLX_GPU_BACKEND=CUDA CUDA_VISIBLE_DEVICES=-1 run_step example-novisible 60 "$BUILD_DIR/examples/basics"
+  out=$LOGS/example-novisible.log
+  n=$(grep -ciE '(^|[^_])warning:' "$out" 2>/dev/null)  # "Warning: flx: gpu() found no functional GPU ..."
+  if [ "$RC" = 0 ] && [ "$n" = 1 ] && grep -q 'on CPU' "$out"; then
+    record "CUDA_VISIBLE_DEVICES=-1" PASS "CPU, one warning: $(grep -iE -m1 'warning:' "$out" | cut -c1-120)"
+  else record "CUDA_VISIBLE_DEVICES=-1" FAIL "$(rc_text), $n warning lines (want 1); see $out"; fi
+}
+
+step_bench() {
+  if [ "$HAVE_GPU" = 0 ]; then record "benchmarks (a)-(e)" "skipped: no GPU" ""; return; fi
+  local common=(--build "$BUILD_DIR" --device CUDA:0 --rounds "$ROUNDS")
+  run_step bench-abcd 180 "$PYTHON" bench/compare_gpu.py "${common[@]}" --only a,b,c,d --json "$LOGS/bench-abcd.json"
+  [ "$RC" = 0 ] && record "benchmarks (a)-(d)" PASS "$ROUNDS interleaved rounds; figures below" ||
+    record "benchmarks (a)-(d)" FAIL "$(rc_text); see $LOGS/bench-abcd.log"
+  run_step bench-e 240 "$PYTHON" bench/compare_gpu.py "${common[@]}" --only e --train-epochs "$TRAIN_EPOCHS" \
+    --train-timeout 75 \
+    ${DATA:+--data "$DATA"} --json "$LOGS/bench-e.json"
+  [ "$RC" = 0 ] && record "benchmark (e) flx-train" PASS "$TRAIN_EPOCHS epochs on GPU and CPU; figures below" ||
+    record "benchmark (e) flx-train" FAIL "$(rc_text); see $LOGS/bench-e.log"
+}
+
+# compute-sanitizer over the CUDA plugin's test suite: memcheck, then racecheck.
+step_sanitizer() {
+  local exe=$BUILD_DIR/tests/flx_plugin_tests_cuda san tool out errs api total
+  san=$(command -v compute-sanitizer || ls "$CUDA_HOME"/bin/compute-sanitizer "$CUDA_HOME"/compute-sanitizer/compute-sanitizer \
+         2>/dev/null | head -1)
+  san=${san:-compute-sanitizer}
+  for tool in memcheck racecheck; do
+    if [ "$HAVE_GPU" = 0 ]; then record "compute-sanitizer $tool" "skipped: no GPU" ""; continue; fi
+    if [ ! -x "$san" ] || [ ! -x "$exe" ]; then
+      record "compute-sanitizer $tool" FAIL "could not run: $([ -x "$san" ] || echo "no compute-sanitizer on PATH or in $CUDA_HOME; ")$([ -x "$exe" ] || echo "no $exe")"
+      continue
+    fi
+    run_step "sanitizer-$tool" 120 "$san" --tool "$tool" --error-exitcode 99 "$exe" --gtest_brief=1
+    out=$LOGS/sanitizer-$tool.log
+    errs=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out" | tail -1 | sed 's/^=* *//')
+    # "Program hit cudaError..." lines are CUDA API calls that returned an
+    # error (the tests provoke some: too large allocations); the rest are
+    # memory or race reports.
+    api=$(grep -c '^========= Program hit' "$out") total=$(echo "$errs" | grep -oE '[0-9]+ errors?' | grep -oE '[0-9]+')
+    case $RC in
+      0) record "compute-sanitizer $tool" PASS "${errs:-no errors reported}" ;;
+      -1) record "compute-sanitizer $tool" "skipped: out of time budget" "" ;;
+      99) if [ -n "$total" ] && [ "$total" = "$api" ]; then
+            record "compute-sanitizer $tool" PASS "$errs, all $api of them CUDA API calls returning an error (provoked by the tests); no memory reports; see $out"
+          else record "compute-sanitizer $tool" FAIL "$errs ($api API-call errors); see $out"; fi ;;
+      124|137) record "compute-sanitizer $tool" FAIL "timed out after ${LIMIT_USED}s; $(grep -c '^========= [A-Z]' "$out") report lines so far; see $out" ;;
+      *) record "compute-sanitizer $tool" FAIL "could not run or tests failed ($(rc_text)): $(grep -m1 -iE 'error|fail' "$out" | cut -c1-150)" ;;
+    esac
+  done
+}
+
+write_summary() {
+  {
+    echo "# cuda-check summary"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "- GPU: $GPU_INFO"
+    echo "- driver: $DRIVER; nvcc: $NVCC_VERSION"
+    echo "- cuDNN: $CUDNN_FOUND"
+    echo "- NCCL: $NCCL_FOUND"
+    echo "- Fashion-MNIST: ${FLX_DATA:-/usr/share/datasets}$([ -n "${FLX_DATA:-}" ] || [ -d /usr/share/datasets/fashion-mnist ] || echo ' (absent)')"
+    echo "- OpenBLAS: $(sed -n 's/^FLX_OPENBLAS_LIB:FILEPATH=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null || echo '?')"
+    echo "- build dir: $BUILD_DIR; logs: $LOGS; took $(( $(date +%s) - START )) s of a $BUDGET s budget"
+    echo
+    echo "| step | result | details |"
+    echo "|---|---|---|"
+    printf '%s\n' "${ROWS[@]}"
+    if [ -s "$LOGS/ctest-failures.txt" ]; then echo; echo "Failing tests (first 20):"; echo; cat "$LOGS/ctest-failures.txt"; fi
+    for j in "$LOGS/bench-abcd.json" "$LOGS/bench-e.json"; do
+      [ -f "$j" ] && "$PYTHON" "$ROOT/bench/gpu_summary.py" "$j"
+    done
+    echo
+    echo "Overall: $([ "$FAILED" = 0 ] && echo PASS || echo FAIL)"
+  } >"$SUMMARY"
+}
+
+# ---- main ------------------------------------------------------------------------
+detect_gpu
+if [ "$HAVE_GPU" = 0 ] && [ "$NO_GPU_OK" = 0 ]; then
+  echo "cuda-check: no GPU: $NO_GPU_REASON (use --no-gpu-ok to build and test without one)" >&2
+  exit 2
+fi
+find_vendor_libs
+# Fashion-MNIST for the tests and (e): --data, else $FLX_DATA, else Debian's
+# place, else the same package unpacked under /opt/gpu-deps.
+if [ -n "$DATA" ]; then export FLX_DATA=$DATA
+elif [ -z "${FLX_DATA:-}" ] && [ ! -d /usr/share/datasets/fashion-mnist ] &&
+     [ -d /opt/gpu-deps/usr/share/datasets/fashion-mnist ]; then
+  export FLX_DATA=/opt/gpu-deps/usr/share/datasets
+fi
+log "GPU: $GPU_INFO; nvcc: $NVCC_VERSION; cuDNN: $CUDNN_FOUND; NCCL: $NCCL_FOUND"
+if wants build; then
+  if [ "$SKIP_BUILD" = 1 ]; then record build "skipped: --skip-build" "using $BUILD_DIR"; else step_build; fi
+fi
+wants tests && step_tests
+wants examples && step_examples
+wants bench && step_bench
+wants sanitizer && step_sanitizer
+write_summary
+echo "cuda-check: summary in $SUMMARY ($([ "$FAILED" = 0 ] && echo all passed || echo some steps FAILED))"
+exit "$FAILED"
