@@ -213,7 +213,8 @@ typedef struct flx_gemm_desc {
  * fused after it, for Dense layers. Let P = alpha * op(A) * op(B) + beta * C
  * (m×n, column-major) and bias a vector of m elements of gemm.dtype:
  *   BIAS        C = P + bias (bias[i] added to row i of every column)
- *   BIAS_RELU   C = relu(P + bias), relu as FLX_OP_RELU (NaN propagates)
+ *   BIAS_RELU   C = relu(P + bias) = max(P + bias, 0); a NaN stays NaN as
+ *               in FLX_OP_RELU where the backend's library allows
  *   BIAS_GELU   C = gelu(P + bias), the tanh form of FLX_OP_GELU
  *               (NNlib's gelu, cuBLASLt's GELU epilogue); when aux.buf is
  *               set, aux (m×n, leading dimension aux_ld) also receives the
