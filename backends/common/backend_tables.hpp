@@ -7,7 +7,7 @@
 //
 // X(field, ...) is expanded once per call with the extra arguments. Calls a
 // backend may leave NULL (queries, minor-version additions: reduce_workspace,
-// release_cached) are set by hand where they exist. Not installed.
+// release_cached, gemm_epilogue) are set by hand where they exist. Not installed.
 #pragma once
 
 #include <type_traits>

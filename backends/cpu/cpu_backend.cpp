@@ -271,6 +271,7 @@ namespace {
 const flx_compute_table compute_table = [] {
   flx_compute_table t = compute_table_header();
   FLX_SET_COMPUTE_CALLS(t, cpu_backend)
+  t.gemm_epilogue = gemm_epilogue;  // minor 2, optional
   return t;
 }();
 }  // namespace

@@ -66,5 +66,6 @@ inline constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;
 // fields' names (cpu_backend.cpp builds the tables from them).
 FLX_DECLARE_BACKEND_CALLS
 int release_cached(void*, int dev);
+int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* d, flx_stream s);  // minor 2, optional
 
 }  // namespace flx::cpu_backend

@@ -32,13 +32,29 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
 // has enough of them, else each product cut into one tile per thread along
 // C's longer side. OpenBLAS runs each tile on one thread (see
 // cpu_backend.cpp), so its threads never compete with the pool's.
-template <class T>
-void gemm_tiled(const flx_gemm_desc& d, const T* A, const T* B, T* C) {
+//
+// An epilogue (gemm_epilogue) runs on each tile as it is done, while the
+// tile is in cache: before(c, ldc, m0, m1, n1 - n0) may fill the tile and
+// return the beta to use instead of d.beta; after(c, ldc, m0, m1, n1 - n0)
+// finishes it.
+struct NoEpilogue {
+  template <class T>
+  double before(T*, int64_t, int64_t, int64_t, int64_t, double beta) const {
+    return beta;
+  }
+  template <class T>
+  void after(T*, int64_t, int64_t, int64_t, int64_t) const {}
+};
+
+template <class T, class E = NoEpilogue>
+void gemm_tiled(const flx_gemm_desc& d, const T* A, const T* B, T* C, const E& ep = E{}) {
   auto tile = [&](int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const T* a = A + t * d.stride_a + (d.trans_a ? m0 * d.lda : m0);
     const T* b = B + t * d.stride_b + (d.trans_b ? n0 : n0 * d.ldb);
     T* c = C + t * d.stride_c + m0 + n0 * d.ldc;
-    blas_gemm(d.trans_a, d.trans_b, m1 - m0, n1 - n0, d.k, d.alpha, a, d.lda, b, d.ldb, d.beta, c, d.ldc);
+    const double beta = ep.before(c, d.ldc, m0, m1, n1 - n0, d.beta);
+    blas_gemm(d.trans_a, d.trans_b, m1 - m0, n1 - n0, d.k, d.alpha, a, d.lda, b, d.ldb, beta, c, d.ldc);
+    ep.after(c, d.ldc, m0, m1, n1 - n0);
   };
   double flops = 2.0 * double(d.m) * double(d.n) * double(d.k) * double(d.batch);
   int threads = flops < kParallelGemmFlops ? 1 : pool_threads_now();
@@ -94,7 +110,116 @@ void gemm_halves(const flx_gemm_desc& d) {
   }
 }
 
+// Bias and activation on C's tiles (flx_gemm_epilogue_desc): with beta 0
+// the tile starts as the bias, so that the GEMM adds onto it (OpenBLAS
+// skips its scaling pass for beta 1, where beta 0 would zero the tile
+// first): the identity costs no pass of its own, relu and gelu one pass over
+// a tile still in cache. The formulas are FLX_OP_RELU's and FLX_OP_GELU's.
+template <class T>
+struct BiasEpilogue {
+  int32_t kind;
+  const T* bias;
+  T* aux;  // gelu's pre-activation, or null
+  int64_t aux_ld;
+  T* c0;   // C, to place a tile in aux
+  int64_t ldc;
+
+  double before(T* c, int64_t ld, int64_t m0, int64_t m1, int64_t n, double beta) const {
+    if (beta != 0) return beta;
+    for (int64_t j = 0; j < n; ++j) std::memcpy(c + j * ld, bias + m0, size_t(m1 - m0) * sizeof(T));
+    return 1.0;
+  }
+  void after(T* c, int64_t ld, int64_t m0, int64_t m1, int64_t n) const {
+    const int64_t rows = m1 - m0;
+    if (beta_was_nonzero)  // the bias was not the tile's start
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < rows; ++i) c[i + j * ld] += bias[m0 + i];
+    if (kind == FLX_EPILOGUE_BIAS_RELU) {
+      for (int64_t j = 0; j < n; ++j) {
+        T* col = c + j * ld;
+        for (int64_t i = 0; i < rows; ++i) {
+          const T x = col[i];
+          col[i] = x > T(0) || x != x ? x : T(0);
+        }
+      }
+    } else if (kind == FLX_EPILOGUE_BIAS_GELU) {
+      // The tile's place in aux: C's offset of the tile, in aux's leading dimension.
+      const int64_t off = c - c0, ci = off % ldc, cj = off / ldc;
+      for (int64_t j = 0; j < n; ++j) {
+        T* col = c + j * ld;
+        T* acol = aux ? aux + ci + (cj + j) * aux_ld : nullptr;
+        for (int64_t i = 0; i < rows; ++i) {
+          const T x = col[i];
+          if (acol) acol[i] = x;
+          col[i] = T(0.5) * x * (T(1) + std::tanh(T(FLX_GELU_K) * (x + T(0.044715) * x * x * x)));
+        }
+      }
+    }
+  }
+  bool beta_was_nonzero = false;
+};
+
+// bias[i] = sum over l < k of op(A)[i, l], summed in double as the CPU's
+// reductions are.
+template <class T>
+void row_sums(const flx_gemm_desc& d, const T* A, T* bias) {
+  const int64_t m = d.m, k = d.k;
+  if (!d.trans_a) {  // op(A) = A, m×k: add up columns, rows split over the pool
+    const int64_t grain = std::max<int64_t>(64, (1 << 16) / std::max<int64_t>(k, 1));
+    parallel_for(m, grain, [&](int64_t lo, int64_t hi) {
+      std::vector<double> acc(size_t(hi - lo), 0.0);
+      for (int64_t l = 0; l < k; ++l) {
+        const T* col = A + l * d.lda;
+        for (int64_t i = lo; i < hi; ++i) acc[size_t(i - lo)] += double(col[i]);
+      }
+      for (int64_t i = lo; i < hi; ++i) bias[i] = T(acc[size_t(i - lo)]);
+    });
+  } else {  // op(A) = Aᵀ: bias[i] is the sum of A's column i
+    const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(k, 1));
+    parallel_for(m, grain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        double acc = 0;
+        const T* col = A + i * d.lda;
+        for (int64_t l = 0; l < k; ++l) acc += double(col[l]);
+        bias[i] = T(acc);
+      }
+    });
+  }
+}
+
+template <class T>
+int gemm_epilogue_typed(const flx_gemm_epilogue_desc& e) {
+  const flx_gemm_desc& d = e.gemm;
+  const T* A = reinterpret_cast<const T*>(addr(d.a));
+  const T* B = reinterpret_cast<const T*>(addr(d.b));
+  T* C = reinterpret_cast<T*>(addr(d.c));
+  if (e.epilogue == FLX_EPILOGUE_BGRADA) {
+    row_sums<T>(d, A, reinterpret_cast<T*>(addr(e.bias)));
+    gemm_tiled<T>(d, A, B, C);
+    return FLX_OK;
+  }
+  BiasEpilogue<T> ep{e.epilogue, reinterpret_cast<const T*>(addr(e.bias)),
+                     e.aux.buf ? reinterpret_cast<T*>(addr(e.aux)) : nullptr, e.aux_ld, C, d.ldc};
+  ep.beta_was_nonzero = d.beta != 0;
+  gemm_tiled<T>(d, A, B, C, ep);
+  return FLX_OK;
+}
+
 }  // namespace
+
+int gemm_epilogue(void*, int, const flx_gemm_epilogue_desc* ep, flx_stream) {
+  static const bool single = (openblas_set_num_threads(1), true);
+  (void)single;
+  const flx_gemm_epilogue_desc& e = *ep;
+  const flx_gemm_desc& d = e.gemm;
+  // Halves, batches, empty products and sizes past OpenBLAS's int: unfused.
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if ((d.dtype != FLX_F32 && d.dtype != FLX_F64) || d.batch != 1 || d.m <= 0 || d.n <= 0 || d.k <= 0 ||
+      std::max({d.m, d.n, d.k, d.lda, d.ldb, d.ldc}) > kIntMax || e.epilogue < FLX_EPILOGUE_BIAS ||
+      e.epilogue > FLX_EPILOGUE_BGRADA || (e.aux.buf && e.aux_ld < d.m))
+    return fail(FLX_ERR_UNSUPPORTED, "gemm_epilogue: not fused on the CPU for this case");
+  return d.dtype == FLX_F32 ? gemm_epilogue_typed<float>(e) : gemm_epilogue_typed<double>(e);
+}
 
 int gemm(void*, int, const flx_gemm_desc* dp, flx_stream) {
   // The pool parallelises (gemm_tiled): OpenBLAS's own threads stay idle.

@@ -55,6 +55,7 @@ int launched(const char* what);
 // The ABI's calls, implemented across the cuda_*.cpp/.cu files.
 FLX_DECLARE_BACKEND_CALLS
 int release_cached(void*, int dev);
+int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* d, flx_stream s);  // minor 2, optional
 int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes);
 
 }  // namespace flx_cuda

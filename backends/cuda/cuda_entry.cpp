@@ -1,6 +1,6 @@
 // The backend's tables and the one exported symbol: the core table
 // (devices, memory, streams, events, copies) and, through get_table, the
-// "compute" table version 1, every call set.
+// "compute" table version 1, every call set (gemm_epilogue, optional, too).
 #include "cuda_common.hpp"
 #include "cuda_device.hpp"
 
@@ -11,6 +11,9 @@ const flx_compute_table compute_table = [] {
   flx_compute_table t = compute_table_header();
   FLX_SET_COMPUTE_CALLS(t, flx_cuda)
   t.reduce_workspace = reduce_workspace;  // long reductions split over blocks
+#if FLX_BACKEND_TARGET_MINOR >= 2
+  t.gemm_epilogue = gemm_epilogue;  // cuBLASLt epilogues (cuda_gemm_lt.cpp)
+#endif
   return t;
 }();
 

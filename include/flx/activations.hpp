@@ -78,22 +78,30 @@ inline constexpr LogSoftmax logsoftmax{};
 // value in layers such as Dense.
 class Activation {
  public:
-  Activation() : name_("identity"), identity_(true) {}
+  Activation() : name_("identity"), identity_(true), kind_(Kind::Identity) {}
   template <class F>
     requires(!std::is_same_v<std::decay_t<F>, Activation> && std::is_invocable_r_v<Tensor, const F&, const Tensor&>)
   Activation(F f) : fn_(std::move(f)) {  // NOLINT: implicit on purpose (Dense(2, 3, relu))
     if constexpr (requires { F::name(); }) name_ = F::name();
     else name_ = "#callable";
     identity_ = std::is_same_v<std::decay_t<F>, Identity>;
+    if constexpr (std::is_same_v<std::decay_t<F>, Relu>) kind_ = Kind::Relu;
+    else if constexpr (std::is_same_v<std::decay_t<F>, Gelu>) kind_ = Kind::Gelu;
+    else if constexpr (std::is_same_v<std::decay_t<F>, Identity>) kind_ = Kind::Identity;
   }
   Tensor operator()(const Tensor& x) const { return identity_ ? x : fn_(x); }
   const std::string& name() const { return name_; }
   bool is_identity() const { return identity_; }
+  // Which built-in activation this is, where a layer can fuse it into its
+  // GEMM (Dense); Other for every other function.
+  enum class Kind { Other, Identity, Relu, Gelu };
+  Kind kind() const { return kind_; }
 
  private:
   std::function<Tensor(const Tensor&)> fn_;
   std::string name_;
   bool identity_ = false;
+  Kind kind_ = Kind::Other;
 };
 
 std::ostream& operator<<(std::ostream& os, const Activation& a);

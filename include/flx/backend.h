@@ -208,6 +208,40 @@ typedef struct flx_gemm_desc {
   int64_t batch;
 } flx_gemm_desc;
 
+/* ---- GEMM with an epilogue (minor 2) -----------------------------------
+ * One GEMM (gemm.batch == 1; libflx passes alpha = 1, beta = 0) with work
+ * fused after it, for Dense layers. Let P = alpha * op(A) * op(B) + beta * C
+ * (m×n, column-major) and bias a vector of m elements of gemm.dtype:
+ *   BIAS        C = P + bias (bias[i] added to row i of every column)
+ *   BIAS_RELU   C = relu(P + bias) = max(P + bias, 0); a NaN stays NaN as
+ *               in FLX_OP_RELU where the backend's library allows
+ *   BIAS_GELU   C = gelu(P + bias), the tanh form of FLX_OP_GELU
+ *               (NNlib's gelu, cuBLASLt's GELU epilogue); when aux.buf is
+ *               set, aux (m×n, leading dimension aux_ld) also receives the
+ *               pre-activation P + bias, for the backward pass
+ *   BGRADA      C = P as gemm, and bias[i] = sum over l < k of op(A)[i, l]
+ *               (the row sums of op(A): a Dense layer's bias gradient,
+ *               fused into the weight-gradient GEMM dW = dY * Xᵀ)
+ * A backend answers FLX_ERR_UNSUPPORTED, before queuing any work, for a
+ * combination it does not fuse (a dtype, an alignment, a shape its library's
+ * heuristic finds no algorithm for): libflx then runs the same computation
+ * unfused on the same device. */
+typedef enum flx_epilogue {
+  FLX_EPILOGUE_BIAS = 0,
+  FLX_EPILOGUE_BIAS_RELU = 1,
+  FLX_EPILOGUE_BIAS_GELU = 2,
+  FLX_EPILOGUE_BGRADA = 3
+} flx_epilogue;
+
+typedef struct flx_gemm_epilogue_desc {
+  flx_gemm_desc gemm;
+  int32_t epilogue; /* flx_epilogue */
+  int32_t reserved; /* 0 */
+  flx_mem bias;     /* read (BIAS*) or written (BGRADA): m elements */
+  flx_mem aux;      /* BIAS_GELU only, optional (NULL buf: none) */
+  int64_t aux_ld;
+} flx_gemm_epilogue_desc;
+
 /* ---- gather / scatter along one axis -------------------------------------
  * The tensor is viewed as (inner, axis, outer), column-major. gather:
  * dst[i, j, o] = src[i, idx[j], o] with dst axis length nidx.
@@ -293,6 +327,11 @@ typedef struct flx_compute_table {
   int (*softmax)(void* ctx, int dev, const flx_softmax_desc* d, flx_stream s);
   int (*softmax_backward)(void* ctx, int dev, const flx_softmax_desc* d, flx_stream s);
   int (*optim_step)(void* ctx, int dev, const flx_optim_desc* d, flx_stream s);
+#if FLX_BACKEND_TARGET_MINOR >= 2
+  /* minor 2, optional: a GEMM with a fused epilogue (flx_gemm_epilogue_desc);
+   * FLX_ERR_UNSUPPORTED makes libflx run the unfused ops instead. */
+  int (*gemm_epilogue)(void* ctx, int dev, const flx_gemm_epilogue_desc* d, flx_stream s);
+#endif
 } flx_compute_table;
 
 /* ---- an allocator's figures (minor 2) --------------------------------------

@@ -94,6 +94,12 @@ class Backend {
   // d from reduce_desc() (descriptors.hpp); workspace allocated here.
   void reduce(int dev, flx_reduce_desc& d) const;
   void gemm(int dev, const flx_gemm_desc& d) const;
+  // The GEMM with a fused epilogue (ABI minor 2, optional): true when the
+  // backend ran it; false when it lacks gemm_epilogue or answered
+  // FLX_ERR_UNSUPPORTED (nothing was run: the caller runs the unfused ops);
+  // other failures throw as gemm's do.
+  bool has_gemm_epilogue() const { return calls_.gemm_epilogue != nullptr; }
+  bool gemm_epilogue(int dev, const flx_gemm_epilogue_desc& d) const;
   void gather(int dev, const flx_index_desc& d) const;
   void scatter_add(int dev, const flx_index_desc& d) const;
   void permute(int dev, const flx_permute_desc& d) const;  // from permute_desc()

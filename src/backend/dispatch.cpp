@@ -56,9 +56,10 @@ struct TableFn {
 #define FLX_COMPUTE_FN_(f, ...) TableFn{#f, offsetof(flx_compute_table, f)},
 constexpr TableFn kComputeFns[] = {FLX_COMPUTE_CALLS(FLX_COMPUTE_FN_, unused)};
 #undef FLX_COMPUTE_FN_
-static_assert(sizeof kComputeFns / sizeof kComputeFns[0] + 1 ==
+static_assert(sizeof kComputeFns / sizeof kComputeFns[0] + 2 ==
                   (sizeof(flx_compute_table) - offsetof(flx_compute_table, fill)) / sizeof(void*),
-              "every call of the compute table is listed in FLX_COMPUTE_CALLS, reduce_workspace aside");
+              "every call of the compute table is listed in FLX_COMPUTE_CALLS, reduce_workspace and "
+              "gemm_epilogue (optional) aside");
 
 std::vector<std::string> missing_fns(const flx_compute_table* t) {
   std::vector<std::string> out;
@@ -279,6 +280,13 @@ void Backend::reduce(int dev, flx_reduce_desc& d) const {
 void Backend::gemm(int dev, const flx_gemm_desc& d) const {
   auto fn = FLX_COMPUTE(gemm, "matmul");
   check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), "gemm");
+}
+bool Backend::gemm_epilogue(int dev, const flx_gemm_epilogue_desc& d) const {
+  if (!calls_.gemm_epilogue) return false;  // an older plugin, or one that fuses nothing
+  const int st = calls_.gemm_epilogue(core_->ctx, dev, &d, current_stream(id_, dev));
+  if (st == FLX_ERR_UNSUPPORTED) return false;  // the caller runs the unfused ops
+  check(st, "gemm with epilogue");
+  return true;
 }
 void Backend::gather(int dev, const flx_index_desc& d) const {
   auto fn = FLX_COMPUTE(gather, "gather");

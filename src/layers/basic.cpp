@@ -1,5 +1,7 @@
 #include "flx/layers/basic.hpp"
 
+#include "ops/ops_internal.hpp"
+
 #include <cmath>
 
 namespace flx {
@@ -25,6 +27,15 @@ Tensor Dense::operator()(const Tensor& x) const {
   FLX_CHECK(x.defined() && x.ndims() >= 1 && x.shape()[0] == weight.shape()[1], DimensionMismatch,
             "Dense(", weight.shape()[1], " => ", weight.shape()[0], ") expects input with ", weight.shape()[1],
             " features in dim 0; got shape ", x.defined() ? x.shape().str() : std::string("undefined"));
+  // One GEMM with bias and activation fused where the backend can
+  // (src/ops/dense.cpp); else, or for other activations, the ops one by one.
+  const auto kind = act.kind();
+  if (bias.defined() && kind != Activation::Kind::Other) {
+    const auto fused_act = kind == Activation::Kind::Relu   ? ops::DenseAct::Relu
+                           : kind == Activation::Kind::Gelu ? ops::DenseAct::Gelu
+                                                            : ops::DenseAct::Identity;
+    if (Tensor y = ops::dense_fused(weight, x, bias, fused_act); y.defined()) return y;
+  }
   Tensor h = matmul(weight, x);
   if (bias.defined()) h = h + bias;
   return act(h);

@@ -22,9 +22,11 @@ Tensor expand_batch(const Tensor& x, const Shape& batch, const Shape& out_batch)
   return ops::raw_map(FLX_OP_COPY, x.dtype(), x.dtype(), full, {{&x}});
 }
 
+}  // namespace
+
 // C = op(A) op(B), batched over dims 2+; batch dims broadcast (size 1 or
 // missing dims stretch), as in NNlib's batched_mul and torch.matmul.
-Tensor raw_gemm(const Tensor& a0, bool ta, const Tensor& b0, bool tb) {
+Tensor ops::raw_gemm(const Tensor& a0, bool ta, const Tensor& b0, bool tb) {
   const Shape &sa0 = a0.shape(), &sb0 = b0.shape();
   int64_t m = ta ? sa0[1] : sa0[0], ka = ta ? sa0[0] : sa0[1];
   int64_t kb = tb ? sb0[1] : sb0[0], n = tb ? sb0[0] : sb0[1];
@@ -76,7 +78,7 @@ Tensor raw_gemm(const Tensor& a0, bool ta, const Tensor& b0, bool tb) {
 // raw_gemm, recorded; its rule is made of gemm, so products differentiate to
 // any order. dA = dC op(B)ᵀ, dB = op(A)ᵀ dC (transposed back where A or B
 // was); a broadcast operand sums over the batch dims it stretched along.
-Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb) {
+Tensor ops::gemm(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   Tensor c = raw_gemm(a, ta, b, tb);
   autograd::record("matmul", autograd::Order::Higher, c, {a, b},
                    [a, ta, b, tb](const Tensor& g, const bool* n, Tensor* gi) {
@@ -85,8 +87,6 @@ Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb) {
                    });
   return c;
 }
-
-}  // namespace
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
   ops::check_defined(a0, "matmul");
@@ -101,7 +101,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   DType t = promote_types(a0.dtype(), b0.dtype());
   if (!is_floating(t)) t = DType::Float32;
   Tensor a = a0.to(t), b = b0.to(t);
-  return gemm(a, false, b, false);
+  return ops::gemm(a, false, b, false);
 }
 
 }  // namespace flx

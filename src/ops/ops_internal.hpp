@@ -43,6 +43,22 @@ void fill(const Tensor& t, double v);
 // checked to lie in range (DataLoader checks them on the host).
 Tensor gather_checked(const Tensor& x, const Tensor& idx);
 
+// C = op(A) op(B), batched over dims 2+ (linalg.cpp): raw, and recorded
+// (its rule is made of gemm, so it differentiates to any order).
+Tensor raw_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb);
+Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb);
+
+// The activations a Dense layer can fuse into its GEMM.
+enum class DenseAct { Identity, Relu, Gelu };
+// act(w * x .+ b) as one GEMM with a fused epilogue (dense.cpp), recorded,
+// with a backward rule that fuses the bias gradient into the weight
+// gradient's GEMM where the backend can. An undefined tensor when the fused
+// path does not apply (the backend has no gemm_epilogue or answered
+// FLX_ERR_UNSUPPORTED, shapes other than matrix × matrix, mixed dtypes or
+// devices): the caller then runs the unfused ops, which give the same
+// result or raise the usual error. Nothing has run in that case.
+Tensor dense_fused(const Tensor& w, const Tensor& x, const Tensor& b, DenseAct act);
+
 uint32_t dims_mask(const Tensor& x, const Dims& dims, const char* op);
 
 }  // namespace flx::ops

@@ -428,6 +428,88 @@ TEST_F(PluginTest, GemmWithTransposesLeadingDimsAndBatchStrides) {
   for (int32_t t : {FLX_I32, FLX_U8}) check_gemm(*be, t, {0, 0, 2, 2, 2, 1, 1.0, 0.0, 0, false});
 }
 
+// ---- GEMM with an epilogue (minor 2, optional) --------------------------------------
+// A plugin either runs it, with the CPU's results, or declines
+// (FLX_ERR_UNSUPPORTED, or no gemm_epilogue): then Backend::gemm_epilogue
+// returns false and must not have touched C, the bias or aux.
+namespace {
+void check_gemm_epilogue(const Backend& be, int32_t t, int32_t epilogue, bool aux, int ta, int tb, int64_t m,
+                         int64_t n, int64_t k, int pad) {
+  SCOPED_TRACE(std::string(dname(t)) + " epilogue " + std::to_string(epilogue) + (aux ? " aux" : "") + " ta " +
+               std::to_string(ta) + " tb " + std::to_string(tb) + " m" + std::to_string(m) + " n" +
+               std::to_string(n) + " k" + std::to_string(k) + " pad " + std::to_string(pad));
+  int64_t ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+  int64_t lda = ra + pad, ldb = rb + pad, ldc = m + pad, aux_ld = m + 8 * pad;
+  Bytes a = make(t, grid_values(size_t(lda * ca), -2, 2, 0.125, 1));
+  Bytes b = make(t, grid_values(size_t(ldb * cb), -2, 2, 0.125, 2));
+  Bytes c = make(t, grid_values(size_t(ldc * n), -2, 2, 0.125, 3));
+  Bytes bias = make(t, grid_values(size_t(m), -2, 2, 0.125, 4));
+  Bytes x = make(t, grid_values(size_t(aux_ld * n), -2, 2, 0.125, 5));
+  std::vector<bool> ran;
+  Outcome o = run_both(be, {a, b, c, bias, x}, [&](const Backend& bk, int dev, const std::vector<flx_mem>& mm) {
+    flx_gemm_epilogue_desc d{};
+    d.gemm.dtype = t;
+    d.gemm.trans_a = ta;
+    d.gemm.trans_b = tb;
+    d.gemm.m = m;
+    d.gemm.n = n;
+    d.gemm.k = k;
+    d.gemm.alpha = 1;
+    d.gemm.beta = 0;
+    d.gemm.a = mm[0];
+    d.gemm.b = mm[1];
+    d.gemm.c = mm[2];
+    d.gemm.lda = lda;
+    d.gemm.ldb = ldb;
+    d.gemm.ldc = ldc;
+    d.gemm.batch = 1;
+    d.epilogue = epilogue;
+    d.bias = mm[3];
+    if (aux) {
+      d.aux = mm[4];
+      d.aux_ld = aux_ld;
+    }
+    ran.push_back(bk.gemm_epilogue(dev, d));
+  });
+  ASSERT_TRUE(o.cpu.ok) << o.cpu.err;
+  ASSERT_TRUE(o.dev.ok) << o.dev.err;
+  ASSERT_EQ(ran.size(), 2u);
+  ASSERT_TRUE(ran[0]) << "the CPU fuses Float32 and Float64";
+  const std::vector<Bytes> before = {a, b, c, bias, x};
+  if (!ran[1]) {  // declined: nothing written
+    for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(bitwise(o.dev_out[i], before[i])) << "buffer " << i;
+    return;
+  }
+  // Compared where defined: C's m rows of each column (the padding rows are
+  // the backend's to keep), the bias, aux's m rows.
+  auto rows = [&](const Bytes& buf, int64_t ld) {
+    Bytes out;
+    const size_t es = dsize(t);
+    for (int64_t j = 0; j < n; ++j)
+      out.insert(out.end(), buf.begin() + ptrdiff_t(size_t(j * ld) * es), buf.begin() + ptrdiff_t(size_t(j * ld + m) * es));
+    return out;
+  };
+  EXPECT_TRUE(close(t, rows(o.cpu_out[2], ldc), rows(o.dev_out[2], ldc), 4)) << "C";
+  EXPECT_TRUE(close(t, o.cpu_out[3], o.dev_out[3], 4)) << "bias";
+  if (aux) EXPECT_TRUE(close(t, rows(o.cpu_out[4], aux_ld), rows(o.dev_out[4], aux_ld), 4)) << "aux";
+}
+}  // namespace
+
+TEST_F(PluginTest, GemmEpilogueMatchesTheCpuOrDeclines) {
+  for (int32_t t : {FLX_F32, FLX_F64}) {
+    if (t == FLX_F64 && !fp64) continue;
+    for (int32_t e : {FLX_EPILOGUE_BIAS, FLX_EPILOGUE_BIAS_RELU, FLX_EPILOGUE_BIAS_GELU, FLX_EPILOGUE_BGRADA})
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb) {
+          check_gemm_epilogue(*be, t, e, false, ta, tb, 16, 12, 9, 0);
+          check_gemm_epilogue(*be, t, e, false, ta, tb, 7, 5, 33, 1);
+        }
+    check_gemm_epilogue(*be, t, FLX_EPILOGUE_BIAS_GELU, true, 0, 0, 16, 12, 9, 0);
+    check_gemm_epilogue(*be, t, FLX_EPILOGUE_BIAS_GELU, true, 0, 0, 40, 70, 300, 1);
+    check_gemm_epilogue(*be, t, FLX_EPILOGUE_BGRADA, false, 0, 1, 40, 70, 300, 0);  // Dense's dW, db
+  }
+}
+
 // ---- movement ---------------------------------------------------------------------
 TEST_F(PluginTest, GatherAndScatterAddWithRepeatedIndices) {
   const int64_t inner = 3, axis = 5, outer = 2, nidx = 7;
