@@ -17,7 +17,10 @@ struct Model {
 };
 FLX_FUNCTOR(Model, w, b)
 
+// Where CUDA works, the fallback is checked in a whole program with the GPU
+// hidden (CudaVisibleDevices.MinusOneGivesTheCpuWithOneWarning).
 TEST(Movement, GpuFallsBackWithOneWarning) {
+  if (functional("CUDA")) GTEST_SKIP() << "a CUDA GPU is functional here, so gpu() does not fall back";
   unsetenv("FLX_SILENCE_WARN_NO_GPU");
   Tensor x = rand(3);
   Tensor y;
@@ -37,6 +40,13 @@ TEST(Movement, GpuWarningCanBeSilenced) {
 }
 
 TEST(Movement, CuNamesCuda) {
+  if (functional("CUDA")) {  // cu moves to CUDA:0 with gpu's Float32 rule
+    Tensor moved = cu(rand(Float64, 2));
+    EXPECT_EQ(moved.device(), Device(BackendId::CUDA, 0));
+    EXPECT_EQ(moved.dtype(), Float32);
+    EXPECT_EQ(get_device(Model{ones(1), ones(1)} | cu), Device(BackendId::CUDA, 0));
+    return;
+  }
   try {
     (void)cu(rand(2));
     FAIL() << "cu() must fail without CUDA";
