@@ -20,10 +20,11 @@ struct Storage {
   int dev;
   flx_buffer buf;
   size_t nbytes;
-  // The stream the memory was allocated on; freed after the work queued
-  // there (Backend::free_used_on). Code that allocates under a StreamGuard
-  // resets it to the default stream (null) once that stream's work on the
-  // memory is known done, before the stream may be destroyed.
+  // The stream the memory belongs to (allocated on, at first): it is freed
+  // after the work queued there (Backend::free_used_on). Code that allocates
+  // under a StreamGuard hands the memory to the consumer's stream once that
+  // stream is ordered after its work (Stager::ready), before the guarded
+  // stream may be destroyed.
   flx_stream stream;
   Storage(const Backend* b, int d, size_t n);
   ~Storage();

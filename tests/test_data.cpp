@@ -182,6 +182,39 @@ TEST_P(DeviceLoaderTest, BatchesArriveOnTheDeviceAndStayValid) {
   EXPECT_NE(e2, expected);
 }
 
+// The staging ring and its copy stream are kept across epochs; an epoch
+// started while another runs (nested loops over one loader) gets a stager of
+// its own; leaving a loop early and more batches than ring entries work.
+TEST_P(DeviceLoaderTest, EpochsReuseTheStagingRingAndMayOverlap) {
+  Device dev = GetParam();
+  auto data = std::tuple{columns(40), labels(40)};
+  DataLoader host(data, {.batchsize = 3, .shuffle = true, .seed = 4});
+  auto on_dev = DataLoader(data, {.batchsize = 3, .shuffle = true, .seed = 4}) | dev;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    auto expected = epoch_ids(host);
+    std::vector<std::vector<int64_t>> got;
+    for (const auto& b : on_dev) got.push_back(ids(b));  // 14 batches through a ring of 4
+    EXPECT_EQ(got, expected) << "epoch " << epoch;
+  }
+  auto outer_expected = epoch_ids(host);
+  auto inner_expected = epoch_ids(host);
+  std::vector<std::vector<int64_t>> outer, inner;
+  for (const auto& b : on_dev) {
+    outer.push_back(ids(b));
+    if (outer.size() == 2)
+      for (const auto& c : on_dev) inner.push_back(ids(c));
+  }
+  EXPECT_EQ(outer, outer_expected);
+  EXPECT_EQ(inner, inner_expected);
+  int n = 0;
+  for (const auto& b : on_dev) {
+    ids(b);
+    if (++n == 5) break;
+  }
+  (void)epoch_ids(host);  // the epoch broken off above
+  EXPECT_EQ(epoch_ids(on_dev), epoch_ids(host));
+}
+
 TEST_P(DeviceLoaderTest, DataAlreadyOnTheDeviceIsGatheredThere) {
   Device dev = GetParam();
   auto data = std::tuple{columns(17).to(dev), labels(17).to(dev)};

@@ -202,21 +202,47 @@ std::ostream& operator<<(std::ostream& os, const DataLoader<D>& l) {
 namespace detail {
 
 // Copies host tensors to a device through pinned staging memory on a copy
-// stream of its own (a plain copy where the backend has no pinned memory);
-// returns each batch tensor once its copy has finished, so the compute
-// stream can use it at once.
+// stream of its own (a plain copy where the backend has no pinned memory),
+// for the DataLoader's prefetch thread, while the consumer computes:
+//   producer: start(k); move(t, k, 0), move(u, k, 1), ...; finish(k)
+//   consumer: ready(k, tensors of batch k) before using batch k
+// Batch k's staging buffers are ring entry k % ring (allocated once, reused
+// when that entry's earlier copies are done); finish records an event on the
+// copy stream that ready makes the consumer's stream wait for, so the copy
+// overlaps the compute of earlier batches. `ring` must exceed how many
+// batches the producer can run ahead of the consumer's ready() calls.
 class Stager {
  public:
-  Stager(Device target, bool gpu_eltype);
+  Stager(Device target, bool gpu_eltype, size_t ring);
   ~Stager();
   Stager(const Stager&) = delete;
   Stager& operator=(const Stager&) = delete;
+  void start(int64_t k);
   // t on the target device; `slot` numbers the tensors of one batch.
-  Tensor move(const Tensor& t, size_t slot);
+  Tensor move(const Tensor& t, int64_t k, size_t slot);
+  void finish(int64_t k);
+  void ready(int64_t k, const std::vector<Tensor>& batch);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// The stager a DeviceLoader reuses across epochs: take() gives the kept one
+// when no running epoch holds it, else a new one (then kept).
+class StagerCache {
+ public:
+  explicit StagerCache(size_t ring) : ring_(ring) {}
+  std::shared_ptr<Stager> take(Device target, bool gpu_eltype) {
+    std::lock_guard lock(mu_);
+    if (!kept_ || kept_.use_count() > 1) kept_ = std::make_shared<Stager>(target, gpu_eltype, ring_);
+    return kept_;
+  }
+
+ private:
+  size_t ring_;
+  std::mutex mu_;
+  std::shared_ptr<Stager> kept_;
 };
 
 // Runs produce(0), produce(1), ... on a background thread, `depth` batches
@@ -309,36 +335,58 @@ class DeviceLoader {
     using value_type = Batch;
     using difference_type = std::ptrdiff_t;
     iterator() = default;
-    explicit iterator(std::shared_ptr<detail::Prefetcher<Batch>> p) : p_(std::move(p)) { cur_ = p_->next(); }
+    iterator(std::shared_ptr<detail::Prefetcher<Batch>> p, std::function<void(int64_t, const Batch&)> ready)
+        : p_(std::move(p)), ready_(std::move(ready)) {
+      advance();
+    }
     const Batch& operator*() const { return *cur_; }
     iterator& operator++() {
-      cur_ = p_->next();
+      advance();
       return *this;
     }
     void operator++(int) { ++*this; }
     bool operator==(std::default_sentinel_t) const { return !cur_.has_value(); }
 
    private:
+    void advance() {
+      cur_ = p_->next();
+      if (cur_) ready_(k_++, *cur_);  // this thread's stream waits for the batch's copy
+    }
     std::shared_ptr<detail::Prefetcher<Batch>> p_;
+    std::function<void(int64_t, const Batch&)> ready_;
     std::optional<Batch> cur_;
+    int64_t k_ = 0;
   };
 
   iterator begin() const {
     auto plan = std::make_shared<const detail::EpochPlan>(loader_.next_epoch());
     const bool async = detail::on_host(loader_.data());
-    auto stager = std::make_shared<detail::Stager>(device_, gpu_eltype_);
+    std::shared_ptr<detail::Stager> stager = stagers_->take(device_, gpu_eltype_);
     auto produce = [loader = loader_, plan, stager](int64_t k) {
       size_t slot = 0;
-      return fmap([&](const Tensor& t) { return stager->move(t, slot++); }, loader.batch(*plan, k));
+      stager->start(k);
+      Batch b = fmap([&](const Tensor& t) { return stager->move(t, k, slot++); }, loader.batch(*plan, k));
+      stager->finish(k);
+      return b;
     };
-    return iterator(std::make_shared<detail::Prefetcher<Batch>>(plan->nbatches, std::move(produce), async));
+    auto ready = [stager](int64_t k, const Batch& b) { stager->ready(k, leaves(b)); };
+    return iterator(std::make_shared<detail::Prefetcher<Batch>>(plan->nbatches, std::move(produce), async,
+                                                                kPrefetchDepth),
+                    std::move(ready));
   }
   std::default_sentinel_t end() const { return {}; }
 
  private:
+  // Batches the prefetch thread may produce ahead of the consumer, and the
+  // staging ring that covers them (see Stager).
+  static constexpr size_t kPrefetchDepth = 2;
   DataLoader<D> loader_;
   Device device_;
   bool gpu_eltype_;
+  // The stager, with its pinned buffers and copy stream, is kept from one
+  // epoch to the next (shared by copies of this loader; an epoch that
+  // starts while another is still running gets a stager of its own).
+  std::shared_ptr<detail::StagerCache> stagers_ = std::make_shared<detail::StagerCache>(kPrefetchDepth + 2);
 };
 
 template <class D>

@@ -1,6 +1,9 @@
-// The copy half of `loader | device`: host batch tensors go to the device
-// through pinned staging buffers on a copy stream of their own, so the copy
-// does not queue behind the compute stream's kernels.
+// The copy half of `loader | device` (see Stager in flx/data.hpp): host
+// batch tensors go to the device through a ring of pinned staging buffers on
+// a copy stream of their own, so the copy overlaps the consumer's compute
+// instead of queueing behind its kernels; an event per ring entry orders
+// the consumer's stream after the copy and tells the producer when a
+// staging buffer is free again.
 #include <cstring>
 
 #include "../tensor_impl.hpp"
@@ -13,74 +16,119 @@ struct Stager::Impl {
   Device target;
   bool gpu_eltype;
   const Backend* be = nullptr;  // null when the target is the CPU
+  int dev = 0;
   flx_stream stream = nullptr;
-  flx_event event = nullptr;
-  struct Slot {
+  struct Buffer {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
-  std::vector<Slot> slots;
+  struct Entry {
+    flx_event copied = nullptr;  // recorded on the copy stream by finish()
+    bool recorded = false;
+    std::vector<Buffer> buffers;  // one per tensor of the batch
+  };
+  std::vector<Entry> ring;
   bool pinned_ok = true;  // false once the backend declined to pin memory
 
-  void* staging(size_t slot, size_t bytes) {
+  Entry& entry(int64_t k) { return ring[size_t(k) % ring.size()]; }
+
+  // The staging buffer for tensor `slot` of batch k, grown to `bytes`; null
+  // without pinned memory.
+  void* staging(int64_t k, size_t slot, size_t bytes) {
     if (!pinned_ok) return nullptr;
-    if (slots.size() <= slot) slots.resize(slot + 1);
-    Slot& s = slots[slot];
-    if (s.bytes < bytes) {
-      be->host_free(s.ptr);
-      s = {};
-      void* p = nullptr;
+    auto& bufs = entry(k).buffers;
+    if (bufs.size() <= slot) bufs.resize(slot + 1);
+    Buffer& b = bufs[slot];
+    if (b.bytes < bytes) {
+      be->host_free(b.ptr);
+      b = {};
       try {
-        p = be->host_alloc(bytes);
+        b = {be->host_alloc(bytes), bytes};
       } catch (const BackendError&) {  // no pinned memory (none left, or none at all): plain copies
         pinned_ok = false;
         return nullptr;
       }
-      s = {p, bytes};
     }
-    return s.ptr;
+    return b.ptr;
   }
 };
 
-Stager::Stager(Device target, bool gpu_eltype) : impl_(std::make_unique<Impl>()) {
-  impl_->target = target;
-  impl_->gpu_eltype = gpu_eltype;
+Stager::Stager(Device target, bool gpu_eltype, size_t ring) : impl_(std::make_unique<Impl>()) {
+  auto& m = *impl_;
+  m.target = target;
+  m.gpu_eltype = gpu_eltype;
+  m.ring.resize(ring < 1 ? 1 : ring);
   if (target.is_cpu()) return;
-  impl_->be = &backend_of(target);
-  impl_->stream = impl_->be->stream_create(target.ordinal());
-  impl_->event = impl_->be->event_create(target.ordinal());
+  m.be = &backend_of(target);
+  m.dev = target.ordinal();
+  m.stream = m.be->stream_create(m.dev);
+  for (auto& e : m.ring) e.copied = m.be->event_create(m.dev);
 }
 
 Stager::~Stager() {
   auto& m = *impl_;
   if (!m.be) return;
-  for (auto& s : m.slots) m.be->host_free(s.ptr);
-  if (m.event) m.be->event_destroy(m.target.ordinal(), m.event);
-  if (m.stream) m.be->stream_destroy(m.target.ordinal(), m.stream);
+  // Copies still queued read the staging buffers: let them end first.
+  for (auto& e : m.ring)
+    if (e.recorded) {
+      try {
+        m.be->event_synchronize(m.dev, e.copied);
+      } catch (const Error&) {  // a failed device: nothing more to wait for
+      }
+    }
+  for (auto& e : m.ring) {
+    for (auto& b : e.buffers) m.be->host_free(b.ptr);
+    if (e.copied) m.be->event_destroy(m.dev, e.copied);
+  }
+  if (m.stream) m.be->stream_destroy(m.dev, m.stream);
 }
 
-Tensor Stager::move(const Tensor& t0, size_t slot) {
+void Stager::start(int64_t k) {
+  auto& m = *impl_;
+  Impl::Entry& e = m.entry(k);
+  // The entry's buffers were last filled for batch k - ring: wait until
+  // that copy has read them (usually long done).
+  if (m.be && e.recorded) m.be->event_synchronize(m.dev, e.copied);
+}
+
+Tensor Stager::move(const Tensor& t0, int64_t k, size_t slot) {
   auto& m = *impl_;
   Tensor t = m.gpu_eltype && t0.dtype() == DType::Float64 ? t0.to(DType::Float32) : t0;
   if (t.device() == m.target) return t;
   const void* src = host_data(t);
   const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype());
-  void* pinned = src && bytes ? m.staging(slot, bytes) : nullptr;
+  void* pinned = m.be && src && bytes ? m.staging(k, slot, bytes) : nullptr;
   if (!pinned) return t.to(m.target);  // data on another device, or no pinned memory
   std::memcpy(pinned, src, bytes);
-  const int dev = m.target.ordinal();
-  // The batch is allocated and copied on the loader's copy stream.
-  StreamGuard on_copy_stream(m.target.backend_id(), dev, m.stream);
+  // The batch is allocated and copied on the copy stream: its memory
+  // belongs to that stream until ready() hands it to the consumer's.
+  StreamGuard on_copy_stream(m.target.backend_id(), m.dev, m.stream);
   Tensor out = empty(t.dtype(), t.shape(), m.target);
-  m.be->copy_h2d(dev, mem(out), pinned, bytes);
-  m.be->event_record(dev, m.event);
-  // Wait here, on the loader's thread: the staging buffer is free again and
-  // the consumer's stream can use the batch without further ordering.
-  m.be->event_synchronize(dev, m.event);
-  // The copy is done, so the batch's memory belongs to the default stream
-  // from here on (this copy stream goes with the loader; the batch may stay).
-  impl(out).storage->stream = nullptr;
+  m.be->copy_h2d(m.dev, mem(out), pinned, bytes);
   return out;
+}
+
+void Stager::finish(int64_t k) {
+  auto& m = *impl_;
+  if (!m.be) return;
+  Impl::Entry& e = m.entry(k);
+  StreamGuard on_copy_stream(m.target.backend_id(), m.dev, m.stream);
+  m.be->event_record(m.dev, e.copied);
+  e.recorded = true;
+}
+
+void Stager::ready(int64_t k, const std::vector<Tensor>& batch) {
+  auto& m = *impl_;
+  if (!m.be) return;
+  // This thread's stream waits for batch k's copy (not the host)...
+  m.be->stream_wait_event(m.dev, m.entry(k).copied);
+  // ...so its memory now follows that stream: freed there, after whatever
+  // uses it, and independent of the copy stream, which goes with the stager
+  // while the batch may stay.
+  const flx_stream consumer = current_stream(m.target.backend_id(), m.dev);
+  for (const Tensor& t : batch)
+    if (t.defined() && t.device() == m.target && impl(t).storage->stream == m.stream)
+      impl(t).storage->stream = consumer;
 }
 
 }  // namespace flx::detail
