@@ -87,13 +87,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flx-train: Fashion-MNIST, %lld training and %lld test images, on %s\n",
                  static_cast<long long>(xtr.size(1)), static_cast<long long>(xte.size(1)), dev.str().c_str());
 
+    // One-hot targets made once on the host and batched with the images:
+    // onehotbatch checks its labels' range, which on a GPU means waiting for
+    // it at every step.
+    const Tensor ytr_hot = onehotbatch(ytr, 10);
     Tensor xte_d = xte | dev, yte_d = yte | dev;  // the test set fits: move it once
     const bool terminal = isatty(STDERR_FILENO);
     double acc = 0;
     for (int epoch = first_epoch; epoch <= args.epochs; ++epoch) {
       adjust(opt, args.lr * std::pow(args.decay, epoch - 1));
       // One seeded shuffle per epoch, so a resumed run sees the same batches.
-      DataLoader loader(std::tuple{xtr, ytr},
+      DataLoader loader(std::tuple{xtr, ytr_hot},
                         {.batchsize = args.batchsize, .shuffle = true, .seed = args.seed * 1000003 + uint64_t(epoch)});
       flx_train::ProgressBar bar(epoch, args.epochs, loader.size(), terminal);
       const auto t0 = std::chrono::steady_clock::now();
@@ -102,8 +106,7 @@ int main(int argc, char** argv) {
       Tensor loss_sum = zeros(Float32, Shape{}) | dev;
       int64_t seen = 0, batch = 0;
       for (auto [x, y] : loader | dev) {
-        auto [l, grads] =
-            withgradient([&](const Model& m) { return logitcrossentropy(m(x), onehotbatch(y, 10)); }, model);
+        auto [l, grads] = withgradient([&](const Model& m) { return logitcrossentropy(m(x), y); }, model);
         update(opt, model, std::get<0>(grads));
         int64_t b = x.size(1);
         loss_sum = loss_sum + l * double(b);
