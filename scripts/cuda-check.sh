@@ -4,7 +4,8 @@
 # whole test suite (and count its CUDA tests apart), the examples on CUDA,
 # an example under CUDA_VISIBLE_DEVICES=-1 (the CPU and exactly one warning),
 # the GPU benchmarks against PyTorch (bench/compare_gpu.py) and
-# compute-sanitizer (memcheck, racecheck) over the CUDA plugin's test suite;
+# compute-sanitizer (memcheck, racecheck) over the CUDA plugin's test suite
+# and memcheck over the conformance suite's CUDA cases;
 # then write one summary (markdown) and print its path. It installs nothing:
 # the project's libraries come from CMAKE_PREFIX_PATH and the library paths
 # (source .gpu-deps/unpack.sh first on a machine without them), cuDNN and
@@ -244,35 +245,47 @@ step_bench() {
     record "benchmark (e) flx-train" FAIL "$(rc_text); see $LOGS/bench-e.log"
 }
 
-# compute-sanitizer over the CUDA plugin's test suite: memcheck, then racecheck.
+# compute-sanitizer over the CUDA plugin's test suite (memcheck, then
+# racecheck: its kernels are the ones with shared memory) and over the
+# conformance suite's CUDA cases and the fused Dense tests (memcheck).
 step_sanitizer() {
-  local exe=$BUILD_DIR/tests/flx_plugin_tests_cuda san tool out errs api total
+  local san
   san=$(command -v compute-sanitizer || ls "$CUDA_HOME"/bin/compute-sanitizer "$CUDA_HOME"/compute-sanitizer/compute-sanitizer \
          2>/dev/null | head -1)
   san=${san:-compute-sanitizer}
-  for tool in memcheck racecheck; do
-    if [ "$HAVE_GPU" = 0 ]; then record "compute-sanitizer $tool" "skipped: no GPU" ""; continue; fi
-    if [ ! -x "$san" ] || [ ! -x "$exe" ]; then
-      record "compute-sanitizer $tool" FAIL "could not run: $([ -x "$san" ] || echo "no compute-sanitizer on PATH or in $CUDA_HOME; ")$([ -x "$exe" ] || echo "no $exe")"
-      continue
-    fi
-    run_step "sanitizer-$tool" 120 "$san" --tool "$tool" --error-exitcode 99 "$exe" --gtest_brief=1
-    out=$LOGS/sanitizer-$tool.log
-    errs=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out" | tail -1 | sed 's/^=* *//')
-    # "Program hit cudaError..." lines are CUDA API calls that returned an
-    # error (the tests provoke some: too large allocations); the rest are
-    # memory or race reports.
-    api=$(grep -c '^========= Program hit' "$out") total=$(echo "$errs" | grep -oE '[0-9]+ errors?' | grep -oE '[0-9]+')
-    case $RC in
-      0) record "compute-sanitizer $tool" PASS "${errs:-no errors reported}" ;;
-      -1) record "compute-sanitizer $tool" "skipped: out of time budget" "" ;;
-      99) if [ -n "$total" ] && [ "$total" = "$api" ]; then
-            record "compute-sanitizer $tool" PASS "$errs, all $api of them CUDA API calls returning an error (provoked by the tests); no memory reports; see $out"
-          else record "compute-sanitizer $tool" FAIL "$errs ($api API-call errors); see $out"; fi ;;
-      124|137) record "compute-sanitizer $tool" FAIL "timed out after ${LIMIT_USED}s; $(grep -c '^========= [A-Z]' "$out") report lines so far; see $out" ;;
-      *) record "compute-sanitizer $tool" FAIL "could not run or tests failed ($(rc_text)): $(grep -m1 -iE 'error|fail' "$out" | cut -c1-150)" ;;
-    esac
-  done
+  sanitize "$san" memcheck plugin "$BUILD_DIR/tests/flx_plugin_tests_cuda"
+  sanitize "$san" racecheck plugin "$BUILD_DIR/tests/flx_plugin_tests_cuda"
+  sanitize "$san" memcheck conformance "$BUILD_DIR/tests/flx_tests" \
+    --gtest_filter='Devices/Conformance.*/CUDA*:MultiDevice.*Cuda*'
+  sanitize "$san" memcheck dense "$BUILD_DIR/tests/flx_dense_tests" --gtest_filter='DenseFused.MatchesTheUnfusedOpsOnEveryDevice:DenseFused.CudaIsCovered*'
+}
+
+# sanitize SANITIZER TOOL LABEL EXE [ARGS...]: one sanitizer run, one summary row.
+sanitize() {
+  local san=$1 tool=$2 label=$3 exe=$4 out errs api total row
+  shift 4
+  row="compute-sanitizer $tool ($label)"
+  if [ "$HAVE_GPU" = 0 ]; then record "$row" "skipped: no GPU" ""; return; fi
+  if [ ! -x "$san" ] || [ ! -x "$exe" ]; then
+    record "$row" FAIL "could not run: $([ -x "$san" ] || echo "no compute-sanitizer on PATH or in $CUDA_HOME; ")$([ -x "$exe" ] || echo "no $exe")"
+    return
+  fi
+  run_step "sanitizer-$tool-$label" 120 "$san" --tool "$tool" --error-exitcode 99 "$exe" --gtest_brief=1 "$@"
+  out=$LOGS/sanitizer-$tool-$label.log
+  errs=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out" | tail -1 | sed 's/^=* *//')
+  # "Program hit cudaError..." lines are CUDA API calls that returned an
+  # error (the tests provoke some: too large allocations); the rest are
+  # memory or race reports.
+  api=$(grep -c '^========= Program hit' "$out") total=$(echo "$errs" | grep -oE '[0-9]+ errors?' | grep -oE '[0-9]+')
+  case $RC in
+    0) record "$row" PASS "${errs:-no errors reported}" ;;
+    -1) record "$row" "skipped: out of time budget" "" ;;
+    99) if [ -n "$total" ] && [ "$total" = "$api" ]; then
+          record "$row" PASS "$errs, all $api of them CUDA API calls returning an error (provoked by the tests); no memory reports; see $out"
+        else record "$row" FAIL "$errs ($api API-call errors); see $out"; fi ;;
+    124|137) record "$row" FAIL "timed out after ${LIMIT_USED}s; $(grep -c '^========= [A-Z]' "$out") report lines so far; see $out" ;;
+    *) record "$row" FAIL "could not run or tests failed ($(rc_text)): $(grep -m1 -iE 'error|fail' "$out" | cut -c1-150)" ;;
+  esac
 }
 
 write_summary() {
