@@ -403,8 +403,9 @@ TEST(Synchronize, WaitsForQueuedWorkOnEveryFunctionalDevice) {
 
 #ifdef FLX_TEST_HAVE_OPENCL
 TEST(Selection, OpenClIsUsedWhenAskedForByNameOnly) {
-  // PoCL's devices are CPUs: automatic selection skips them ...
-  std::string out = probe("", "OpenCL get_device");
+  // PoCL's devices are CPUs: automatic selection skips them (a CUDA GPU,
+  // which it would take, is hidden) ...
+  std::string out = probe("CUDA_VISIBLE_DEVICES=-1", "OpenCL get_device");
   EXPECT_TRUE(has(out, "device CPU")) << out;
   // ... a preference for OpenCL uses them, and gpu() turns Float64 into Float32.
   out = probe("FLX_GPU_BACKEND=OpenCL", "OpenCL gpu");
