@@ -327,6 +327,12 @@ elif [ -z "${FLX_DATA:-}" ] && [ ! -d /usr/share/datasets/fashion-mnist ] &&
      [ -d /opt/gpu-deps/usr/share/datasets/fashion-mnist ]; then
   export FLX_DATA=/opt/gpu-deps/usr/share/datasets
 fi
+# The checkpoint interop tests read and write files with Python's
+# safetensors: where the Python lacks it, the wheel scripts/gpu-carry.sh
+# unpacked into .gpu-deps/python.
+if ! "$PYTHON" -c 'import safetensors' 2>/dev/null && [ -d "$ROOT/.gpu-deps/python/safetensors" ]; then
+  export PYTHONPATH=$ROOT/.gpu-deps/python${PYTHONPATH:+:$PYTHONPATH}
+fi
 log "GPU: $GPU_INFO; nvcc: $NVCC_VERSION; cuDNN: $CUDNN_FOUND; NCCL: $NCCL_FOUND"
 if wants build; then
   if [ "$SKIP_BUILD" = 1 ]; then record build "skipped: --skip-build" "using $BUILD_DIR"; else step_build; fi
