@@ -24,6 +24,8 @@
 //                    onehotbatch(labels, 10)), Adam update via setup/update
 #include <flx/flx.hpp>
 
+#include "bench_common.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -45,11 +47,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Keep a value observable so the compiler cannot drop the work producing it.
-template <class T>
-inline void keep(T const& v) {
-  asm volatile("" : : "r,m"(v) : "memory");
-}
+using flx_bench::keep;
 
 struct Options {
   std::string filter;
@@ -177,13 +175,7 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_flx: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return flx_bench::option_value("bench_flx", argc, argv, &i); };
     if (a == "--filter") o.filter = next();
     else if (a == "--repeats") o.repeats = std::max(1, std::atoi(next().c_str()));
     else if (a == "--min-time") o.min_time = std::atof(next().c_str());

@@ -41,6 +41,8 @@
 //                          host by DataLoader(...) | device
 #include <flx/flx.hpp>
 
+#include "bench_common.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -59,10 +61,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-template <class T>
-inline void keep(T const& v) {
-  asm volatile("" : : "r,m"(v) : "memory");
-}
+using flx_bench::keep;
 
 struct Options {
   std::string device = "CUDA:0";
@@ -369,13 +368,7 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_gpu: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return flx_bench::option_value("bench_gpu", argc, argv, &i); };
     if (a == "--device") o.device = next();
     else if (a == "--filter") o.filter = next();
     else if (a == "--repeats") o.repeats = std::max(1, std::atoi(next().c_str()));
