@@ -68,15 +68,14 @@ Stager::Stager(Device target, bool gpu_eltype, size_t ring) : impl_(std::make_un
 Stager::~Stager() {
   auto& m = *impl_;
   if (!m.be) return;
-  // Copies still queued read the staging buffers: let them end first.
-  for (auto& e : m.ring)
+  for (auto& e : m.ring) {
+    // A copy still queued reads the entry's staging buffers: let it end first.
     if (e.recorded) {
       try {
         m.be->event_synchronize(m.dev, e.copied);
       } catch (const Error&) {  // a failed device: nothing more to wait for
       }
     }
-  for (auto& e : m.ring) {
     for (auto& b : e.buffers) m.be->host_free(b.ptr);
     if (e.copied) m.be->event_destroy(m.dev, e.copied);
   }
