@@ -13,11 +13,10 @@
 // ops. Workspace (at most kMaxWorkspace) is stream-ordered memory from the
 // device's pool, freed right after the launch.
 //
-// Float32 computes in FP32 (CUBLAS_COMPUTE_32F), TF32 only when the
-// environment sets FLX_CUDA_ALLOW_TF32=1, as for gemm.
+// Float32 computes in FP32 (CUBLAS_COMPUTE_32F), TF32 only when
+// allow_tf32() (FLX_CUDA_ALLOW_TF32=1), as for gemm.
 #include <cublasLt.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -30,15 +29,6 @@ namespace flx_cuda {
 namespace {
 
 constexpr uint64_t kMaxWorkspace = uint64_t(4) << 20;
-
-// FLX_CUDA_ALLOW_TF32=1 lets Float32 products use TF32 tensor cores.
-bool lt_allow_tf32() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLX_CUDA_ALLOW_TF32");
-    return v && std::strcmp(v, "1") == 0;
-  }();
-  return on;
-}
 
 // One cuBLASLt handle per device, created on first use (with the device
 // current) and kept for the process; a handle holds no stream, so threads
@@ -128,7 +118,7 @@ int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* e, flx_stream s)
   switch (d.dtype) {
     case FLX_F32:
       type = CUDA_R_32F, scale_type = CUDA_R_32F;
-      compute = lt_allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
       break;
     case FLX_F64: type = CUDA_R_64F, scale_type = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F; break;
     case FLX_F16: type = CUDA_R_16F, scale_type = CUDA_R_32F, compute = CUBLAS_COMPUTE_32F; break;
