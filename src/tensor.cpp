@@ -196,6 +196,9 @@ Tensor rand(DType t, const Shape& s) { return random_fill(t, s, FLX_RANDOM_UNIFO
 Tensor randn(DType t, const Shape& s) { return random_fill(t, s, FLX_RANDOM_NORMAL, 0.0, 1.0); }
 
 Tensor from_host(const void* data, DType t, const Shape& s) {
+  FLX_CHECK(data || s.numel() == 0, ArgumentError, "from_host: expected a pointer to ", s.numel(), " ",
+            dtype_name(t), " element(s) for shape ", s.str(), "; got a null pointer (pass the data's address, or an "
+            "empty shape for no data)");
   Tensor out = empty(t, s);
   if (size_t bytes = size_t(s.numel()) * dtype_size(t)) std::memcpy(detail::host_data(out), data, bytes);
   return out;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/philox.hpp"
+#include "common/uniform_bound.hpp"
 #include "cpu_backend.hpp"
 #include "cpu_common.hpp"
 
@@ -190,10 +191,12 @@ int stream_wait_event(void*, int, flx_stream, flx_event) { return FLX_OK; }
 int event_synchronize(void*, int, flx_event) { return FLX_OK; }
 
 int copy_h2d(void*, int, flx_mem dst, const void* src, size_t bytes, flx_stream) {
+  if (bytes && !src) return fail(FLX_ERR_INVALID_ARGUMENT, "copy_h2d: the host source is a null pointer");
   if (bytes) std::memcpy(addr(dst), src, bytes);
   return FLX_OK;
 }
 int copy_d2h(void*, int, void* dst, flx_mem src, size_t bytes, flx_stream) {
+  if (bytes && !dst) return fail(FLX_ERR_INVALID_ARGUMENT, "copy_d2h: the host destination is a null pointer");
   if (bytes) std::memcpy(dst, addr(src), bytes);
   return FLX_OK;
 }
@@ -249,14 +252,13 @@ int random(void*, int, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint6
     using T = decltype(tag);
     if constexpr (is_float_v<T>) {
       T* p = reinterpret_cast<T*>(addr(dst));
+      const T top = store<T>(compute_t<T>(uniform_bound::largest_below(dtype, b)));  // exact in T
       parallel_for(int64_t(n), parallel_grain / 4, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
           auto r = philox::bits(seed, offset, uint64_t(i));
           if (dist == FLX_RANDOM_UNIFORM) {
-            T v = store<T>(compute_t<T>(a + (b - a) * philox::uniform01(r)));
-            // Rounding to a narrow type may reach b; keep the interval half-open.
-            if (double(load(v)) >= b) v = store<T>(std::nextafter(compute_t<T>(b), compute_t<T>(a)));
-            p[i] = v;
+            const T v = store<T>(compute_t<T>(a + (b - a) * philox::uniform01(r)));
+            p[i] = double(load(v)) >= b ? top : v;  // rounding may reach b: keep [a, b) half-open
           } else {
             p[i] = store<T>(compute_t<T>(a + b * philox::normal01(r)));
           }

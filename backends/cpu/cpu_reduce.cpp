@@ -14,6 +14,16 @@ namespace {
 template <class T>
 using acc_t = std::conditional_t<is_float_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, int64_t, compute_t<T>>>;
 
+// Where max (is_max) and min start: -Inf/Inf for floating accumulators, so
+// that a slice of all -Inf gives -Inf in every dtype (lowest() would leave
+// Float64 at -1.8e308); the type's extremes otherwise.
+template <class A>
+A extremum_start(bool is_max) {
+  if constexpr (std::is_floating_point_v<A>)
+    return is_max ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::infinity();
+  else return is_max ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
+}
+
 // Runs of the canonical descriptor, as the general case walks them.
 struct Run {
   int64_t extent;
@@ -124,10 +134,10 @@ int reduce(void*, int, const flx_reduce_desc* d, flx_stream) {
         else reduce_impl<T>(*d, A(0), [](A a, A b) { return a + b; }, true);
         break;
       case FLX_REDUCE_MAX:
-        reduce_impl<T>(*d, std::numeric_limits<A>::lowest(), [](A a, A b) { return b > a || b != b ? b : a; }, false);
+        reduce_impl<T>(*d, extremum_start<A>(true), [](A a, A b) { return b > a || b != b ? b : a; }, false);
         break;
       case FLX_REDUCE_MIN:
-        reduce_impl<T>(*d, std::numeric_limits<A>::max(), [](A a, A b) { return b < a || b != b ? b : a; }, false);
+        reduce_impl<T>(*d, extremum_start<A>(false), [](A a, A b) { return b < a || b != b ? b : a; }, false);
         break;
       case FLX_REDUCE_ARGMAX:
         status = arg_reduce<T>(*d, true);

@@ -152,6 +152,7 @@ int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_str
   cudaStream_t st;
   if (int e = enter(dev, s, &st, "copy_h2d")) return e;
   if (bytes == 0) return FLX_OK;
+  if (!src) return fail(FLX_ERR_INVALID_ARGUMENT, "copy_h2d: the host source is a null pointer");
   // From pageable memory the runtime stages the data before returning, so
   // the caller may reuse src at once either way.
   return check(cudaMemcpyAsync(addr(dst), src, bytes, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (host to device)");
@@ -161,6 +162,7 @@ int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s)
   cudaStream_t st;
   if (int e = enter(dev, s, &st, "copy_d2h")) return e;
   if (bytes == 0) return FLX_OK;
+  if (!dst) return fail(FLX_ERR_INVALID_ARGUMENT, "copy_d2h: the host destination is a null pointer");
   if (int e = check(cudaMemcpyAsync(dst, addr(src), bytes, cudaMemcpyDeviceToHost, st),
                     "cudaMemcpyAsync (device to host)"))
     return e;

@@ -7,23 +7,25 @@
 #include <string>
 
 #include "common/philox.hpp"
+#include "common/uniform_bound.hpp"
 #include "cuda_kernels.cuh"
 
 namespace flx_cuda {
 namespace {
 
 // T is the storage type; values are made in C = compute_t<T> and stored,
-// as on the CPU.
+// as on the CPU. top: the largest value of T below b (uniform_bound.hpp),
+// exact in T.
 template <class T>
-__global__ void random_kernel(T* p, int64_t n, int32_t dist, uint64_t seed, uint64_t offset, double a, double b) {
+__global__ void random_kernel(T* p, int64_t n, int32_t dist, uint64_t seed, uint64_t offset, double a, double b,
+                              double top) {
   using C = compute_t<T>;
+  const T top_t = store<T>(C(top));
   for (int64_t i = global_index(); i < n; i += global_stride()) {
     const flx::philox::U4 r = flx::philox::bits(seed, offset, uint64_t(i));
     if (dist == FLX_RANDOM_UNIFORM) {
-      T v = store<T>(C(a + (b - a) * flx::philox::uniform01(r)));
-      // Rounding to a narrow type may reach b; keep the interval half-open.
-      if (double(load(v)) >= b) v = store<T>(nextafter(C(b), C(a)));
-      p[i] = v;
+      const T v = store<T>(C(a + (b - a) * flx::philox::uniform01(r)));
+      p[i] = double(load(v)) >= b ? top_t : v;  // rounding may reach b: keep [a, b) half-open
     } else {
       p[i] = store<T>(C(a + b * flx::philox::normal01(r)));
     }
@@ -31,9 +33,10 @@ __global__ void random_kernel(T* p, int64_t n, int32_t dist, uint64_t seed, uint
 }
 
 template <class T>
-void launch(flx_mem dst, size_t n, int32_t dist, uint64_t seed, uint64_t offset, double a, double b, cudaStream_t st) {
+void launch(flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed, uint64_t offset, double a, double b,
+            cudaStream_t st) {
   random_kernel<T><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<T*>(addr(dst)), int64_t(n), dist, seed,
-                                                           offset, a, b);
+                                                           offset, a, b, flx::uniform_bound::largest_below(dtype, b));
 }
 
 }  // namespace
@@ -47,10 +50,10 @@ int random(void*, int dev, flx_mem dst, int32_t dtype, size_t n, int32_t dist, u
                 "random: unknown distribution code " + std::to_string(dist) + " (expected UNIFORM or NORMAL)");
   if (n == 0) return FLX_OK;
   switch (dtype) {
-    case FLX_F32: launch<float>(dst, n, dist, seed, offset, a, b, st); break;
-    case FLX_F64: launch<double>(dst, n, dist, seed, offset, a, b, st); break;
-    case FLX_F16: launch<__half>(dst, n, dist, seed, offset, a, b, st); break;
-    case FLX_BF16: launch<__nv_bfloat16>(dst, n, dist, seed, offset, a, b, st); break;
+    case FLX_F32: launch<float>(dst, dtype, n, dist, seed, offset, a, b, st); break;
+    case FLX_F64: launch<double>(dst, dtype, n, dist, seed, offset, a, b, st); break;
+    case FLX_F16: launch<__half>(dst, dtype, n, dist, seed, offset, a, b, st); break;
+    case FLX_BF16: launch<__nv_bfloat16>(dst, dtype, n, dist, seed, offset, a, b, st); break;
     default:
       return fail(FLX_ERR_UNSUPPORTED, std::string("random: only floating dtypes can be filled with random numbers, "
                                                    "got ") + dtype_name(dtype));

@@ -221,15 +221,18 @@ __global__ void __launch_bounds__(kThreads) arg_block_kernel(Runs r, const T* in
 // Which argmax/argmin kernel: as launch() chooses for the other reductions.
 bool arg_per_thread(int64_t nkept, int64_t len) { return len <= 32 || (nkept >= 8192 && len <= 4096); }
 
-// The value an empty reduction writes, as the CPU's: the accumulator type's
-// extreme for floating dtypes (it becomes -Inf/Inf) and Bool (true), the
-// dtype's for integers.
+// Where a reduction starts, as on the CPU: -Inf/Inf for floating dtypes (a
+// slice of all -Inf gives -Inf; lowest() would leave Float64 at -1.8e308),
+// the accumulator's extremes for Bool (an empty one gives true), the dtype's
+// for integers.
 template <class T>
 acc_t<T> initial(int op) {
   using A = acc_t<T>;
   const bool is_max = op == FLX_REDUCE_MAX;
   if (op == FLX_REDUCE_SUM) return A(0);
-  if constexpr (is_float_v<T> || std::is_same_v<T, bool>)  // the CPU accumulates Bool in Int64 too
+  if constexpr (is_float_v<T>)
+    return is_max ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::infinity();
+  else if constexpr (std::is_same_v<T, bool>)  // the CPU accumulates Bool in Int64 too
     return is_max ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
   else return is_max ? A(std::numeric_limits<T>::lowest()) : A(std::numeric_limits<T>::max());
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/map_op_info.hpp"
+#include "common/uniform_bound.hpp"
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"
 
@@ -40,8 +41,10 @@ int random(void*, int dev, flx_mem dst, int32_t dtype, size_t n, int32_t dist, u
     // Without fp64 the numbers come from float arithmetic (not those of the CPU).
     Scalar sa = d.fp64 ? Scalar::of(a) : Scalar::of(float(a));
     Scalar sb = d.fp64 ? Scalar::of(b) : Scalar::of(float(b));
+    const double top = flx::uniform_bound::largest_below(dtype, b);  // exact in dtype, so in float too
+    Scalar stop = d.fp64 ? Scalar::of(top) : Scalar::of(float(top));
     launch(d, queue_of(d, s), dtype, "random_k", n, cl_int(dist), as_mem(dst), cl_long(dst.offset), cl_long(n),
-           cl_ulong(seed), cl_ulong(offset), sa, sb);
+           cl_ulong(seed), cl_ulong(offset), sa, sb, stop);
   });
 }
 

@@ -40,19 +40,19 @@ typedef ushort ST; typedef float CT;
 #define IS_FLOAT 1
 #elif DT == D_I32
 typedef int ST; typedef int CT;
-#define AT_MAX INT_MAX
+#define AT_HIGH INT_MAX
 #define AT_LOW INT_MIN
 #elif DT == D_I64
 typedef long ST; typedef long CT;
-#define AT_MAX LONG_MAX
+#define AT_HIGH LONG_MAX
 #define AT_LOW LONG_MIN
 #elif DT == D_U8
 typedef uchar ST; typedef uchar CT;
-#define AT_MAX UCHAR_MAX
+#define AT_HIGH UCHAR_MAX
 #define AT_LOW 0
 #else
 typedef uchar ST; typedef uchar CT;
-#define AT_MAX LONG_MAX
+#define AT_HIGH LONG_MAX
 #define AT_LOW LONG_MIN
 #endif
 #ifndef IS_FLOAT
@@ -63,13 +63,14 @@ typedef uchar ST; typedef uchar CT;
 #if HAS_FP64
 typedef double AT;
 typedef double RT; // random-number arithmetic
-#define AT_MAX DBL_MAX
 #else
 typedef float AT;
 typedef float RT;
-#define AT_MAX FLT_MAX
 #endif
-#define AT_LOW (-AT_MAX)
+// Where max and min start: -Inf/Inf, so that a slice of all -Inf gives -Inf
+// (-DBL_MAX would not).
+#define AT_LOW (-INFINITY)
+#define AT_HIGH INFINITY
 #elif DT == D_BOOL
 typedef long AT;
 #else
@@ -229,7 +230,7 @@ kernel void cast_k(int sdt, global const uchar* sb, long so, global uchar* ob, l
 #else
 #define IS_NAN(v) 0
 #endif
-inline AT red_init(int op) { return op == 0 ? (AT)0 : op == 1 ? (AT)(AT_LOW) : (AT)(AT_MAX); }
+inline AT red_init(int op) { return op == 0 ? (AT)0 : op == 1 ? (AT)(AT_LOW) : (AT)(AT_HIGH); }
 inline AT red_comb(int op, AT a, AT b) {
   if (op == 0) return (AT)(a + b);
   if (op == 1) return (b > a || IS_NAN(b)) ? b : a;
@@ -385,7 +386,8 @@ inline RT normal01(uint4 r) {
 }
 #endif
 
-kernel void random_k(int dist, global uchar* ob, long oo, long n, ulong seed, ulong offset, RT a, RT b) {
+// top: the largest value of the dtype below b (backends/common/uniform_bound.hpp).
+kernel void random_k(int dist, global uchar* ob, long oo, long n, ulong seed, ulong offset, RT a, RT b, RT top) {
   global ST* out = PTR(ST, ob, oo);
   for (long t = GID; t < n; t += GSIZE) {
     ulong i = (ulong)t;
@@ -393,7 +395,7 @@ kernel void random_k(int dist, global uchar* ob, long oo, long n, ulong seed, ul
     if (dist == 0) {
       st(out, t, (CT)(a + (b - a) * uniform01(r)));
       // rounding to a narrow type may reach b: keep the interval half-open
-      if ((RT)ld(out, t) >= b) st(out, t, nextafter((CT)b, (CT)a));
+      if ((RT)ld(out, t) >= b) st(out, t, (CT)top);
     } else {
       st(out, t, (CT)(a + b * normal01(r)));
     }

@@ -134,6 +134,7 @@ void host_free(void*, void* ptr) {
 int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s) {
   return guard("copy_h2d", [&] {
     if (!bytes) return;
+    if (!src) raise(FLX_ERR_INVALID_ARGUMENT, "the host source is a null pointer");
     Device& d = device(dev);
     check_range(d, dst, bytes, "copy_h2d");
     cl_bool blocking = is_pinned(src, bytes) ? CL_FALSE : CL_TRUE;
@@ -145,6 +146,7 @@ int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_str
 int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s) {
   return guard("copy_d2h", [&] {
     if (!bytes) return;
+    if (!dst) raise(FLX_ERR_INVALID_ARGUMENT, "the host destination is a null pointer");
     Device& d = device(dev);
     check_range(d, src, bytes, "copy_d2h");
     cl_bool blocking = is_pinned(dst, bytes) ? CL_FALSE : CL_TRUE;

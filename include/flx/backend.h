@@ -169,7 +169,9 @@ typedef struct flx_map_desc {
  * with size-1 dims dropped and contiguous dims merged; either list may be
  * empty. ARGMAX/ARGMIN have exactly one reduced run, of extent >= 1 (the
  * frontend refuses empty ones), and write 0-based Int64 indices along it
- * (the first NaN, else the first extremum). An empty reduction (nred == 0)
+ * (the first NaN, else the first extremum). MAX and MIN start from -Inf
+ * and +Inf for floating dtypes (so a run of -Inf gives -Inf in every dtype),
+ * from the dtype's extremes for integers. An empty reduction (nred == 0)
  * writes the initial value. */
 typedef enum flx_reduce_op {
   FLX_REDUCE_SUM = 0,
@@ -381,7 +383,8 @@ typedef struct flx_backend {
   int (*stream_wait_event)(void* ctx, int dev, flx_stream s, flx_event e);
   int (*event_synchronize)(void* ctx, int dev, flx_event e);
 
-  /* copies (asynchronous on s when the host side is pinned) */
+  /* copies (asynchronous on s when the host side is pinned); a null host
+     pointer with bytes > 0 is FLX_ERR_INVALID_ARGUMENT */
   int (*copy_h2d)(void* ctx, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s);
   int (*copy_d2h)(void* ctx, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s);
   int (*copy_d2d)(void* ctx, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s);

@@ -3,6 +3,7 @@
 // fill, random and cast, each compared with the CPU backend. The compute
 // primitives are in test_plugin_ops.cpp. Without a device every test but
 // the first skips, saying why.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -113,6 +114,13 @@ TEST_F(PluginTest, CopiesHonourOffsets) {
   // zero bytes is a no-op; past the end is an error with a message
   be->copy_h2d(0, a.mem(64), data.data(), 0);
   EXPECT_BACKEND_ERROR(be->copy_h2d(0, a.mem(60), data.data(), 8), "invalid argument");
+  // a null host pointer with bytes to copy is refused, here and on the CPU
+  EXPECT_BACKEND_ERROR(be->copy_h2d(0, a.mem(0), nullptr, 8), "invalid argument", "null pointer");
+  EXPECT_BACKEND_ERROR(be->copy_d2h(0, nullptr, a.mem(0), 8), "invalid argument", "null pointer");
+  DevBuf host_side(cpu(), 0, Bytes(8));
+  EXPECT_BACKEND_ERROR(cpu().copy_h2d(0, host_side.mem(), nullptr, 8), "invalid argument", "null pointer");
+  EXPECT_BACKEND_ERROR(cpu().copy_d2h(0, nullptr, host_side.mem(), 8), "invalid argument", "null pointer");
+  be->copy_h2d(0, a.mem(0), nullptr, 0);  // nothing to read: a no-op
   // same-device copy_peer
   be->copy_peer(0, b.mem(0), 0, a.mem(8), 4);
   EXPECT_EQ(b.read()[0], data[0]);
@@ -334,6 +342,29 @@ TEST_F(PluginTest, RandomIsTheCpuSequence) {
   EXPECT_NE(x.read(), y.read());
   EXPECT_BACKEND_ERROR(be->random(0, x.mem(), flx::Int32, 64, 0, 9, 1, 0, 1), "unsupported", "Int32");
   EXPECT_FALSE(attempt([&] { cpu().random(0, x.mem(), flx::Int32, 64, 0, 9, 1, 0, 1); }).ok);
+}
+
+// Uniform draws rounded to a half type can round up to the excluded bound:
+// about 1 in 4000 for Float16, 1 in 500 for BFloat16. 10^6 draws on the
+// device (factories fill on the CPU; this is the device's generator) must
+// all stay below it, and reach the largest value below it.
+TEST_F(PluginTest, UniformDrawsInHalfTypesStayBelowTheirBound) {
+  constexpr size_t n = 1'000'000;
+  for (int32_t t : {FLX_F16, FLX_BF16}) {
+    SCOPED_TRACE(dname(t));
+    DevBuf x(*be, 0, Bytes(n * 2));
+    be->random(0, x.mem(), dt(t), n, FLX_RANDOM_UNIFORM, 0x5eed, 3, 0.0, 1.0);
+    const Bytes out = x.read();
+    double hi = 0;
+    size_t at_bound = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double v = value_at(t, out, i);
+      hi = std::max(hi, v);
+      at_bound += v >= 1.0;
+    }
+    EXPECT_EQ(at_bound, 0u) << "draws equal to the excluded bound 1.0";
+    EXPECT_EQ(hi, t == FLX_F16 ? 1.0 - 0x1p-11 : 1.0 - 0x1p-8);
+  }
 }
 
 // Values every target can hold, so each conversion is defined in C++.
