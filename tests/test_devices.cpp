@@ -130,6 +130,19 @@ TEST(PluginLoader, MissingPluginSaysWhereItLooked) {
   EXPECT_TRUE(has(out, "not built in this installation")) << out;
 }
 
+#ifdef FLX_TEST_HAVE_OPENCL
+TEST(PluginLoader, PluginsBesideTheRealLibflxAreFoundThroughASymlink) {
+  // libflx loaded through a link in a folder of its own: its plugins lie
+  // beside the file the link points to (the build tree's OpenCL plugin).
+  TempDir lib;
+  fs::create_symlink(fs::canonical(FLX_TEST_LIBFLX), lib.path / FLX_TEST_LIBFLX_SONAME);
+  std::string out = probe("LD_LIBRARY_PATH=" + lib.path.string(), "OpenCL");
+  const fs::path beside = fs::canonical(FLX_TEST_LIBFLX).parent_path() / "libflx_backend_opencl.so";
+  EXPECT_TRUE(has(out, "found=1")) << out;
+  EXPECT_TRUE(has(out, "path=" + beside.string())) << out;
+}
+#endif
+
 TEST(PluginLoader, FunctionalAnswersPerBackend) {
   EXPECT_TRUE(functional("CPU"));
   EXPECT_FALSE(functional("AMDGPU"));
