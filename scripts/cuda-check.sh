@@ -202,7 +202,7 @@ step_examples() {
     else record "example $ex on CUDA" FAIL "$(rc_text); $(grep -q 'found no functional GPU' "$out" &&
       echo "fell back to the CPU: $(grep -m1 'Preferred backend' "$out" | cut -c1-200)" || echo 'not on CUDA'); see $out"; fi
   done
-  # The seed pages' snippets (docs/gpu.md, built as docs/doc_*), in a scratch
+  # The pages' snippet programs (docs/snippets, built as docs/doc_*), in a scratch
   # dir (select_backend writes LocalPreferences.toml there): they must run
   # and not fall back to the CPU.
   local snip ok=0 bad="" fell="" n_snip=0

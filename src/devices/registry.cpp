@@ -4,6 +4,7 @@
 // reason a backend cannot be used is kept and reported.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -56,7 +57,12 @@ void describe(const Backend& b, BackendStatus& st) {
   }
 }
 
-// Folders searched for plugins, in order.
+// Folders searched for plugins, in order: $FLX_BACKEND_PATH, then beside
+// the libflx that is running (its flx/ folder, then its own folder; also
+// where it really lies when it was loaded through a symbolic link). Installed,
+// <libdir>/flx is that flx/ folder. Never a folder fixed at build time: a
+// libflx in a build tree or another prefix must not load the plugins of an
+// installation it is not part of.
 std::vector<std::string> search_dirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("FLX_BACKEND_PATH")) {
@@ -67,13 +73,16 @@ std::vector<std::string> search_dirs() {
   }
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&search_dirs), &info) && info.dli_fname) {
-    auto dir = std::filesystem::path(info.dli_fname).parent_path();
-    dirs.push_back((dir / "flx").string());
-    dirs.push_back(dir.string());
+    auto beside = [&](const std::filesystem::path& dir) {
+      for (const auto& d : {(dir / "flx").string(), dir.string()})
+        if (std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(d);
+    };
+    const std::filesystem::path loaded(info.dli_fname);
+    beside(loaded.parent_path());
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::canonical(loaded, ec);
+    if (!ec) beside(real.parent_path());
   }
-#ifdef FLX_PLUGIN_INSTALL_DIR
-  dirs.push_back(FLX_PLUGIN_INSTALL_DIR);
-#endif
   return dirs;
 }
 

@@ -1,7 +1,21 @@
 # Install flx from BUILD_DIR into a scratch prefix, then configure, build and
-# run the consumer project against it.
+# run the consumer project against it. The prefix is private (WORK, in the
+# build tree) and the installed libflx looks for plugins only beside itself,
+# so an earlier `cmake --install` elsewhere changes nothing here.
 file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+# cmake --install writes BUILD_DIR/install_manifest.txt: keep the user's own
+# (the list of what their install put where, for removing it).
+set(manifest ${BUILD_DIR}/install_manifest.txt)
+if(EXISTS ${manifest})
+  file(COPY_FILE ${manifest} ${WORK}/users_install_manifest.txt)
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK}/prefix RESULT_VARIABLE rc OUTPUT_QUIET)
+if(EXISTS ${WORK}/users_install_manifest.txt)
+  file(RENAME ${WORK}/users_install_manifest.txt ${manifest})
+else()
+  file(REMOVE ${manifest})
+endif()
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install failed")
 endif()

@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""Check every page of the documentation (README.md and docs/*.md) against
+what the code really does.
+
+Each fenced block is checked by its language, with a marker comment on the
+line before it (`<!-- KIND: ARG -->`) where the block needs one:
+
+  cpp     `snippet: NAME [env: VAR=value]`: the block is docs/snippets/NAME.cpp,
+          which the build compiles (BUILD_DIR/docs/doc_NAME) and this script
+          runs in an empty directory (with VAR set).
+          `part of: NAME [env: ...]`: the block appears verbatim (indented
+          alike) in docs/snippets/NAME.cpp, a program that gives it context.
+          Where the page shows no output block for NAME and a line
+          `std::cout << ...;` carries a comment, the comment is what the line
+          prints: those comments, in order, are the program's standard output
+          lines (`~3`: a number that rounds to 3; a trailing `...`: the line
+          starts so).
+  text    `output: PROG` / `stderr: PROG`: PROG's standard output / error
+  (and    (PROG is a snippet, or flx-info) equals the block, where `(...)`
+  plain)  stands for any text within a line.
+          `output excerpt: PROG`: the block's lines appear, consecutively, in
+          PROG's standard output.
+          `figure`: a drawing; it is only checked for paths (below).
+  c       `from: FILE`: every line of the block but `...` is a line of FILE
+          (spaces aside).
+  sh      every repository script it runs exists and is executable, each
+          --option passed to one is in its source, and the steps of --only
+          are together in one quoted list there (the one it checks them with).
+  cmake   built: a project of the block (the targets it names built from a
+          small program) is configured, built and run against flx installed
+          in PREFIX (the consumer_project test's private prefix).
+  toml    a LocalPreferences.toml: flx-info run beside it must report the
+          [Flux] gpu_backend it sets as the preference, from that file.
+  python  must compile (the examples need PyTorch, which the tests lack).
+
+Besides: `<!-- quotes: PROG -->` before a paragraph: each `code span` in it
+is part of PROG's output (standard output or error), e.g. a quoted error
+message. Every path of a source file (src/..., tests/..., docs/...) on a
+page must exist. Every docs/snippets/*.cpp must be used by a page.
+
+usage: check_docs.py REPO_ROOT BUILD_DIR FLX_INFO CMAKE PREFIX
+"""
+import ast
+import glob
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+
+root, build_dir, flx_info, cmake, prefix = sys.argv[1:6]
+root, build_dir, flx_info, prefix = map(os.path.abspath, (root, build_dir, flx_info, prefix))
+snippet_dir = os.path.join(root, "docs", "snippets")
+pages = ["README.md"] + sorted("docs/" + f for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
+failures = []
+
+
+def fail(where, msg):
+    failures.append(f"{where}: {msg}")
+
+
+# ---- running programs --------------------------------------------------------
+
+def base_env():
+    # The pages show a machine whose GPU backend preference is the default.
+    return {k: v for k, v in os.environ.items() if k != "FLX_GPU_BACKEND"}
+
+
+runs = {}
+
+
+def run(prog, env_spec=""):
+    """(returncode, stdout, stderr) of a snippet program or flx-info, run once
+    per environment in an empty directory (whose empty LocalPreferences.toml
+    keeps any file further up from counting)."""
+    key = (prog, env_spec)
+    if key not in runs:
+        exe = flx_info if prog == "flx-info" else os.path.join(build_dir, "docs", "doc_" + prog)
+        env = base_env()
+        if env_spec:
+            var, _, value = env_spec.partition("=")
+            env[var.strip()] = value.strip()
+        if not os.access(exe, os.X_OK):
+            runs[key] = (None, "", f"{exe} is not built (docs/CMakeLists.txt builds every snippet)")
+        else:
+            with tempfile.TemporaryDirectory() as cwd:
+                open(os.path.join(cwd, "LocalPreferences.toml"), "w").close()
+                r = subprocess.run([exe], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+            runs[key] = (r.returncode, r.stdout, r.stderr)
+    return runs[key]
+
+
+def ran(where, prog, env_spec=""):
+    """The program's output, or None (and a failure) when it did not exit 0."""
+    rc, out, err = run(prog, env_spec)
+    if rc != 0:
+        fail(where, f"{prog} exited with {rc}\n{err}")
+        return None
+    return out, err
+
+
+def matches(shown, actual):
+    """`shown` with each `(...)` standing for any text within a line."""
+    pattern = "[^\n]*?".join(re.escape(part) for part in shown.split("(...)"))
+    return re.fullmatch(pattern, actual, re.S) is not None
+
+
+# ---- the blocks --------------------------------------------------------------
+
+used_snippets = set()
+
+
+def snippet_source(where, name):
+    path = os.path.join(snippet_dir, name + ".cpp")
+    if not os.path.exists(path):
+        fail(where, f"no program docs/snippets/{name}.cpp")
+        return None
+    used_snippets.add(name)
+    return open(path, encoding="utf-8").read()
+
+
+def contains_indented(block, source):
+    lines = block.rstrip("\n").split("\n")
+    for indent in range(0, 13, 2):
+        text = "\n".join((" " * indent + line) if line else "" for line in lines) + "\n"
+        if text in source:
+            return True
+    return False
+
+
+def near(shown, value):
+    try:
+        want, got = float(shown), float(value)
+    except ValueError:
+        return False
+    return abs(got - want) <= 0.5 * 10.0 ** -len(shown.partition(".")[2])  # rounds to what is shown
+
+
+def check_printed_comments(where, block, out):
+    shown = [m.group(1).strip() for m in re.finditer(r"std::cout <<.*;\s*// ?(.*)$", block, re.M)]
+    if not shown:
+        return
+    lines = out.rstrip("\n").split("\n")
+    if len(lines) != len(shown):
+        fail(where, f"the block's comments show {len(shown)} printed line(s); the program printed {len(lines)}:\n{out}")
+        return
+    for s, line in zip(shown, lines):
+        ok = (near(s[1:], line) if s.startswith("~")
+              else line.startswith(s[:-3].rstrip()) if s.endswith("...") else line == s)
+        if not ok:
+            fail(where, f"the comment shows `{s}`; the program printed `{line}`")
+
+
+def check_cpp(where, marker, block, shown_output):
+    m = re.fullmatch(r"(snippet|part of): (\w+)(?: env: (.*))?", marker or "")
+    if not m:
+        fail(where, "a C++ block needs <!-- snippet: NAME --> or <!-- part of: NAME --> (a program in docs/snippets)")
+        return
+    kind, name, env_spec = m.group(1), m.group(2), m.group(3) or ""
+    source = snippet_source(where, name)
+    if source is None:
+        return
+    if kind == "snippet" and block != source:
+        fail(where, f"the block differs from docs/snippets/{name}.cpp")
+        return
+    if kind == "part of" and not contains_indented(block, source):
+        fail(where, f"the block is not in docs/snippets/{name}.cpp as shown")
+        return
+    result = ran(where, name, env_spec)
+    if result:
+        if name not in shown_output:  # else the output block is checked
+            check_printed_comments(where, block, result[0])
+        print(f"{where}: {name} compiles and runs")
+
+
+def check_text(where, marker, block, env_of):
+    if marker == "figure":
+        return
+    m = re.fullmatch(r"(output|stderr|output excerpt): ([\w-]+)", marker or "")
+    if not m:
+        fail(where, "a text block needs <!-- output: PROG -->, <!-- stderr: PROG -->, "
+                    "<!-- output excerpt: PROG --> or <!-- figure -->")
+        return
+    kind, prog = m.groups()
+    if prog != "flx-info" and snippet_source(where, prog) is None:
+        return
+    result = ran(where, prog, env_of.get(prog, ""))
+    if not result:
+        return
+    actual = result[1] if kind == "stderr" else result[0]
+    if kind == "output excerpt":
+        want = [line.rstrip() for line in block.rstrip("\n").split("\n")]
+        have = [line.rstrip() for line in actual.split("\n")]
+        ok = any(have[i:i + len(want)] == want for i in range(len(have)))
+    else:
+        ok = matches(block, actual)
+    if ok:
+        print(f"{where}: {kind} of {prog} as shown")
+    else:
+        fail(where, f"{kind} of {prog} differs\n--- page\n{block}--- {prog}\n{actual}")
+
+
+def check_c(where, marker, block):
+    m = re.fullmatch(r"from: (\S+)", marker or "")
+    if not m:
+        fail(where, "a C block needs <!-- from: FILE -->, the file it shows")
+        return
+    path = os.path.join(root, m.group(1))
+    if not os.path.isfile(path):
+        fail(where, f"no file {m.group(1)}")
+        return
+    squeeze = lambda s: " ".join(s.split())
+    have = {squeeze(line) for line in open(path, encoding="utf-8")}
+    for line in block.split("\n"):
+        if line.strip() not in ("", "...") and squeeze(line) not in have:
+            fail(where, f"`{line.strip()}` is not a line of {m.group(1)}")
+
+
+def check_sh(where, block):
+    for line in block.split("\n"):
+        words = shlex.split(line, comments=True)
+        script = None
+        for w in words:
+            path = os.path.join(root, w)
+            if re.fullmatch(r"scripts/[\w.-]+", w):
+                if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+                    fail(where, f"{w} is not an executable script of the repository")
+                    script = None
+                else:
+                    script = open(path, encoding="utf-8").read()
+            elif script is not None and w.startswith("--"):
+                option = w.split("=")[0]
+                if not re.search(re.escape(option) + r"\b", script):
+                    fail(where, f"{option} is not an option of the script it is passed to")
+        # --only's steps: together in one quoted list of the script (its check of them)
+        for values in re.findall(r"--only[ =]([\w,]+)", line):
+            name = re.search(r"scripts/[\w.-]+", line)
+            text = open(os.path.join(root, name.group(0)), encoding="utf-8").read() if name else ""
+            steps = values.split(",")
+            if not any(all(re.search(r"(?<![\w-])" + v + r"(?![\w-])", q) for v in steps)
+                       for q in re.findall(r'"[^"\n]*"', text)):
+                fail(where, f"--only {values}: {name.group(0) if name else 'the script'} has no list of steps "
+                            "holding them all")
+
+
+def check_toml(where, block):
+    try:
+        backend = tomllib.loads(block)["Flux"]["gpu_backend"]
+    except (tomllib.TOMLDecodeError, KeyError) as e:
+        fail(where, f"not a LocalPreferences.toml with [Flux] gpu_backend: {e}")
+        return
+    with tempfile.TemporaryDirectory() as cwd:
+        prefs = os.path.join(cwd, "LocalPreferences.toml")
+        open(prefs, "w", encoding="utf-8").write(block)
+        r = subprocess.run([flx_info], cwd=cwd, env=base_env(), capture_output=True, text=True, timeout=300)
+    if f"GPU backend preference: {backend} (from {prefs})" not in r.stdout:
+        fail(where, f"flx-info beside this file does not report the preference {backend} from it:\n{r.stdout}")
+
+
+def check_cmake(where, block):
+    work = os.path.join(build_dir, "docs", "cmake_check")
+    shutil.rmtree(work, ignore_errors=True)
+    project = os.path.join(work, "project")
+    os.makedirs(project, exist_ok=True)
+    targets = sorted(set(re.findall(r"target_link_libraries\((\w+)", block)))
+    with open(os.path.join(project, "main.cpp"), "w") as f:
+        f.write('#include <flx/flx.hpp>\nint main() { return flx::sum(flx::ones(2)).item<float>() == 2.0f ? 0 : 1; }\n')
+    with open(os.path.join(project, "CMakeLists.txt"), "w") as f:
+        f.write("cmake_minimum_required(VERSION 3.25)\nproject(doc_cmake_block LANGUAGES CXX)\n")
+        f.write("".join(f"add_executable({t} main.cpp)\n" for t in targets) + block)
+    steps = [[cmake, "-S", project, "-B", os.path.join(work, "build"), "-DCMAKE_PREFIX_PATH=" + prefix,
+              "-DCMAKE_BUILD_TYPE=Release"],
+             [cmake, "--build", os.path.join(work, "build")]]
+    steps += [[os.path.join(work, "build", t)] for t in targets]
+    for step in steps:
+        r = subprocess.run(step, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            fail(where, f"{' '.join(step)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+            return
+    print(f"{where}: the CMake block builds and links against the installed flx")
+
+
+def check_python(where, block):
+    try:
+        ast.parse(block)
+    except SyntaxError as e:
+        fail(where, f"Python syntax error: {e}")
+
+
+# ---- pages ---------------------------------------------------------------------
+
+FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```[ \t]*$", re.M | re.S)
+MARKER = re.compile(r"<!-- (.*?) -->[ \t]*\n\Z")
+# A source file's path (with an extension; build outputs such as examples/basics have none).
+PATH = re.compile(r"(?<![\w./-])((?:src|backends|include|tests|docs|apps|scripts|bench|examples|cmake)/[\w./*+-]*"
+                  r"\.(?:cpp|hpp|h|c|cu|cuh|py|sh|md|cmake|txt|toml|in|inc|map))\b")
+
+for page in pages:
+    text = open(os.path.join(root, page), encoding="utf-8").read()
+    line_of = lambda pos: text.count("\n", 0, pos) + 1
+    # the environment each snippet runs in, for the output blocks after it
+    env_of = {m.group(2): m.group(3) or "" for m in
+              re.finditer(r"<!-- (snippet|part of): (\w+)(?: env: (.*?))? -->", text)}
+    shown_output = set(re.findall(r"<!-- output: ([\w-]+) -->", text))
+    for m in FENCE.finditer(text):
+        indent, lang, body = m.groups()
+        block = "".join(line[len(indent):] + "\n" for line in body.rstrip("\n").split("\n"))
+        mk = MARKER.search(text, 0, m.start())
+        marker = mk.group(1) if mk and text[mk.end():m.start()] == "" else None
+        where = f"{page}:{line_of(m.start())}"
+        if lang == "cpp":
+            check_cpp(where, marker, block, shown_output)
+        elif lang in ("text", ""):
+            check_text(where, marker, block, env_of)
+        elif lang == "c":
+            check_c(where, marker, block)
+        elif lang == "sh":
+            check_sh(where, block)
+        elif lang == "cmake":
+            check_cmake(where, block)
+        elif lang == "toml":
+            check_toml(where, block)
+        elif lang == "python":
+            check_python(where, block)
+        else:
+            fail(where, f"no check for ```{lang} blocks; add one to tests/docs/check_docs.py")
+    for m in re.finditer(r"<!-- quotes: ([\w-]+) -->\n(.*?)(?:\n\n|\Z)", text, re.S):
+        where = f"{page}:{line_of(m.start())}"
+        result = ran(where, m.group(1), env_of.get(m.group(1), ""))
+        if result:
+            said = " ".join((result[0] + result[1]).split())
+            for span in re.findall(r"`([^`]+)`", m.group(2)):
+                if " ".join(span.split()) not in said:
+                    fail(where, f"`{span}` is not what {m.group(1)} prints:\n{result[0]}{result[1]}")
+    for m in PATH.finditer(text):
+        if not glob.glob(os.path.join(root, m.group(1))):  # a path, or a pattern such as src/*.cpp
+            fail(f"{page}:{line_of(m.start())}", f"no {m.group(1)} in the repository")
+
+for f in sorted(os.listdir(snippet_dir)):
+    if f.endswith(".cpp") and f[:-4] not in used_snippets:
+        fail("docs/snippets", f"{f} is shown on no page")
+
+for f in failures:
+    print("FAIL", f)
+sys.exit(1 if failures else 0)
