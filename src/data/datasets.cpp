@@ -170,6 +170,17 @@ class IdxStream {
   }
 };
 
+// An IDX file opened for reading, with its name for messages and the fix
+// they suggest.
+struct IdxFile {
+  std::string where, fix;
+  IdxStream in;
+  IdxFile(const fs::path& path, const Source& src)
+      : where(std::string(src.title) + ": " + path.string()),
+        fix("; the file is damaged or not an IDX file of this kind; reinstall it: " + std::string(src.install)),
+        in(path, where, src.install) {}
+};
+
 // An IDX file's header, checked against the split; the stream is left at
 // the data.
 struct IdxHeader {
@@ -180,10 +191,12 @@ struct IdxHeader {
 
 // Reads the header of an IDX file of unsigned bytes with ndims dims (3:
 // images, 1: labels) and checks it against the split before any data is read.
-IdxHeader read_header(IdxStream& in, int ndims, const Split& split, const std::string& where, const std::string& fix) {
+IdxHeader read_header(IdxFile& f, int ndims, const Split& split) {
+  const std::string& where = f.where;
+  const std::string& fix = f.fix;
   uint8_t head[16];
   const size_t head_size = 4 + 4 * size_t(ndims);
-  const size_t got_head = in.read(head, head_size);
+  const size_t got_head = f.in.read(head, head_size);
   FLX_CHECK(got_head == head_size, Error, where, " is too short for an IDX header (", got_head, " bytes, expected ",
             head_size, ")", fix);
   FLX_CHECK(head[0] == 0 && head[1] == 0, Error, where, " does not start with the IDX magic 00 00", fix);
@@ -206,23 +219,23 @@ IdxHeader read_header(IdxStream& in, int ndims, const Split& split, const std::s
 // sink(bytes, count, offset) a chunk at a time (so that no copy of the
 // whole file is ever held), then one more byte to find trailing data.
 template <class Sink>
-void read_payload(IdxStream& in, const IdxHeader& h, const std::string& where, const std::string& fix, Sink&& sink) {
+void read_payload(IdxFile& f, const IdxHeader& h, Sink&& sink) {
   constexpr size_t kChunk = size_t(1) << 16;
   uint8_t chunk[kChunk];
   size_t done = 0;
   while (done < h.payload) {
     const size_t want = std::min(kChunk, h.payload - done);
-    const size_t got = in.read(chunk, want);
-    FLX_CHECK(got == want, Error, where, ": the header's dims ", dims_text(h.dims),
+    const size_t got = f.in.read(chunk, want);
+    FLX_CHECK(got == want, Error, f.where, ": the header's dims ", dims_text(h.dims),
               " promise more data than the file holds: expected ", h.head_size + h.payload, " bytes in all (",
-              h.head_size, " of header, ", h.payload, " of data), found ", h.head_size + done + got, fix);
+              h.head_size, " of header, ", h.payload, " of data), found ", h.head_size + done + got, f.fix);
     sink(static_cast<const uint8_t*>(chunk), got, done);
     done += got;
   }
   uint8_t extra;
-  FLX_CHECK(in.read(&extra, 1) == 0, Error, where, ": trailing data after the ", h.payload,
+  FLX_CHECK(f.in.read(&extra, 1) == 0, Error, f.where, ": trailing data after the ", h.payload,
             " bytes its header's dims ", dims_text(h.dims), " promise (the file holds more than ",
-            h.head_size + h.payload, " bytes)", fix);
+            h.head_size + h.payload, " bytes)", f.fix);
 }
 
 // The images of an IDX file as a (28, 28, 1, N) tensor of `eltype`, read
@@ -230,17 +243,15 @@ void read_payload(IdxStream& in, const IdxHeader& h, const std::string& where, c
 // scaled_pixels does. IDX images are row-major (row, column), so
 // column-major (width, height) needs no permutation: x[c, r] is byte r*w + c.
 Tensor read_images(const fs::path& path, DType eltype, const Split& split, const Source& src) {
-  const std::string where = std::string(src.title) + ": " + path.string();
-  const std::string fix = "; the file is damaged or not an IDX file of this kind; reinstall it: " + std::string(src.install);
-  IdxStream in(path, where, src.install);
-  const IdxHeader h = read_header(in, 3, split, where, fix);
+  IdxFile f(path, src);
+  const IdxHeader h = read_header(f, 3, split);
   Tensor x = empty(eltype, {int64_t(h.dims[2]), int64_t(h.dims[1]), 1, int64_t(h.dims[0])});
   if (eltype == DType::UInt8) {
     auto* xp = static_cast<uint8_t*>(detail::host_data(x));
-    read_payload(in, h, where, fix, [&](const uint8_t* b, size_t n, size_t at) { std::memcpy(xp + at, b, n); });
+    read_payload(f, h, [&](const uint8_t* b, size_t n, size_t at) { std::memcpy(xp + at, b, n); });
   } else {
     auto* xp = static_cast<float*>(detail::host_data(x));
-    read_payload(in, h, where, fix, [&](const uint8_t* b, size_t n, size_t at) {
+    read_payload(f, h, [&](const uint8_t* b, size_t n, size_t at) {
       for (size_t i = 0; i < n; ++i) xp[at + i] = float(b[i]) * kPixelScale;
     });
   }
@@ -249,13 +260,11 @@ Tensor read_images(const fs::path& path, DType eltype, const Split& split, const
 
 // The labels of an IDX file (each checked to be 0..9) as an (N) Int64 tensor.
 Tensor read_labels(const fs::path& path, const Split& split, const Source& src) {
-  const std::string where = std::string(src.title) + ": " + path.string();
-  const std::string fix = "; the file is damaged or not an IDX file of this kind; reinstall it: " + std::string(src.install);
-  IdxStream in(path, where, src.install);
-  const IdxHeader h = read_header(in, 1, split, where, fix);
+  IdxFile f(path, src);
+  const IdxHeader h = read_header(f, 1, split);
   Tensor y = empty(DType::Int64, {int64_t(h.dims[0])});
   auto* yp = static_cast<int64_t*>(detail::host_data(y));
-  read_payload(in, h, where, fix, [&](const uint8_t* b, size_t n, size_t at) {
+  read_payload(f, h, [&](const uint8_t* b, size_t n, size_t at) {
     for (size_t i = 0; i < n; ++i) {
       yp[at + i] = b[i];
       FLX_CHECK(b[i] < 10, Error, src.title, ": ", path.string(), " holds label ", int(b[i]), " at index ", at + i,
