@@ -5,9 +5,10 @@
 // probes, CPU-only ones included, even where the backend turns out not to
 // work: cuBLASLt alone is some 150 MB of resident memory once loaded.
 //
-//   VendorLibrary lib = open_vendor_library("cuBLAS", {"libcublas.so.13", dir + "/libcublas.so.13"}, fix);
-//   lib.resolve("cublasCreate_v2", api.create);  // each entry point, with its header's type
-//   if (!lib.ok()) return fail(FLX_ERR_DEVICE, lib.error);
+//   const auto& cublas = load_once<CublasApi>(
+//       [] { return open_vendor_library("cuBLAS", {"libcublas.so.13", dir + "/libcublas.so.13"}, fix); },
+//       [](VendorLibrary& lib, CublasApi& api) { lib.resolve("cublasCreate_v2", api.create); ... });
+//   if (!cublas.error.empty()) return fail(FLX_ERR_DEVICE, cublas.error);  // else cublas.api.create(...)
 //
 // The handle is kept for the life of the process (never dlclose'd: handles
 // and thread-local state of the library outlive any one call). Header-only,
@@ -53,6 +54,29 @@ inline VendorLibrary open_vendor_library(const char* title, const std::vector<st
   }
   lib.error = std::string(title) + " could not be loaded:" + tried + "\nTo fix: " + fix;
   return lib;
+}
+
+// A library's entry points (an Api struct of function pointers), or why
+// they could not be loaded.
+template <class Api>
+struct LoadedApi {
+  Api api{};
+  std::string error;  // empty when every entry point resolved
+};
+
+// open() the library and resolve(lib, api) its entry points, once per
+// process, by the first caller (thread-safe); a failure is kept, not
+// retried. Each call site (its lambdas' types) has its own library.
+template <class Api, class Open, class Resolve>
+const LoadedApi<Api>& load_once(Open open, Resolve resolve) {
+  static const LoadedApi<Api> loaded = [&] {
+    LoadedApi<Api> r;
+    VendorLibrary lib = open();
+    resolve(lib, r.api);
+    if (!lib.ok()) r.error = lib.error;
+    return r;
+  }();
+  return loaded;
 }
 
 // The directory of the shared object that holds `addr` (a function of a

@@ -24,50 +24,40 @@ flx::vendor::VendorLibrary open_beside_runtime(const char* title, const std::str
   return flx::vendor::open_vendor_library(title, {soname, runtime_dir.empty() ? "" : runtime_dir + "/" + soname}, kFix);
 }
 
-// A library's entry points, or why it could not be loaded.
-template <class Api>
-struct Loaded {
-  Api api{};
-  std::string error;
-};
+using flx::vendor::LoadedApi;
+using flx::vendor::VendorLibrary;
 
-const Loaded<CublasApi>& loaded_cublas() {
-  static const Loaded<CublasApi> l = [] {
-    Loaded<CublasApi> r;
-    flx::vendor::VendorLibrary lib = open_beside_runtime("cuBLAS", "libcublas.so." FLX_CUDA_STR(CUBLAS_VER_MAJOR));
-    lib.resolve("cublasCreate_v2", r.api.create);
-    lib.resolve("cublasDestroy_v2", r.api.destroy);
-    lib.resolve("cublasSetStream_v2", r.api.set_stream);
-    lib.resolve("cublasSetMathMode", r.api.set_math_mode);
-    lib.resolve("cublasGetStatusString", r.api.status_string);
-    lib.resolve("cublasGemmStridedBatchedEx", r.api.gemm_strided_batched_ex);
-    r.error = lib.ok() ? "" : lib.error;
-    return r;
-  }();
-  return l;
+const LoadedApi<CublasApi>& loaded_cublas() {
+  return flx::vendor::load_once<CublasApi>(
+      [] { return open_beside_runtime("cuBLAS", "libcublas.so." FLX_CUDA_STR(CUBLAS_VER_MAJOR)); },
+      [](VendorLibrary& lib, CublasApi& api) {
+        lib.resolve("cublasCreate_v2", api.create);
+        lib.resolve("cublasDestroy_v2", api.destroy);
+        lib.resolve("cublasSetStream_v2", api.set_stream);
+        lib.resolve("cublasSetMathMode", api.set_math_mode);
+        lib.resolve("cublasGetStatusString", api.status_string);
+        lib.resolve("cublasGemmStridedBatchedEx", api.gemm_strided_batched_ex);
+      });
 }
 
-const Loaded<CublasLtApi>& loaded_cublaslt() {
-  static const Loaded<CublasLtApi> l = [] {
-    Loaded<CublasLtApi> r;
-    flx::vendor::VendorLibrary lib = open_beside_runtime("cuBLASLt", "libcublasLt.so." FLX_CUDA_STR(CUBLAS_VER_MAJOR));
-    lib.resolve("cublasLtCreate", r.api.create);
-    lib.resolve("cublasLtGetStatusString", r.api.status_string);
-    lib.resolve("cublasLtMatmulDescInit_internal", r.api.matmul_desc_init);
-    lib.resolve("cublasLtMatmulDescSetAttribute", r.api.matmul_desc_set);
-    lib.resolve("cublasLtMatrixLayoutInit_internal", r.api.layout_init);
-    lib.resolve("cublasLtMatmulPreferenceInit_internal", r.api.preference_init);
-    lib.resolve("cublasLtMatmulPreferenceSetAttribute", r.api.preference_set);
-    lib.resolve("cublasLtMatmulAlgoGetHeuristic", r.api.heuristic);
-    lib.resolve("cublasLtMatmul", r.api.matmul);
-    r.error = lib.ok() ? "" : lib.error;
-    return r;
-  }();
-  return l;
+const LoadedApi<CublasLtApi>& loaded_cublaslt() {
+  return flx::vendor::load_once<CublasLtApi>(
+      [] { return open_beside_runtime("cuBLASLt", "libcublasLt.so." FLX_CUDA_STR(CUBLAS_VER_MAJOR)); },
+      [](VendorLibrary& lib, CublasLtApi& api) {
+        lib.resolve("cublasLtCreate", api.create);
+        lib.resolve("cublasLtGetStatusString", api.status_string);
+        lib.resolve("cublasLtMatmulDescInit_internal", api.matmul_desc_init);
+        lib.resolve("cublasLtMatmulDescSetAttribute", api.matmul_desc_set);
+        lib.resolve("cublasLtMatrixLayoutInit_internal", api.layout_init);
+        lib.resolve("cublasLtMatmulPreferenceInit_internal", api.preference_init);
+        lib.resolve("cublasLtMatmulPreferenceSetAttribute", api.preference_set);
+        lib.resolve("cublasLtMatmulAlgoGetHeuristic", api.heuristic);
+        lib.resolve("cublasLtMatmul", api.matmul);
+      });
 }
 
 template <class Api>
-int answer(const Loaded<Api>& l, const Api** out, int status, const char* what) {
+int answer(const LoadedApi<Api>& l, const Api** out, int status, const char* what) {
   if (!l.error.empty()) return fail(status, std::string(what) + ": " + l.error);
   *out = &l.api;
   return FLX_OK;

@@ -26,22 +26,19 @@ struct ClBlastApi {
 // CLBlast's entry points, loaded by the first call (once per process; a
 // failure is not retried): by soname, then the library the build found.
 const ClBlastApi& clblast() {
-  struct Loaded {
-    ClBlastApi api{};
-    std::string error;
-  };
-  static const Loaded loaded = [] {
-    Loaded r;
-    flx::vendor::VendorLibrary lib = flx::vendor::open_vendor_library(
-        "CLBlast", {"libclblast.so.1", FLX_OCL_CLBLAST_LIBRARY},
-        "install CLBlast (Debian's libclblast1) or put the directory holding libclblast.so.1 on LD_LIBRARY_PATH");
-    lib.resolve("CLBlastSgemm", r.api.sgemm);
-    lib.resolve("CLBlastSgemmStridedBatched", r.api.sgemm_batched);
-    lib.resolve("CLBlastDgemm", r.api.dgemm);
-    lib.resolve("CLBlastDgemmStridedBatched", r.api.dgemm_batched);
-    r.error = lib.ok() ? "" : lib.error;
-    return r;
-  }();
+  using flx::vendor::VendorLibrary;
+  const auto& loaded = flx::vendor::load_once<ClBlastApi>(
+      [] {
+        return flx::vendor::open_vendor_library(
+            "CLBlast", {"libclblast.so.1", FLX_OCL_CLBLAST_LIBRARY},
+            "install CLBlast (Debian's libclblast1) or put the directory holding libclblast.so.1 on LD_LIBRARY_PATH");
+      },
+      [](VendorLibrary& lib, ClBlastApi& api) {
+        lib.resolve("CLBlastSgemm", api.sgemm);
+        lib.resolve("CLBlastSgemmStridedBatched", api.sgemm_batched);
+        lib.resolve("CLBlastDgemm", api.dgemm);
+        lib.resolve("CLBlastDgemmStridedBatched", api.dgemm_batched);
+      });
   if (!loaded.error.empty()) raise(FLX_ERR_DEVICE, "gemm: " + loaded.error);
   return loaded.api;
 }
