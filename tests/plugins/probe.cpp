@@ -1,6 +1,6 @@
 // Prints what flx knows of one backend, for tests that must run in a fresh
 // process (the registry loads each plugin once per process).
-//   probe_backend NAME [gpu|cu|get_device|force|set|abi|ops|memory|devices]
+//   probe_backend NAME [gpu|cu|get_device|force|set|abi|ops|memory|devices|vendor_maps]
 // set: gpu_backend(NAME), writing the preference. abi: the ABI version and
 // op tables. ops: a round trip through NAME:0, then zeros and x + x there.
 // devices: how many devices NAME has.
