@@ -86,6 +86,54 @@ TEST(Datasets, FashionMnistFromTheDebianPackage) {
   EXPECT_NE(sum(img, {0}).to_vector<float>(), sum(img, {1}).to_vector<float>());
 }
 
+// UInt8 images are the stored bytes; scaled_pixels widens them to exactly
+// the Float32 loader's values (what flx-train relies on to train on UInt8
+// data with the same bits). The test split as installed.
+TEST(Datasets, FashionMnistAsUInt8ScalesToTheFloat32Images) {
+  if (!have_fashion_mnist() && !std::getenv("FLX_DATA"))
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/install-deps.sh installs it)";
+  auto [x8, y8] = datasets::fashion_mnist("test", UInt8);
+  auto [x32, y32] = datasets::fashion_mnist("test");
+  EXPECT_EQ(x8.dtype(), UInt8);
+  EXPECT_EQ(x8.shape(), (Shape{28, 28, 1, 10000}));
+  EXPECT_EQ(maximum(x8).item<int64_t>(), 255);
+  EXPECT_EQ(y8.to_vector<int64_t>(), y32.to_vector<int64_t>());
+  Tensor widened = datasets::scaled_pixels(x8);
+  EXPECT_EQ(widened.dtype(), Float32);
+  EXPECT_EQ(widened.shape(), x32.shape());
+  EXPECT_EQ(widened.to_vector<float>(), x32.to_vector<float>());  // bit for bit
+}
+
+// Every byte value, over more than one of the reader's 64 KiB chunks: UInt8
+// keeps each byte where it was, Float32 holds float(b) * (1.0f / 255.0f),
+// and scaled_pixels of the UInt8 images gives the same floats.
+TEST(Datasets, UInt8AndFloat32LoadTheSameBytes) {
+  DataDir d;
+  const size_t n = 100, payload = n * 28 * 28;  // 78,400 bytes: two chunks
+  std::vector<uint8_t> images = idx({uint32_t(n), 28, 28}, 0), bytes(payload);
+  for (size_t i = 0; i < payload; ++i) bytes[i] = uint8_t((i * 7 + i / 256) % 256);
+  images.insert(images.end(), bytes.begin(), bytes.end());
+  d.write("t10k-images-idx3-ubyte.gz", gzip(images));
+  d.write("t10k-labels-idx1-ubyte", idx({uint32_t(n)}, n, 4));
+  auto [x8, y] = datasets::fashion_mnist("test", UInt8);
+  EXPECT_EQ(x8.shape(), (Shape{28, 28, 1, int64_t(n)}));
+  EXPECT_EQ(x8.to_vector<uint8_t>(), bytes);
+  EXPECT_EQ(y.to_vector<int64_t>(), std::vector<int64_t>(n, 4));
+  std::vector<float> expected(payload);
+  for (size_t i = 0; i < payload; ++i) expected[i] = float(bytes[i]) * (1.0f / 255.0f);
+  EXPECT_EQ(datasets::fashion_mnist("test", Float32).features.to_vector<float>(), expected);
+  EXPECT_EQ(datasets::scaled_pixels(x8).to_vector<float>(), expected);
+}
+
+TEST(Datasets, OtherElementTypesAndNonBytePixelsAreArgumentErrors) {
+  std::string m = flx::testing::error_message<ArgumentError>([] { datasets::fashion_mnist("test", Float64); });
+  EXPECT_NE(m.find("images load as Float32 (in [0, 1]) or UInt8 (the stored bytes 0..255); got Float64"),
+            std::string::npos) << m;
+  m = flx::testing::error_message<ArgumentError>([] { datasets::scaled_pixels(zeros(Float32, Shape{4})); });
+  EXPECT_NE(m.find("scaled_pixels: expected UInt8 pixels (0..255)"), std::string::npos) << m;
+  EXPECT_NE(m.find("got Float32"), std::string::npos) << m;
+}
+
 TEST(Datasets, BadSplitIsAnArgumentError) {
   EXPECT_THROW(datasets::fashion_mnist("validation"), ArgumentError);
 }

@@ -27,14 +27,24 @@ namespace {
 
 using Model = decltype(Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10)));
 
-// Fraction of the test set the model classifies correctly.
-double accuracy(const Model& model, const Tensor& x, const Tensor& y) {
-  int64_t n = x.size(1), correct = 0;
+// Fraction of the test set the model classifies correctly; the UInt8 images
+// are widened 1000 at a time, on the device.
+double accuracy(const Model& model, const Tensor& pixels, const Tensor& y) {
+  int64_t n = pixels.size(1), correct = 0;
   for (int64_t i = 0; i < n; i += 1000) {
     int64_t j = std::min(n, i + 1000);
-    correct += sum(onecold(model(x.slice_last(i, j))) == y.slice_last(i, j)).item<int64_t>();
+    const Tensor x = datasets::scaled_pixels(pixels.slice_last(i, j));
+    correct += sum(onecold(model(x)) == y.slice_last(i, j)).item<int64_t>();
   }
   return double(correct) / double(n);
+}
+
+// A training batch as the model takes it, made on the loader's background
+// thread before the batch goes to the device: Float32 pixels in [0, 1] and
+// one-hot targets (made on the host: onehotbatch checks its labels' range,
+// which on a GPU would mean waiting for it at every step).
+std::tuple<Tensor, Tensor> training_batch(const std::tuple<Tensor, Tensor>& b) {
+  return {datasets::scaled_pixels(std::get<0>(b)), onehotbatch(std::get<1>(b), 10)};
 }
 
 // Checks every argument and output path; creates nothing.
@@ -77,8 +87,10 @@ int main(int argc, char** argv) {
     if (!args.metrics.empty()) fs::create_directories(fs::absolute(args.metrics).parent_path());
     MetricsLog metrics(args.metrics);
 
-    auto [xtr4, ytr] = datasets::fashion_mnist("train");
-    auto [xte4, yte] = datasets::fashion_mnist("test");
+    // The images stay UInt8, as stored (a quarter of Float32's memory);
+    // each batch is widened on its way to the device (training_batch).
+    auto [xtr4, ytr] = datasets::fashion_mnist("train", UInt8);
+    auto [xte4, yte] = datasets::fashion_mnist("test", UInt8);
     Tensor xtr = reshape(xtr4, {784, -1}), xte = reshape(xte4, {784, -1});
     if (args.limit > 0 && args.limit < xtr.size(1)) {
       xtr = xtr.slice_last(0, args.limit);
@@ -87,17 +99,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flx-train: Fashion-MNIST, %lld training and %lld test images, on %s\n",
                  static_cast<long long>(xtr.size(1)), static_cast<long long>(xte.size(1)), dev.str().c_str());
 
-    // One-hot targets made once on the host and batched with the images:
-    // onehotbatch checks its labels' range, which on a GPU means waiting for
-    // it at every step.
-    const Tensor ytr_hot = onehotbatch(ytr, 10);
     Tensor xte_d = xte | dev, yte_d = yte | dev;  // the test set fits: move it once
     const bool terminal = isatty(STDERR_FILENO);
     double acc = 0;
     for (int epoch = first_epoch; epoch <= args.epochs; ++epoch) {
       adjust(opt, args.lr * std::pow(args.decay, epoch - 1));
       // One seeded shuffle per epoch, so a resumed run sees the same batches.
-      DataLoader loader(std::tuple{xtr, ytr_hot},
+      DataLoader loader(mapobs(training_batch, std::tuple{xtr, ytr}),
                         {.batchsize = args.batchsize, .shuffle = true, .seed = args.seed * 1000003 + uint64_t(epoch)});
       flx_train::ProgressBar bar(epoch, args.epochs, loader.size(), terminal);
       const auto t0 = std::chrono::steady_clock::now();

@@ -1,15 +1,14 @@
 // Batched GEMM through cuBLAS (cublasGemmStridedBatchedEx), column-major as
 // the ABI. Float32 computes in FP32 (TF32 off, so results match the CPU to
 // rounding) unless FLX_CUDA_ALLOW_TF32=1; Float16/BFloat16 store half and
-// accumulate in FP32.
-#include <cublas_v2.h>
-
+// accumulate in FP32. cuBLAS is opened by the first call (cuda_blas_libs.hpp).
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "cuda_blas_libs.hpp"
 #include "cuda_common.hpp"
 
 namespace flx_cuda {
@@ -25,6 +24,7 @@ namespace {
 // cuBLAS's own pool on every call, and a buffer of ours would have to be
 // kept per (handle, stream) and outlive the work of streams we do not own.
 struct Handles {
+  const CublasApi* api = nullptr;  // set with the first handle
   std::vector<cublasHandle_t> h;
   Handles() = default;
   Handles(const Handles&) = delete;
@@ -36,12 +36,12 @@ struct Handles {
       return;
     }
     for (size_t dev = 0; dev < h.size(); ++dev) {
-      if (!h[dev]) continue;
+      if (!h[dev] || !api) continue;
       if (cudaSetDevice(int(dev)) != cudaSuccess) {
         (void)cudaGetLastError();
         return;
       }
-      (void)cublasDestroy(h[dev]);
+      (void)api->destroy(h[dev]);
       h[dev] = nullptr;
     }
     (void)cudaSetDevice(prev);
@@ -49,26 +49,27 @@ struct Handles {
   }
 };
 
-int cublas_fail(cublasStatus_t st, const std::string& what) {
+int cublas_fail(const CublasApi& api, cublasStatus_t st, const std::string& what) {
   return fail(st == CUBLAS_STATUS_ALLOC_FAILED ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
-              what + " failed: " + cublasGetStatusString(st));
+              what + " failed: " + api.status_string(st));
 }
 
 // This thread's handle for `dev`, the current device (enter() made it so).
-int handle_for(int dev, cublasHandle_t* out) {
+int handle_for(const CublasApi& api, int dev, cublasHandle_t* out) {
   thread_local Handles handles;
   std::vector<cublasHandle_t>& hs = handles.h;
   if (hs.size() <= size_t(dev)) hs.resize(size_t(dev) + 1, nullptr);
   if (!hs[size_t(dev)]) {
     cublasHandle_t h = nullptr;
-    if (cublasStatus_t st = cublasCreate(&h); st != CUBLAS_STATUS_SUCCESS) return cublas_fail(st, "cublasCreate");
+    if (cublasStatus_t st = api.create(&h); st != CUBLAS_STATUS_SUCCESS) return cublas_fail(api, st, "cublasCreate");
     // TF32 tensor cores for Float32 only when allowed (the compute type
     // says so too, per call); the default math mode keeps FP32.
-    if (cublasStatus_t st = cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    if (cublasStatus_t st = api.set_math_mode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
         st != CUBLAS_STATUS_SUCCESS) {
-      (void)cublasDestroy(h);
-      return cublas_fail(st, "cublasSetMathMode");
+      (void)api.destroy(h);
+      return cublas_fail(api, st, "cublasSetMathMode");
     }
+    handles.api = &api;
     hs[size_t(dev)] = h;
   }
   *out = hs[size_t(dev)];
@@ -107,9 +108,13 @@ int gemm(void*, int dev, const flx_gemm_desc* d, flx_stream s) {
                                        "matrices, not dtype code " + std::to_string(d->dtype) +
                                            "; convert to a floating dtype first");
   }
+  // cuBLAS is opened here, by the first product on a device, never by probing.
+  const CublasApi* api = nullptr;
+  if (int e = cublas_api(&api, FLX_ERR_DEVICE, "gemm")) return e;
   cublasHandle_t h = nullptr;
-  if (int e = handle_for(dev, &h)) return e;
-  if (cublasStatus_t e = cublasSetStream(h, st); e != CUBLAS_STATUS_SUCCESS) return cublas_fail(e, "cublasSetStream");
+  if (int e = handle_for(*api, dev, &h)) return e;
+  if (cublasStatus_t e = api->set_stream(h, st); e != CUBLAS_STATUS_SUCCESS)
+    return cublas_fail(*api, e, "cublasSetStream");
   const double alpha64 = d->alpha, beta64 = d->beta;
   const float alpha32 = float(d->alpha), beta32 = float(d->beta);
   // alpha and beta in the compute type's scalar type (double for 64F, float
@@ -118,13 +123,13 @@ int gemm(void*, int dev, const flx_gemm_desc* d, flx_stream s) {
   const void* beta = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&beta64) : &beta32;
   // cuBLAS wants leading dimensions of at least 1 even for empty operands.
   auto ld = [](int64_t v) { return int(v < 1 ? 1 : v); };
-  cublasStatus_t r = cublasGemmStridedBatchedEx(
+  cublasStatus_t r = api->gemm_strided_batched_ex(
       h, d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, int(d->m), int(d->n),
       int(d->k), alpha, addr(d->a), type, ld(d->lda), d->stride_a, addr(d->b), type, ld(d->ldb), d->stride_b, beta,
       addr(d->c), type, ld(d->ldc), d->stride_c, int(d->batch), compute, CUBLAS_GEMM_DEFAULT);
   if (r != CUBLAS_STATUS_SUCCESS)
     return fail(r == CUBLAS_STATUS_ALLOC_FAILED ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
-                std::string("cublasGemmStridedBatchedEx failed: ") + cublasGetStatusString(r) + " (m=" +
+                std::string("cublasGemmStridedBatchedEx failed: ") + api->status_string(r) + " (m=" +
                     std::to_string(d->m) + ", n=" + std::to_string(d->n) + ", k=" + std::to_string(d->k) +
                     ", batch=" + std::to_string(d->batch) + ")");
   return FLX_OK;

@@ -14,8 +14,9 @@
 // device's pool, freed right after the launch.
 //
 // Float32 computes in FP32 (CUBLAS_COMPUTE_32F), TF32 only when
-// allow_tf32() (FLX_CUDA_ALLOW_TF32=1), as for gemm.
-#include <cublasLt.h>
+// allow_tf32() (FLX_CUDA_ALLOW_TF32=1), as for gemm. cuBLASLt is opened by
+// the first call (cuda_blas_libs.hpp); when it cannot be, the call answers
+// FLX_ERR_UNSUPPORTED and libflx runs the unfused ops.
 
 #include <cstring>
 #include <mutex>
@@ -23,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda_blas_libs.hpp"
 #include "cuda_common.hpp"
 
 namespace flx_cuda {
@@ -33,17 +35,17 @@ constexpr uint64_t kMaxWorkspace = uint64_t(4) << 20;
 // One cuBLASLt handle per device, created on first use (with the device
 // current) and kept for the process; a handle holds no stream, so threads
 // share it.
-int lt_handle(int dev, cublasLtHandle_t* out) {
+int lt_handle(const CublasLtApi& lt, int dev, cublasLtHandle_t* out) {
   static std::mutex mu;
   static std::vector<cublasLtHandle_t> handles;
   std::lock_guard<std::mutex> lock(mu);
   if (handles.size() <= size_t(dev)) handles.resize(size_t(dev) + 1, nullptr);
   if (!handles[size_t(dev)]) {
     cublasLtHandle_t h = nullptr;
-    cublasStatus_t st = cublasLtCreate(&h);
+    cublasStatus_t st = lt.create(&h);
     if (st != CUBLAS_STATUS_SUCCESS)
       return fail(st == CUBLAS_STATUS_ALLOC_FAILED ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
-                  std::string("cublasLtCreate failed: ") + cublasGetStatusString(st));
+                  std::string("cublasLtCreate failed: ") + lt.status_string(st));
     handles[size_t(dev)] = h;
   }
   *out = handles[size_t(dev)];
@@ -87,8 +89,6 @@ std::unordered_map<Key, Plan, KeyHash>& plans() {
   return *m;
 }
 
-const char* lt_status(cublasStatus_t s) { return cublasGetStatusString(s); }
-
 // The call's descriptors, on the stack.
 struct Descs {
   cublasLtMatmulDescOpaque_t op_store;
@@ -100,11 +100,12 @@ struct Descs {
   Descs& operator=(const Descs&) = delete;
 };
 
-#define FLX_LT_TRY(call)                                                                               \
-  do {                                                                                                 \
-    cublasStatus_t st_ = (call);                                                                       \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                  \
-      return fail(FLX_ERR_UNSUPPORTED, std::string("gemm_epilogue: ") + #call + ": " + lt_status(st_)); \
+// `lt` is the caller's CublasLtApi.
+#define FLX_LT_TRY(call)                                                                                        \
+  do {                                                                                                          \
+    cublasStatus_t st_ = (call);                                                                                \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                           \
+      return fail(FLX_ERR_UNSUPPORTED, std::string("gemm_epilogue: ") + #call + ": " + lt->status_string(st_)); \
   } while (0)
 
 }  // namespace
@@ -142,8 +143,11 @@ int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* e, flx_stream s)
 
   cudaStream_t st;
   if (int r = enter(dev, s, &st, "gemm_epilogue")) return r;
+  // cuBLASLt is opened here, by the first fused product, never by probing.
+  const CublasLtApi* lt = nullptr;
+  if (int r = cublaslt_api(&lt, FLX_ERR_UNSUPPORTED, "gemm_epilogue")) return r;
   cublasLtHandle_t h = nullptr;
-  if (int r = lt_handle(dev, &h)) return r;
+  if (int r = lt_handle(*lt, dev, &h)) return r;
 
   const void* A = addr(d.a);
   const void* B = addr(d.b);
@@ -154,23 +158,23 @@ int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* e, flx_stream s)
   // The descriptors of this call (nothing allocated).
   Descs x;
   const cublasOperation_t ta = d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  FLX_LT_TRY(cublasLtMatmulDescInit(x.op, compute, scale_type));
-  FLX_LT_TRY(cublasLtMatmulDescSetAttribute(x.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  FLX_LT_TRY(cublasLtMatmulDescSetAttribute(x.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  FLX_LT_TRY(lt->matmul_desc_init(x.op, sizeof *x.op, compute, scale_type));
+  FLX_LT_TRY(lt->matmul_desc_set(x.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  FLX_LT_TRY(lt->matmul_desc_set(x.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   const uint32_t epi32 = uint32_t(epi);
-  FLX_LT_TRY(cublasLtMatmulDescSetAttribute(x.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi32, sizeof epi32));
-  FLX_LT_TRY(cublasLtMatmulDescSetAttribute(x.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  FLX_LT_TRY(lt->matmul_desc_set(x.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi32, sizeof epi32));
+  FLX_LT_TRY(lt->matmul_desc_set(x.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   if (has_aux) {
     const int64_t ld = e->aux_ld;
-    FLX_LT_TRY(cublasLtMatmulDescSetAttribute(x.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
-    FLX_LT_TRY(cublasLtMatmulDescSetAttribute(x.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    FLX_LT_TRY(lt->matmul_desc_set(x.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+    FLX_LT_TRY(lt->matmul_desc_set(x.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
   }
   // Stored shapes (before op): A is m×k, or k×m when transposed; B k×n or n×k.
-  FLX_LT_TRY(cublasLtMatrixLayoutInit(x.a, type, uint64_t(d.trans_a ? d.k : d.m), uint64_t(d.trans_a ? d.m : d.k),
-                                      d.lda));
-  FLX_LT_TRY(cublasLtMatrixLayoutInit(x.b, type, uint64_t(d.trans_b ? d.n : d.k), uint64_t(d.trans_b ? d.k : d.n),
-                                      d.ldb));
-  FLX_LT_TRY(cublasLtMatrixLayoutInit(x.c, type, uint64_t(d.m), uint64_t(d.n), d.ldc));
+  FLX_LT_TRY(lt->layout_init(x.a, sizeof *x.a, type, uint64_t(d.trans_a ? d.k : d.m), uint64_t(d.trans_a ? d.m : d.k),
+                             d.lda));
+  FLX_LT_TRY(lt->layout_init(x.b, sizeof *x.b, type, uint64_t(d.trans_b ? d.n : d.k), uint64_t(d.trans_b ? d.k : d.n),
+                             d.ldb));
+  FLX_LT_TRY(lt->layout_init(x.c, sizeof *x.c, type, uint64_t(d.m), uint64_t(d.n), d.ldc));
 
   Key key{};
   key.m = d.m, key.n = d.n, key.k = d.k, key.lda = d.lda, key.ldb = d.ldb, key.ldc = d.ldc;
@@ -191,25 +195,20 @@ int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* e, flx_stream s)
   if (!cached) {
     cublasLtMatmulPreferenceOpaque_t pref_store;
     cublasLtMatmulPreference_t pref = &pref_store;
-    FLX_LT_TRY(cublasLtMatmulPreferenceInit(pref));
+    FLX_LT_TRY(lt->preference_init(pref, sizeof *pref));
     const uint64_t ws_max = kMaxWorkspace;
-    FLX_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_max,
-                                                    sizeof ws_max));
+    FLX_LT_TRY(lt->preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_max, sizeof ws_max));
     // The heuristic assumes 256-byte aligned matrices unless told: tell it
     // what these pointers have (the key holds the same alignments). The
     // bias and aux pointers it reads from the descriptor itself.
     const uint32_t align_a = 1u << al_a, align_b = 1u << al_b, align_c = 1u << al_c;
-    FLX_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                                    sizeof align_a));
-    FLX_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                                    sizeof align_b));
-    FLX_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
-                                                    sizeof align_c));
-    FLX_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
-                                                    sizeof align_c));
+    FLX_LT_TRY(lt->preference_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
+    FLX_LT_TRY(lt->preference_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
+    FLX_LT_TRY(lt->preference_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
+    FLX_LT_TRY(lt->preference_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
     cublasLtMatmulHeuristicResult_t result{};
     int count = 0;
-    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, x.op, x.a, x.b, x.c, x.c, pref, 1, &result, &count);
+    cublasStatus_t hs = lt->heuristic(h, x.op, x.a, x.b, x.c, x.c, pref, 1, &result, &count);
     plan.found = hs == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
     if (plan.found) {
       plan.algo = result.algo;
@@ -231,8 +230,8 @@ int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* e, flx_stream s)
   const float alpha32 = float(d.alpha), beta32 = float(d.beta);
   const void* alpha = scale_type == CUDA_R_64F ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = scale_type == CUDA_R_64F ? static_cast<const void*>(&beta64) : &beta32;
-  const cublasStatus_t r = cublasLtMatmul(h, x.op, alpha, A, x.a, B, x.b, beta, C, x.c, C, x.c, &plan.algo,
-                                          ws, plan.workspace, st);
+  const cublasStatus_t r =
+      lt->matmul(h, x.op, alpha, A, x.a, B, x.b, beta, C, x.c, C, x.c, &plan.algo, ws, plan.workspace, st);
   if (ws) flx_cuda::free(nullptr, dev, ws, s);  // stream-ordered: reused once the product ran
   if (r == CUBLAS_STATUS_NOT_SUPPORTED) {
     // Nothing was queued: remember, and let libflx run the unfused ops.
@@ -242,7 +241,7 @@ int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* e, flx_stream s)
   }
   if (r != CUBLAS_STATUS_SUCCESS)
     return fail(r == CUBLAS_STATUS_ALLOC_FAILED ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
-                std::string("cublasLtMatmul failed: ") + lt_status(r) + " (m=" + std::to_string(d.m) +
+                std::string("cublasLtMatmul failed: ") + lt->status_string(r) + " (m=" + std::to_string(d.m) +
                     ", n=" + std::to_string(d.n) + ", k=" + std::to_string(d.k) + ")");
   return FLX_OK;
 }

@@ -2,15 +2,46 @@
 // CLBlast directly; Float16 and BFloat16 multiply in float as the CPU backend
 // does (operands packed into dense float buffers, results rounded back), so
 // they work on devices without cl_khr_fp16 and agree with the CPU.
+// CLBlast is opened by the first product, not linked: probing the plugin
+// (which every process that asks for a device does) maps none of it.
 #include <clblast_c.h>
 
 #include <string>
 
+#include "common/vendor_library.hpp"
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"
 
 namespace flx_ocl {
 namespace {
+
+// The CLBlast calls used here, with the header's types.
+struct ClBlastApi {
+  decltype(&CLBlastSgemm) sgemm;
+  decltype(&CLBlastSgemmStridedBatched) sgemm_batched;
+  decltype(&CLBlastDgemm) dgemm;
+  decltype(&CLBlastDgemmStridedBatched) dgemm_batched;
+};
+
+// CLBlast's entry points, loaded by the first call (once per process; a
+// failure is not retried): by soname, then the library the build found.
+const ClBlastApi& clblast() {
+  using flx::vendor::VendorLibrary;
+  const auto& loaded = flx::vendor::load_once<ClBlastApi>(
+      [] {
+        return flx::vendor::open_vendor_library(
+            "CLBlast", {"libclblast.so.1", FLX_OCL_CLBLAST_LIBRARY},
+            "install CLBlast (Debian's libclblast1) or put the directory holding libclblast.so.1 on LD_LIBRARY_PATH");
+      },
+      [](VendorLibrary& lib, ClBlastApi& api) {
+        lib.resolve("CLBlastSgemm", api.sgemm);
+        lib.resolve("CLBlastSgemmStridedBatched", api.sgemm_batched);
+        lib.resolve("CLBlastDgemm", api.dgemm);
+        lib.resolve("CLBlastDgemmStridedBatched", api.dgemm_batched);
+      });
+  if (!loaded.error.empty()) raise(FLX_ERR_DEVICE, "gemm: " + loaded.error);
+  return loaded.api;
+}
 
 void check_blast(CLBlastStatusCode st, const char* what) {
   if (st == CLBlastSuccess) return;
@@ -28,13 +59,13 @@ void gemm_float(cl_command_queue q, const flx_gemm_desc& d, cl_mem a, size_t ao,
                 size_t bo, size_t ldb, size_t sb, cl_mem c, size_t co, size_t ldc, size_t sc) {
   const size_t m = size_t(d.m), n = size_t(d.n), k = size_t(d.k);
   if (d.batch == 1)
-    check_blast(CLBlastSgemm(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, float(d.alpha), a, ao, lda,
-                             b, bo, ldb, float(d.beta), c, co, ldc, &q, nullptr),
+    check_blast(clblast().sgemm(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, float(d.alpha), a, ao,
+                                lda, b, bo, ldb, float(d.beta), c, co, ldc, &q, nullptr),
                 "CLBlastSgemm");
   else
-    check_blast(CLBlastSgemmStridedBatched(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k,
-                                           float(d.alpha), a, ao, lda, sa, b, bo, ldb, sb, float(d.beta), c, co, ldc,
-                                           sc, size_t(d.batch), &q, nullptr),
+    check_blast(clblast().sgemm_batched(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k,
+                                        float(d.alpha), a, ao, lda, sa, b, bo, ldb, sb, float(d.beta), c, co, ldc,
+                                        sc, size_t(d.batch), &q, nullptr),
                 "CLBlastSgemmStridedBatched");
 }
 
@@ -42,14 +73,14 @@ void gemm_double(cl_command_queue q, const flx_gemm_desc& d, size_t ao, size_t b
   const size_t m = size_t(d.m), n = size_t(d.n), k = size_t(d.k);
   cl_mem a = as_mem(d.a), b = as_mem(d.b), c = as_mem(d.c);
   if (d.batch == 1)
-    check_blast(CLBlastDgemm(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, d.alpha, a, ao,
-                             size_t(d.lda), b, bo, size_t(d.ldb), d.beta, c, co, size_t(d.ldc), &q, nullptr),
+    check_blast(clblast().dgemm(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, d.alpha, a, ao,
+                                size_t(d.lda), b, bo, size_t(d.ldb), d.beta, c, co, size_t(d.ldc), &q, nullptr),
                 "CLBlastDgemm");
   else
-    check_blast(CLBlastDgemmStridedBatched(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, d.alpha, a,
-                                           ao, size_t(d.lda), size_t(d.stride_a), b, bo, size_t(d.ldb),
-                                           size_t(d.stride_b), d.beta, c, co, size_t(d.ldc), size_t(d.stride_c),
-                                           size_t(d.batch), &q, nullptr),
+    check_blast(clblast().dgemm_batched(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, d.alpha, a,
+                                        ao, size_t(d.lda), size_t(d.stride_a), b, bo, size_t(d.ldb),
+                                        size_t(d.stride_b), d.beta, c, co, size_t(d.ldc), size_t(d.stride_c),
+                                        size_t(d.batch), &q, nullptr),
                 "CLBlastDgemmStridedBatched");
 }
 

@@ -2,6 +2,12 @@
 //
 //   auto [x, y] = datasets::fashion_mnist("train");  // x (28, 28, 1, 60000) Float32 in [0, 1]
 //                                                     // y (60000) Int64 labels 0..9
+//   auto [p, _] = datasets::fashion_mnist("train", UInt8);  // p: the stored bytes 0..255,
+//                                                           // a quarter of the memory
+//
+// UInt8 images are the way to keep a large dataset in memory: widen each
+// batch as it is made, `mapobs` with scaled_pixels (see docs/gpu.md), which
+// gives the Float32 loader's values bit for bit.
 //
 // Files are looked up in $FLX_DATA/<name>, then $FLX_DATA, then
 // /usr/share/datasets/<name> (Debian's dataset-fashion-mnist puts
@@ -20,13 +26,19 @@
 namespace flx::datasets {
 
 struct Dataset {
-  Tensor features;  // (28, 28, 1, N) Float32: width, height, channel, observation
+  Tensor features;  // (28, 28, 1, N) Float32 or UInt8: width, height, channel, observation
   Tensor targets;   // (N) Int64 class labels
 };
 
-// split: "train" (60,000 images) or "test" (10,000).
-Dataset fashion_mnist(const std::string& split = "train");
-Dataset mnist(const std::string& split = "train");
+// split: "train" (60,000 images) or "test" (10,000). eltype: Float32 (pixels
+// in [0, 1]) or UInt8 (the bytes as stored, 0..255); anything else is an
+// ArgumentError.
+Dataset fashion_mnist(const std::string& split = "train", DType eltype = DType::Float32);
+Dataset mnist(const std::string& split = "train", DType eltype = DType::Float32);
+
+// UInt8 pixels (0..255, any shape, on any device) as Float32 in [0, 1],
+// exactly as the Float32 loader makes them: float(b) * (1.0f / 255.0f).
+Tensor scaled_pixels(const Tensor& pixels);
 
 // The class names of Fashion-MNIST, by label.
 inline constexpr const char* fashion_mnist_classes[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",

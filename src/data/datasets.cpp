@@ -18,6 +18,7 @@
 
 #include "../io/files.hpp"
 #include "../tensor_impl.hpp"
+#include "flx/ops.hpp"
 
 namespace flx::datasets {
 
@@ -46,6 +47,11 @@ struct Split {
   uint32_t items;
 };
 constexpr Split kTrain{"train", "train", 60'000}, kTest{"test", "t10k", 10'000};
+
+// A byte b becomes the Float32 pixel float(b) * kPixelScale, as it always
+// has (a product with the rounded reciprocal, not a division by 255): the
+// loader and scaled_pixels agree bit for bit.
+constexpr float kPixelScale = 1.0f / 255.0f;
 
 std::vector<fs::path> search_dirs(const Source& src) {
   std::vector<fs::path> dirs;
@@ -78,12 +84,6 @@ std::string dims_text(const std::vector<uint32_t>& dims) {
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "×" : "") + std::to_string(dims[i]);
   return s;
 }
-
-// An IDX file of unsigned bytes: its dims and its data.
-struct Idx {
-  std::vector<uint32_t> dims;
-  std::vector<uint8_t> data;
-};
 
 // A gzip file (one member or several, as gunzip joins them) or an
 // uncompressed one. Inflated here rather than through zlib's gzread, which
@@ -170,82 +170,145 @@ class IdxStream {
   }
 };
 
-// Reads an IDX file of unsigned bytes with ndims dims (3: images, 1:
-// labels): the header first, checked against the split, then exactly the
-// bytes its dims promise, and one more to find trailing data.
-Idx read_idx(const fs::path& path, int ndims, const Split& split, const Source& src) {
-  const std::string where = std::string(src.title) + ": " + path.string();
-  const std::string fix = "; the file is damaged or not an IDX file of this kind; reinstall it: " + std::string(src.install);
-  IdxStream in(path, where, src.install);
+// An IDX file opened for reading, with its name for messages and the fix
+// they suggest.
+struct IdxFile {
+  std::string where, fix;
+  IdxStream in;
+  IdxFile(const fs::path& path, const Source& src)
+      : where(std::string(src.title) + ": " + path.string()),
+        fix("; the file is damaged or not an IDX file of this kind; reinstall it: " + std::string(src.install)),
+        in(path, where, src.install) {}
+};
 
+// An IDX file's header, checked against the split; the stream is left at
+// the data.
+struct IdxHeader {
+  std::vector<uint32_t> dims;
+  size_t head_size = 0;  // bytes of header
+  size_t payload = 0;    // bytes of data the dims promise
+};
+
+// Reads the header of an IDX file of unsigned bytes with ndims dims (3:
+// images, 1: labels) and checks it against the split before any data is read.
+IdxHeader read_header(IdxFile& f, int ndims, const Split& split) {
+  const std::string& where = f.where;
+  const std::string& fix = f.fix;
   uint8_t head[16];
   const size_t head_size = 4 + 4 * size_t(ndims);
-  const size_t got_head = in.read(head, head_size);
+  const size_t got_head = f.in.read(head, head_size);
   FLX_CHECK(got_head == head_size, Error, where, " is too short for an IDX header (", got_head, " bytes, expected ",
             head_size, ")", fix);
   FLX_CHECK(head[0] == 0 && head[1] == 0, Error, where, " does not start with the IDX magic 00 00", fix);
   FLX_CHECK(head[2] == 0x08, Error, where, ": expected unsigned byte data (type 0x08); found type 0x", std::hex,
             int(head[2]), fix);
   FLX_CHECK(head[3] == ndims, Error, where, ": expected ", ndims, " dims; found ", int(head[3]), fix);
-  Idx idx;
-  for (int k = 0; k < ndims; ++k) idx.dims.push_back(big_endian(&head[4 + 4 * size_t(k)]));
-  FLX_CHECK(idx.dims[0] <= split.items, Error, where, ": the header promises ", idx.dims[0], " items, but the ",
+  IdxHeader h;
+  h.head_size = head_size;
+  for (int k = 0; k < ndims; ++k) h.dims.push_back(big_endian(&head[4 + 4 * size_t(k)]));
+  FLX_CHECK(h.dims[0] <= split.items, Error, where, ": the header promises ", h.dims[0], " items, but the ",
             split.name, " split has ", split.items, fix);
-  FLX_CHECK(ndims == 1 || (idx.dims[1] == kSide && idx.dims[2] == kSide), Error, where, ": expected images of ",
-            kSide, "×", kSide, " pixels; found ", idx.dims[1], "×", idx.dims[2], fix);
-
+  FLX_CHECK(ndims == 1 || (h.dims[1] == kSide && h.dims[2] == kSide), Error, where, ": expected images of ", kSide,
+            "×", kSide, " pixels; found ", h.dims[1], "×", h.dims[2], fix);
   // At most 60,000 × 28 × 28 bytes after the checks above: no overflow.
-  const size_t payload = size_t(idx.dims[0]) * (ndims == 1 ? 1 : kSide * kSide);
-  idx.data.resize(payload);
-  const size_t got = in.read(idx.data.data(), payload);
-  FLX_CHECK(got == payload, Error, where, ": the header's dims ", dims_text(idx.dims),
-            " promise more data than the file holds: expected ", head_size + payload, " bytes in all (", head_size,
-            " of header, ", payload, " of data), found ", head_size + got, fix);
-  uint8_t extra;
-  FLX_CHECK(in.read(&extra, 1) == 0, Error, where, ": trailing data after the ", payload,
-            " bytes its header's dims ", dims_text(idx.dims), " promise (the file holds more than ",
-            head_size + payload, " bytes)", fix);
-  return idx;
+  h.payload = size_t(h.dims[0]) * (ndims == 1 ? 1 : kSide * kSide);
+  return h;
 }
 
-Dataset load(const Source& src, const Split& split) {
+// Reads exactly the bytes the header promises, handing them to
+// sink(bytes, count, offset) a chunk at a time (so that no copy of the
+// whole file is ever held), then one more byte to find trailing data.
+template <class Sink>
+void read_payload(IdxFile& f, const IdxHeader& h, Sink&& sink) {
+  constexpr size_t kChunk = size_t(1) << 16;
+  uint8_t chunk[kChunk];
+  size_t done = 0;
+  while (done < h.payload) {
+    const size_t want = std::min(kChunk, h.payload - done);
+    const size_t got = f.in.read(chunk, want);
+    FLX_CHECK(got == want, Error, f.where, ": the header's dims ", dims_text(h.dims),
+              " promise more data than the file holds: expected ", h.head_size + h.payload, " bytes in all (",
+              h.head_size, " of header, ", h.payload, " of data), found ", h.head_size + done + got, f.fix);
+    sink(static_cast<const uint8_t*>(chunk), got, done);
+    done += got;
+  }
+  uint8_t extra;
+  FLX_CHECK(f.in.read(&extra, 1) == 0, Error, f.where, ": trailing data after the ", h.payload,
+            " bytes its header's dims ", dims_text(h.dims), " promise (the file holds more than ",
+            h.head_size + h.payload, " bytes)", f.fix);
+}
+
+// The images of an IDX file as a (28, 28, 1, N) tensor of `eltype`, read
+// straight into it: UInt8 keeps the stored bytes, Float32 scales them as
+// scaled_pixels does. IDX images are row-major (row, column), so
+// column-major (width, height) needs no permutation: x[c, r] is byte r*w + c.
+Tensor read_images(const fs::path& path, DType eltype, const Split& split, const Source& src) {
+  IdxFile f(path, src);
+  const IdxHeader h = read_header(f, 3, split);
+  Tensor x = empty(eltype, {int64_t(h.dims[2]), int64_t(h.dims[1]), 1, int64_t(h.dims[0])});
+  if (eltype == DType::UInt8) {
+    auto* xp = static_cast<uint8_t*>(detail::host_data(x));
+    read_payload(f, h, [&](const uint8_t* b, size_t n, size_t at) { std::memcpy(xp + at, b, n); });
+  } else {
+    auto* xp = static_cast<float*>(detail::host_data(x));
+    read_payload(f, h, [&](const uint8_t* b, size_t n, size_t at) {
+      for (size_t i = 0; i < n; ++i) xp[at + i] = float(b[i]) * kPixelScale;
+    });
+  }
+  return x;
+}
+
+// The labels of an IDX file (each checked to be 0..9) as an (N) Int64 tensor.
+Tensor read_labels(const fs::path& path, const Split& split, const Source& src) {
+  IdxFile f(path, src);
+  const IdxHeader h = read_header(f, 1, split);
+  Tensor y = empty(DType::Int64, {int64_t(h.dims[0])});
+  auto* yp = static_cast<int64_t*>(detail::host_data(y));
+  read_payload(f, h, [&](const uint8_t* b, size_t n, size_t at) {
+    for (size_t i = 0; i < n; ++i) {
+      yp[at + i] = b[i];
+      FLX_CHECK(b[i] < 10, Error, src.title, ": ", path.string(), " holds label ", int(b[i]), " at index ", at + i,
+                "; labels are 0..9. Reinstall it: ", src.install);
+    }
+  });
+  return y;
+}
+
+Dataset load(const Source& src, const Split& split, DType eltype) {
   const fs::path ipath = find_file(src, std::string(split.prefix) + "-images-idx3-ubyte");
   const fs::path lpath = find_file(src, std::string(split.prefix) + "-labels-idx1-ubyte");
-  const Idx images = read_idx(ipath, 3, split, src);
-  const Idx labels = read_idx(lpath, 1, split, src);
-  FLX_CHECK(images.dims[0] == labels.dims[0], Error, src.title, ": ", ipath.string(), " holds ", images.dims[0],
-            " images but ", lpath.string(), " holds ", labels.dims[0], " labels; reinstall them: ", src.install);
-  const int64_t n = images.dims[0], h = images.dims[1], w = images.dims[2];
-  // IDX images are row-major (row, column), so column-major (width, height)
-  // needs no permutation: x[c, r] is byte r*w + c.
-  Tensor x = empty(DType::Float32, {w, h, 1, n});
-  float* xp = static_cast<float*>(detail::host_data(x));
-  for (int64_t i = 0; i < x.numel(); ++i) xp[i] = float(images.data[size_t(i)]) * (1.0f / 255.0f);
-  Tensor y = empty(DType::Int64, {n});
-  int64_t* yp = static_cast<int64_t*>(detail::host_data(y));
-  for (int64_t i = 0; i < n; ++i) {
-    yp[i] = labels.data[size_t(i)];
-    FLX_CHECK(yp[i] < 10, Error, src.title, ": ", lpath.string(), " holds label ", yp[i], " at index ", i,
-              "; labels are 0..9. Reinstall it: ", src.install);
-  }
+  Tensor x = read_images(ipath, eltype, split, src);
+  Tensor y = read_labels(lpath, split, src);
+  FLX_CHECK(x.size(3) == y.size(0), Error, src.title, ": ", ipath.string(), " holds ", x.size(3), " images but ",
+            lpath.string(), " holds ", y.size(0), " labels; reinstall them: ", src.install);
   return {x, y};
 }
 
-Dataset load(const Source& src, const std::string& split) {
+Dataset load(const Source& src, const std::string& split, DType eltype) {
   FLX_CHECK(split == "train" || split == "test", ArgumentError, src.title, ": split must be \"train\" or \"test\"; got \"",
             split, "\"");
+  FLX_CHECK(eltype == DType::Float32 || eltype == DType::UInt8, ArgumentError, src.title,
+            ": images load as Float32 (in [0, 1]) or UInt8 (the stored bytes 0..255); got ", eltype,
+            ". Load UInt8 and convert each batch (datasets::scaled_pixels, then .to(dtype))");
+  const Split& s = split == "train" ? kTrain : kTest;
   try {
-    return load(src, split == "train" ? kTrain : kTest);
+    return load(src, s, eltype);
   } catch (const std::bad_alloc&) {
     FLX_THROW(OutOfMemory, src.title, ": not enough memory to read the ", split, " split (up to ",
-              (split == "train" ? kTrain : kTest).items * (kSide * kSide * 5 + 9) / 1'000'000,
-              " MB: the bytes and the Float32 images); free memory and try again");
+              s.items * (kSide * kSide * dtype_size(eltype) + 8) / 1'000'000, " MB: the ", eltype,
+              " images and the Int64 labels); free memory and try again");
   }
 }
 
 }  // namespace
 
-Dataset fashion_mnist(const std::string& split) { return load(kFashion, split); }
-Dataset mnist(const std::string& split) { return load(kMnist, split); }
+Tensor scaled_pixels(const Tensor& pixels) {
+  FLX_CHECK(pixels.dtype() == DType::UInt8, ArgumentError, "scaled_pixels: expected UInt8 pixels (0..255), as "
+            "datasets::fashion_mnist(split, UInt8) loads them; got ", pixels.dtype());
+  return pixels.to(DType::Float32) * kPixelScale;
+}
+
+Dataset fashion_mnist(const std::string& split, DType eltype) { return load(kFashion, split, eltype); }
+Dataset mnist(const std::string& split, DType eltype) { return load(kMnist, split, eltype); }
 
 }  // namespace flx::datasets

@@ -1,14 +1,20 @@
 // Prints what flx knows of one backend, for tests that must run in a fresh
 // process (the registry loads each plugin once per process).
-//   probe_backend NAME [gpu|cu|get_device|force|set|abi|ops|memory|devices]
+//   probe_backend NAME [gpu|cu|get_device|force|set|abi|ops|memory|devices|vendor_maps]
 // set: gpu_backend(NAME), writing the preference. abi: the ABI version and
 // op tables. ops: a round trip through NAME:0, then zeros and x + x there.
 // devices: how many devices NAME has.
 // memory: memory_stats of NAME:0 with and without a 1000-float tensor there.
+// vendor_maps: NAME's devices where it is functional (as flx-info lists
+// them), then "plugin <path>" for each mapping of NAME's plugin and
+// "mapped <path>" for each vendor compute library mapped into the process
+// (cuBLAS, cuBLASLt, cuDNN, NCCL, CLBlast), which probing must not map.
 // A flx::Error is printed as "<Type>: <message>".
 #include <flx/flx.hpp>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -18,6 +24,23 @@ const char* error_type(const flx::Error& e) {
   if (dynamic_cast<const flx::ArgumentError*>(&e)) return "ArgumentError";
   return "Error";
 }
+// What vendor_maps prints of /proc/self/maps.
+void print_vendor_maps(const std::string& plugin_path) {
+  static const char* const kVendor[] = {"/libcublas.so", "/libcublasLt.so", "/libcudnn", "/libnccl.so",
+                                        "/libclblast.so"};
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    if (!plugin_path.empty() && path.ends_with("/" + std::filesystem::path(plugin_path).filename().string()))
+      std::printf("plugin %s\n", path.c_str());
+    for (const char* v : kVendor)
+      if (path.find(v) != std::string::npos) std::printf("mapped %s\n", path.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,6 +80,12 @@ int main(int argc, char** argv) {
       show("sum", x + x);
     }
     if (what == "devices") std::printf("devices=%zu\n", flx::devices(argv[1]).size());
+    if (what == "vendor_maps") {
+      if (s.functional)
+        for (const auto& d : flx::devices(argv[1]))
+          std::printf("device %s: %s\n", d.device.str().c_str(), d.name.c_str());
+      print_vendor_maps(s.plugin_path);
+    }
     if (what == "memory") {
       flx::Device d = flx::get_device(argv[1], 0);
       auto print = [&](const char* label) {
