@@ -39,8 +39,8 @@ inline std::vector<double> adam_closed_form(std::vector<double> x, const std::ve
 
 // Gradients for `steps` steps of n elements whose magnitude alternates
 // between about 1 and 0.01 (signs at random): β₁ and β₂ weight that history
-// differently, so with η = 0.1 and β = (0.8, 0.95) a step that swaps them, or
-// uses β₁ for both moments, lands dozens of Float16 ulps from the closed form.
+// differently, so with η = 0.1 and β = (0.8, 0.95) steps that swap them, or
+// use β₁ for both moments, end hundreds of Float16 ulps from the closed form.
 inline std::vector<std::vector<double>> changing_gradients(int64_t n, int steps = 8) {
   set_seed(21);
   std::vector<std::vector<double>> out;
