@@ -1,15 +1,22 @@
 // The device conformance suite (ggml's test-backend-ops is the model): every
 // op, layer and loss runs on each device besides the CPU and is compared with
-// the CPU, forward and backward, with tolerances per element type; the
-// optimisers' steps likewise. The CPU itself is checked against closed forms
-// and finite differences in the other suites.
+// the CPU, forward and backward, with tolerances per element type (Float16
+// and BFloat16 in ulps); the optimisers' steps likewise, and Adam's also
+// against its closed form. The CPU itself is checked against closed forms and
+// finite differences in the other suites.
 #include <functional>
+#include <map>
 #include <sstream>
 
+#include <gtest/gtest-spi.h>
+
+#include "adam_reference.hpp"
 #include "test_util.hpp"
+#include "ulps.hpp"
 
 using namespace flx;
 using V = std::vector<Tensor>;
+using flx::testing::UlpTolerance;
 
 namespace {
 
@@ -21,13 +28,59 @@ struct Case {
   double lo = -1, hi = 1;  // input range
 };
 
-double tolerance(DType t) {
-  switch (t) {
-    case DType::Float64: return 1e-10;
-    case DType::Float16: return 2e-2;
-    case DType::BFloat16: return 6e-2;
-    default: return 2e-5;
-  }
+bool is_half(DType t) { return t == Float16 || t == BFloat16; }
+
+// Float32 and Float64: relative tolerances.
+double tolerance(DType t) { return t == Float64 ? 1e-10 : 2e-5; }
+
+// Float16 and BFloat16: ulps of the type itself (tests/ulps.hpp). Every
+// backend computes a half op in float and rounds that float once to the
+// storage type, to nearest even, with the CPU's compute types and order
+// (contraction off; sums accumulated in double, where these small sums of
+// halves are exact; the suite's Float64 cases need fp64 devices anyway). So:
+//  - by default, 0 ulps: correctly rounded float arithmetic (+ - *,
+//    comparisons, selections, copies, sums) gives the same float on every
+//    device, hence the same half. A rounding other than to nearest even
+//    (toward zero, say) shows in about half of the elements.
+//  - kLibm, 1 ulp: a math-library function (exp, log, tanh, pow, erf, ...), or
+//    a float division or square root (OpenCL allows 2.5 float ulps for them
+//    on devices without correctly rounded divide/sqrt), gives a float a few
+//    float ulps from the CPU's, each 2^-13 (Float16) or 2^-16 (BFloat16) of
+//    an ulp of the result: at most the rounding picks the neighbouring value.
+//  - kProducts, 1 ulp of the largest output (normwise): matrix products sum
+//    in float in each device's own order. The difference, k 2^-24 sum|a_i b_i|
+//    with k <= 13 here, is a few hundredths of an ulp of the largest output,
+//    but an output near a rounding boundary may round the other way, and one
+//    that cancels to near zero has ulps far below that difference.
+//  - kComposed, 2 ulps normwise: one more function (a log, a softmax, a
+//    second layer) of results that may already differ by 1 ulp, passing that
+//    on with a condition number near 1, then rounding once more.
+// Gradients: 0 ulps where the forward case is exact and so is every backward
+// rule it uses (products, sums, selections). Otherwise a rule reuses a
+// forward result that may differ by 1 ulp (the output of exp, sqrt,
+// sigmoid, ...) or evaluates a library function again, then rounds two or
+// three times more: 4 ulps normwise (a product can turn 1 ulp of a factor at
+// the bottom of its binade into 2 ulps of a result at the top of its own).
+// Softmax's backward, y (dy - sum(dy y)), cancels: the cases through it, 8.
+struct HalfUlps {
+  UlpTolerance forward, gradient;
+};
+const std::map<std::string, HalfUlps>& half_ulps() {
+  const HalfUlps kLibm{{1}, {4, true}}, kProducts{{1, true}, {4, true}}, kComposed{{2, true}, {8, true}},
+      kSoftmax{{1}, {8, true}};
+  static const std::map<std::string, HalfUlps> m = {
+      {"div", kLibm},         {"pow_scalar", kLibm},    {"pow", kLibm},           {"sqrt", kLibm},
+      {"exp", kLibm},         {"log", kLibm},           {"xlogy", kLibm},         {"sigmoid", kLibm},
+      {"tanh", kLibm},        {"gelu", kLibm},          {"elu", kLibm},           {"swish", kLibm},
+      {"softplus", kLibm},    {"gelu_erf", kLibm},      {"celu", kLibm},          {"softmax", kSoftmax},
+      {"softmax_dim1", kSoftmax}, {"logsoftmax", kSoftmax}, {"matvec", kProducts}, {"matmul", kProducts},
+      {"matmul_batched", kProducts}, {"matmul_bcast", kProducts}, {"dense", kProducts}, {"chain", kComposed},
+      {"crossentropy", kComposed}, {"logitcrossentropy", kComposed}, {"binarycrossentropy", kComposed}};
+  return m;
+}
+HalfUlps half_tolerance(const std::string& name) {
+  auto it = half_ulps().find(name);
+  return it == half_ulps().end() ? HalfUlps{} : it->second;
 }
 
 std::vector<Case> cases() {
@@ -121,7 +174,7 @@ class Conformance : public ::testing::TestWithParam<Param> {};
 std::vector<Param> params() {
   std::vector<Param> p;
   for (const auto& d : flx::testing::accelerator_devices())
-    for (DType t : {Float32, Float64, Float16}) p.push_back({d, t});
+    for (DType t : {Float32, Float64, Float16, BFloat16}) p.push_back({d, t});
   if (p.empty()) p.push_back({Device::cpu(), Float32});  // placeholder: skips with the reason
   return p;
 }
@@ -143,6 +196,32 @@ void skip_without_accelerator(const Param& p) {
 
 }  // namespace
 
+// The ulp counts the half tolerances rest on (tests/ulps.hpp).
+TEST(UlpDistances, CountTheRepresentableValuesBetween) {
+  using flx::testing::ulp_of;
+  using flx::testing::ulps_between;
+  EXPECT_EQ(ulps_between(1.0, 1.0 + 0x1p-10, Float16), 1);
+  EXPECT_EQ(ulps_between(1.0, 1.0 - 0x1p-11, Float16), 1);  // the binade below is twice as fine
+  EXPECT_EQ(ulps_between(0x1p-24, -0x1p-24, Float16), 2);   // the smallest subnormals, across zero
+  EXPECT_EQ(ulps_between(0.0, -0.0, Float16), 0);
+  EXPECT_EQ(ulps_between(1.0, 1.0 + 0x1p-7, BFloat16), 1);
+  EXPECT_EQ(ulps_between(1.0, 1.0 + 0x1p-23, Float32), 1);
+  EXPECT_EQ(ulps_between(NAN, 1.0, Float16), INFINITY);
+  EXPECT_EQ(ulp_of(1.0, Float16), 0x1p-10);
+  EXPECT_EQ(ulp_of(-1.99, Float16), 0x1p-10);
+  EXPECT_EQ(ulp_of(0.0, Float16), 0x1p-24);
+  EXPECT_EQ(ulp_of(1e-6, Float16), 0x1p-24);
+  EXPECT_EQ(ulp_of(1.5, BFloat16), 0x1p-7);
+  EXPECT_EQ(ulp_of(3.0, Float32), 0x1p-22);
+  // 0.5 and its neighbour: 1 ulp apart, a quarter of an ulp of the largest value, 2.
+  Tensor a = tensor(std::vector<float>{1, 2, 0.5f}, {3}).to(Float16);
+  Tensor b = tensor(std::vector<float>{1, 2, 0.5f + 0x1p-11f}, {3}).to(Float16);
+  flx::testing::expect_ulps(b, a, {1}, "one ulp apart");
+  EXPECT_NONFATAL_FAILURE(flx::testing::expect_ulps(b, a, {0}, "one ulp apart"), "1 ulps at index 2");
+  flx::testing::expect_ulps(b, a, {0.25, true}, "normwise");
+  EXPECT_NONFATAL_FAILURE(flx::testing::expect_ulps(b, a, {0.2, true}, "normwise"), "0.25 ulps of the largest magnitude");
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(params()), param_name);
 
 TEST_P(Conformance, OpsLayersAndLossesMatchTheCpuForwardAndBackward) {
@@ -152,14 +231,20 @@ TEST_P(Conformance, OpsLayersAndLossesMatchTheCpuForwardAndBackward) {
   const DType t = GetParam().dtype;
   const double tol = tolerance(t);
   set_seed(11);
-  for (const Case& c : cases()) {
+  const auto all = cases();
+  for (const auto& entry : half_ulps())  // every entry names a case: none is dead
+    EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const Case& c) { return c.name == entry.first; }))
+        << entry.first;
+  for (const Case& c : all) {
     SCOPED_TRACE(c.name + " on " + dev.str() + " in " + std::string(dtype_name(t)));
+    const HalfUlps ulps = half_tolerance(c.name);
     V xs = make_inputs(c, t);
     Tensor ref = c.f(xs);
     Tensor out = c.f(to_device(xs, dev));
     EXPECT_EQ(out.device(), dev);
-    flx::testing::expect_close(out, ref, tol, c.name + " forward");
-    if (!c.differentiable || t == Float16) continue;  // Float16 gradients: forward only
+    if (is_half(t)) flx::testing::expect_ulps(out, ref, ulps.forward, c.name + " forward");
+    else flx::testing::expect_close(out, ref, tol, c.name + " forward");
+    if (!c.differentiable) continue;
     Tensor w = rand(Float64, ref.shape()).to(t);       // a random cotangent
     auto loss = [&](const V& v) { return sum(c.f(v) * w.to(v[0].device())); };
     V gref = std::get<0>(gradient(loss, xs));
@@ -169,36 +254,103 @@ TEST_P(Conformance, OpsLayersAndLossesMatchTheCpuForwardAndBackward) {
       ASSERT_EQ(gref[i].defined(), gdev[i].defined()) << "input " << i;
       if (!gref[i].defined()) continue;
       EXPECT_EQ(gdev[i].device(), dev) << "input " << i;
-      flx::testing::expect_close(gdev[i], gref[i], tol * 10, c.name + " gradient of input " + std::to_string(i));
+      const std::string what = c.name + " gradient of input " + std::to_string(i);
+      if (is_half(t)) flx::testing::expect_ulps(gdev[i], gref[i], ulps.gradient, what);
+      else flx::testing::expect_close(gdev[i], gref[i], tol * 10, what);
     }
   }
 }
+
+namespace {
+// Gradients of shape s in dtype t on device d, one per step, that change from
+// step to step (tests/adam_reference.hpp says why), and their values in t.
+std::vector<Tensor> gradient_tensors(const std::vector<std::vector<double>>& gs, const Shape& s, DType t, Device d) {
+  std::vector<Tensor> out;
+  for (const auto& g : gs) out.push_back(tensor(g, s).to(t).to(d));
+  return out;
+}
+std::vector<std::vector<double>> values_in(const std::vector<std::vector<double>>& gs, DType t) {
+  std::vector<std::vector<double>> out;
+  for (const auto& g : gs) out.push_back(tensor(g).to(t).to_vector<double>());
+  return out;
+}
+}  // namespace
 
 TEST_P(Conformance, OptimiserStepsMatchTheCpu) {
   skip_without_accelerator(GetParam());
   if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
   const Device dev = GetParam().device;
   const DType t = GetParam().dtype;
-  if (t == Float16) {
-    SUCCEED() << "optimiser steps are compared in Float32 and Float64 (Float16 rounding dominates)";
-    return;
-  }
-  std::vector<std::pair<std::string, std::shared_ptr<OptRule>>> rules = {
-      {"Descent", std::make_shared<Descent>(0.1)},       {"Momentum", std::make_shared<Momentum>()},
-      {"Nesterov", std::make_shared<Nesterov>()},        {"RMSProp", std::make_shared<RMSProp>()},
-      {"Adam", std::make_shared<Adam>()},                {"AdamW", std::make_shared<AdamW>(0.001, std::pair{0.9, 0.999}, 0.1)},
-      {"Chain", std::make_shared<OptimiserChain>(ClipNorm(0.5), WeightDecay(0.01), ClipGrad(0.1), Adam())}};
-  for (const auto& [name, rule] : rules) {
+  // Float16/BFloat16 in ulps (see half_ulps): the rules of products and sums
+  // round alike everywhere, 0 ulps; those with a float division or square root
+  // may differ by 1 ulp a step on OpenCL devices without correctly rounded
+  // divide/sqrt, so 1 ulp of the largest parameter per step.
+  const std::vector<Tensor> gradients =
+      gradient_tensors(flx::testing::changing_gradients(12), {4, 3}, t, Device::cpu());
+  const UlpTolerance exact{0}, per_step{double(gradients.size()), true};
+  struct Rule {
+    std::string name;
+    std::shared_ptr<OptRule> rule;
+    UlpTolerance half;
+  };
+  const std::vector<Rule> rules = {
+      {"Descent", std::make_shared<Descent>(0.1), exact},
+      {"Momentum", std::make_shared<Momentum>(), exact},
+      {"Nesterov", std::make_shared<Nesterov>(), exact},
+      {"RMSProp", std::make_shared<RMSProp>(), per_step},
+      {"Adam (in place)", std::make_shared<Adam>(0.1, std::pair{0.8, 0.95}), per_step},
+      {"Adam (defaults)", std::make_shared<Adam>(), per_step},
+      {"AdamW", std::make_shared<AdamW>(0.001, std::pair{0.9, 0.999}, 0.1), per_step},
+      {"Chain", std::make_shared<OptimiserChain>(ClipNorm(0.5), WeightDecay(0.01), ClipGrad(0.1), Adam()), per_step}};
+  for (const auto& [name, rule, half] : rules) {
     SCOPED_TRACE(name);
     set_seed(5);
-    Tensor x = rand(t, {4, 3}), g = rand(t, {4, 3}) - 0.5;
-    Tensor xd = x.to(dev), gd = g.to(dev);
+    Tensor x = rand(t, {4, 3});
+    Tensor xd = x.to(dev);
     OptState s_cpu(rule->clone(), {{"x", x}}), s_dev(rule->clone(), {{"x", xd}});
-    for (int i = 0; i < 3; ++i) {
+    for (const Tensor& g : gradients) {
       s_cpu.step({{x, g}});
-      s_dev.step({{xd, gd}});
+      s_dev.step({{xd, g.to(dev)}});
     }
-    flx::testing::expect_close(xd, x, tolerance(t) * 10, name);
+    if (is_half(t)) flx::testing::expect_ulps(xd, x, half, name);
+    else flx::testing::expect_close(xd, x, tolerance(t) * 10, name);
+  }
+}
+
+// Adam's steps on each device against the closed form computed in Float64
+// (tests/adam_reference.hpp), so that a bug the device shares with the CPU (in
+// the frontend, which fills the kernels' descriptor) shows too. Float16 and
+// BFloat16 round m, v and x at each of the 8 steps: x by half an ulp, and the
+// step by about 0.15 ulp of x (the moments' rounding, 2^-11 or 2^-8 of them,
+// in a step of η|unit| <= 0.1 ~ 0.3 of the largest x), so about 5 ulps at
+// worst (1 to 2 measured on PoCL): 8 ulps normwise. Swapped β, or β₁ for both
+// moments, move x by 200 to 400 Float16 ulps here (27 to 50 BFloat16 ulps).
+TEST_P(Conformance, AdamStepsFollowTheClosedForm) {
+  skip_without_accelerator(GetParam());
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
+  using flx::testing::AdamSettings;
+  const Device dev = GetParam().device;
+  const DType t = GetParam().dtype;
+  const Shape shape{4, 3};
+  const auto grads = flx::testing::changing_gradients(shape.numel());
+  set_seed(5);
+  const std::vector<double> x0 = (rand(Float64, shape) * 2.0 - 1.0).to(t).to_vector<double>();
+  const AdamSettings adam{.eta = 0.1, .beta1 = 0.8, .beta2 = 0.95, .epsilon = 1e-8};
+  AdamSettings adamw = adam;
+  adamw.lambda = 0.3;
+  const std::vector<std::tuple<std::string, std::shared_ptr<OptRule>, AdamSettings>> runs = {
+      {"Adam (in place)", std::make_shared<Adam>(0.1, std::pair{0.8, 0.95}, 1e-8), adam},
+      {"OptimiserChain(Adam) (a step tensor)", std::make_shared<OptimiserChain>(Adam(0.1, {0.8, 0.95}, 1e-8)), adam},
+      {"AdamW", std::make_shared<AdamW>(0.1, std::pair{0.8, 0.95}, 0.3, 1e-8), adamw}};
+  for (const auto& [name, rule, settings] : runs) {
+    SCOPED_TRACE(name);
+    Tensor x = tensor(x0, shape).to(t).to(dev);
+    OptState st(rule->clone(), {{"x", x}});
+    for (const Tensor& g : gradient_tensors(grads, shape, t, dev)) st.step({{x, g}});
+    EXPECT_EQ(x.device(), dev);
+    Tensor expected = tensor(flx::testing::adam_closed_form(x0, values_in(grads, t), settings), shape);
+    if (is_half(t)) flx::testing::expect_ulps(x, expected.to(t), {8, true}, name);
+    else flx::testing::expect_close(x, expected, t == Float64 ? 1e-12 : 2e-6, name);
   }
 }
 

@@ -1,7 +1,10 @@
 // DataLoader: batching, shuffling, tuples, mapobs, bad input, and
 // `loader | device` (background prefetch) on every available device.
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <numeric>
+#include <random>
 #include <set>
 
 #include "tensor_impl.hpp"
@@ -85,6 +88,95 @@ TEST(DataLoader, ShuffleIsAFreshSeededPermutationEachEpoch) {
   EXPECT_EQ(epoch_ids(again), e1) << "the same seed gives the same epochs";
   DataLoader other(std::tuple{columns(50), labels(50)}, {.batchsize = 8, .shuffle = true, .seed = 8});
   EXPECT_NE(epoch_ids(other), e1);
+}
+
+// ---- the shuffle's distribution ------------------------------------------------
+// Pearson's chi-square tests, each with a false-alarm rate of 1e-6 for a
+// uniform shuffle (3e-6 for the three). The seeds are fixed, so a test that
+// passes once passes always; the rate says how unlikely a fair shuffle was to
+// fail with whichever seeds.
+
+namespace {
+
+// The next epoch's order of observations 0..n-1: a loader of labels(n) with
+// batchsize n has one batch.
+template <class L>
+std::vector<int64_t> next_order(const L& loader) {
+  std::vector<int64_t> order;
+  for (Tensor b : loader) order = b.to_vector<int64_t>();
+  return order;
+}
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed) {
+  return next_order(DataLoader(labels(n), {.batchsize = n, .shuffle = true, .seed = seed}));
+}
+
+// Pearson's statistic of how often each of the n! orders of n items came
+// out of `draws` calls to order(k); under a uniform shuffle it follows the
+// chi-square distribution with n! - 1 degrees of freedom.
+double chi_square_of_orders(int64_t n, int64_t draws, const std::function<std::vector<int64_t>(int64_t)>& order) {
+  std::map<std::vector<int64_t>, int64_t> counts;
+  for (int64_t k = 0; k < draws; ++k) ++counts[order(k)];
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  std::iota(p.begin(), p.end(), 0);
+  double orders = 1;
+  for (int64_t i = 2; i <= n; ++i) orders *= double(i);
+  double stat = 0, cells = 0;
+  do {
+    const double expected = double(draws) / orders, o = double(counts[p]);
+    stat += (o - expected) * (o - expected) / expected;
+    ++cells;
+  } while (std::next_permutation(p.begin(), p.end()));
+  EXPECT_EQ(double(counts.size()), cells) << "every draw is a permutation of 0.." << n - 1;
+  return stat;
+}
+
+// Pearson's statistic of how often item i landed at position j, times
+// (n-1)/n: each order puts one item at each position, so the n² counts are
+// not a multinomial sample; scaled so, the statistic follows the chi-square
+// distribution with (n-1)² degrees of freedom (the permutation matrix, less
+// its mean, has covariance I/(n-1) on that (n-1)²-dimensional space).
+double chi_square_of_positions(int64_t n, int64_t draws, const std::function<std::vector<int64_t>(int64_t)>& order) {
+  std::vector<double> counts(static_cast<size_t>(n * n), 0.0);
+  for (int64_t k = 0; k < draws; ++k) {
+    const auto o = order(k);
+    for (size_t j = 0; j < o.size(); ++j) counts[size_t(o[j]) * size_t(n) + j] += 1;
+  }
+  const double expected = double(draws) / double(n);
+  double stat = 0;
+  for (double c : counts) stat += (c - expected) * (c - expected) / expected;
+  return stat * double(n - 1) / double(n);
+}
+
+// The chi-square quantiles with upper tail 1e-6 (scipy.stats.chi2.isf(1e-6, dof)).
+constexpr double kChi2Orders4 = 70.55;     // 23 degrees of freedom: the 24 orders of 4
+constexpr double kChi2Positions10 = 156.45;  // 81: positions of 10 items
+
+// The classic biased shuffle, swapping each a[i] with any a[j] (n^n equally
+// likely paths onto n! orders): the tests must reject it.
+std::vector<int64_t> naive_shuffle(int64_t n, std::mt19937_64& rng) {
+  std::vector<int64_t> a(static_cast<size_t>(n));
+  std::iota(a.begin(), a.end(), 0);
+  for (size_t i = 0; i < a.size(); ++i) std::swap(a[i], a[size_t(rng() % uint64_t(n))]);
+  return a;
+}
+
+}  // namespace
+
+TEST(DataLoader, ShuffleIsUniformOverSeedsAndEpochs) {
+  // 24,000 draws: 1,000 expected per order of 4 (and 2,000 per cell of 10 x 10).
+  const int64_t draws = 24000;
+  EXPECT_LT(chi_square_of_orders(4, draws, [](int64_t k) { return shuffled_order(4, uint64_t(k)); }), kChi2Orders4)
+      << "the first epoch over seeds 0, 1, 2, ...";
+  DataLoader one_seed(labels(4), {.batchsize = 4, .shuffle = true, .seed = 12345});
+  EXPECT_LT(chi_square_of_orders(4, draws, [&](int64_t) { return next_order(one_seed); }), kChi2Orders4)
+      << "the epochs of one seed";
+  EXPECT_LT(chi_square_of_positions(10, draws / 2, [](int64_t k) { return shuffled_order(10, uint64_t(k) + 1000000); }),
+            kChi2Positions10)
+      << "positions of 10 observations over seeds";
+  // The tests have the power to see the classic bias, with the same numbers of draws.
+  std::mt19937_64 rng(1);
+  EXPECT_GT(chi_square_of_orders(4, draws, [&](int64_t) { return naive_shuffle(4, rng); }), kChi2Orders4);
+  EXPECT_GT(chi_square_of_positions(10, draws / 2, [&](int64_t) { return naive_shuffle(10, rng); }), kChi2Positions10);
 }
 
 TEST(DataLoader, BadInputIsATypedError) {

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -80,10 +81,71 @@ TEST(Datasets, FashionMnistFromTheDebianPackage) {
   EXPECT_EQ(test.features.shape(), (Shape{28, 28, 1, 10000}));
   EXPECT_EQ(test.targets.to_vector<int64_t>()[0], 9);
   EXPECT_EQ(sum(onehotbatch(test.targets, 10).to(Int64), {1}).to_vector<int64_t>(), std::vector<int64_t>(10, 1000));
-  // Width first: pixel (column c, row r) of image i is byte r*28 + c of the
-  // file; the mean over rows and over columns differ, so a transpose shows.
-  Tensor img = x.slice_last(0, 1);
-  EXPECT_NE(sum(img, {0}).to_vector<float>(), sum(img, {1}).to_vector<float>());
+  // Width first: FashionMnistPixelsAreItsIdxBytesWidthFirst checks each pixel.
+}
+
+namespace {
+
+// The bytes of a gzip file, inflated here with zlib (not by the reader under test).
+std::vector<uint8_t> gunzip(const fs::path& p) {
+  std::vector<uint8_t> out;
+  gzFile f = gzopen(p.c_str(), "rb");
+  if (!f) return out;
+  std::vector<uint8_t> buf(1 << 16);
+  for (int n; (n = gzread(f, buf.data(), unsigned(buf.size()))) > 0;)
+    out.insert(out.end(), buf.begin(), buf.begin() + n);
+  gzclose(f);
+  return out;
+}
+
+// Every pixel of the images `which` of x against the bytes of their IDX file:
+// byte 16 + 784 i + 28 r + c (row r, column c: IDX is row-major) is
+// x[c, r, 0, i] (width first, as MLDatasets gives Flux), times 255. Each image
+// must be asymmetric (checked), or a transposed one would look the same.
+void expect_pixels_are_the_idx_bytes(const Tensor& x, const std::vector<uint8_t>& file,
+                                     const std::vector<int64_t>& which) {
+  ASSERT_EQ(x.shape(), (Shape{28, 28, 1, x.size(3)}));
+  ASSERT_EQ(file.size(), 16 + size_t(x.size(3)) * 784) << "an IDX file of " << x.size(3) << " images";
+  for (int64_t i : which) {
+    const auto img = x.slice_last(i, i + 1).to_vector<float>();
+    const uint8_t* bytes = file.data() + 16 + size_t(i) * 784;
+    int asymmetric = 0, wrong = 0;
+    std::string first;
+    for (int r = 0; r < 28; ++r) {
+      for (int c = 0; c < 28; ++c) {
+        const uint8_t b = bytes[28 * r + c];
+        const long got = std::lround(img[size_t(c + 28 * r)] * 255.0f);
+        asymmetric += b != bytes[28 * c + r];
+        if (got != b && wrong++ == 0)
+          first = "x[" + std::to_string(c) + ", " + std::to_string(r) + "] is " + std::to_string(got) + "/255, byte " +
+                  std::to_string(b);
+      }
+    }
+    EXPECT_GT(asymmetric, 0) << "image " << i << " is symmetric: it cannot show a transpose";
+    EXPECT_EQ(wrong, 0) << "image " << i << ": " << wrong << " pixels differ from the file; first " << first;
+  }
+}
+
+}  // namespace
+
+TEST(Datasets, PixelsAreTheIdxBytesWidthFirst) {
+  DataDir d;
+  // Two images whose bytes (31 i + 28 r + c) mod 251 differ at (r, c) and (c, r).
+  std::vector<uint8_t> images = idx({2, 28, 28}, 0);
+  for (int i = 0; i < 2; ++i)
+    for (int r = 0; r < 28; ++r)
+      for (int c = 0; c < 28; ++c) images.push_back(uint8_t((31 * i + 28 * r + c) % 251));
+  d.write("t10k-images-idx3-ubyte", images);
+  d.write("t10k-labels-idx1-ubyte", idx({2}, 2, 3));
+  expect_pixels_are_the_idx_bytes(datasets::fashion_mnist("test").features, images, {0, 1});
+}
+
+TEST(Datasets, FashionMnistPixelsAreItsIdxBytesWidthFirst) {
+  const fs::path file = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
+  if (!fs::exists(file)) GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/install-deps.sh installs it)";
+  DataDir d;  // an empty $FLX_DATA: the loader reads /usr/share's files, as this test does
+  const auto bytes = gunzip(file);
+  expect_pixels_are_the_idx_bytes(datasets::fashion_mnist("test").features, bytes, {0, 1, 5000, 9999});
 }
 
 // UInt8 images are the stored bytes; scaled_pixels widens them to exactly

@@ -1,7 +1,9 @@
 // The ops conformance suite: every op on every available device, checked
 // against closed forms (and so against the CPU).
+#include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <sstream>
 
 #include "test_util.hpp"
 
@@ -289,6 +291,54 @@ TEST_P(Ops, ReductionsOverEveryDimKeepTheDims) {
   // Gradients flow through the kept dims.
   auto [g] = gradient([](const Tensor& t) { return sum(sum(t, {0, 1}) * 2.0); }, on(ones(Float64, 2, 3)));
   expect_values(g, std::vector<double>(6, 2.0));
+}
+
+namespace {
+// The gradient of sum(w .* extremum(x; dims)) by the rule src/ops/reduce.cpp
+// documents: each output's cotangent w[o] shared equally among the elements
+// of its group that attain the extremum. x is (rows, cols), column-major; no
+// dims is the whole matrix; w has (at least) one entry per output.
+std::vector<double> tie_split(const std::vector<double>& x, int64_t rows, const Dims& dims, bool is_max,
+                              const std::vector<double>& w) {
+  auto reduces = [&](int d) { return dims.empty() || std::count(dims.begin(), dims.end(), d) > 0; };
+  const bool over_rows = reduces(0), over_cols = reduces(1);
+  auto group = [&](size_t k) {
+    const int64_t i = int64_t(k) % rows, j = int64_t(k) / rows;
+    return size_t((over_rows ? 0 : i) + (over_cols ? 0 : j) * (over_rows ? 1 : rows));
+  };
+  std::vector<double> best(w.size(), is_max ? -INFINITY : INFINITY), count(w.size(), 0), g(x.size(), 0);
+  for (size_t k = 0; k < x.size(); ++k) EXPECT_LT(group(k), w.size()) << "no cotangent for an output";
+  for (size_t k = 0; k < x.size(); ++k)
+    best[group(k)] = is_max ? std::max(best[group(k)], x[k]) : std::min(best[group(k)], x[k]);
+  for (size_t k = 0; k < x.size(); ++k) count[group(k)] += x[k] == best[group(k)];
+  for (size_t k = 0; k < x.size(); ++k)
+    if (x[k] == best[group(k)]) g[k] = w[group(k)] / count[group(k)];
+  return g;
+}
+}  // namespace
+
+TEST_P(Ops, MaximumAndMinimumShareTheGradientEquallyAmongTies) {
+  // (4, 3): column 0 holds three 5s, column 1 four 3s, column 2 two -2s, row
+  // 1 two 5s, the whole matrix four 5s and two -2s.
+  const std::vector<double> x = {5, 5, 1, 5, 3, 3, 3, 3, -2, 5, -2, 0};
+  // Cotangents 3·2^k: every share w/count (count 1 to 4) is exact in every type.
+  const std::vector<double> w = {0.75, 3, 1.5, 6};
+  for (DType t : {Float64, Float32, Float16, BFloat16}) {
+    for (bool is_max : {true, false}) {
+      for (const Dims& dims : {Dims{}, Dims{0}, Dims{1}, Dims{0, 1}}) {
+        auto f = [&](const Tensor& v) {
+          Tensor y = dims.empty() ? (is_max ? maximum(v) : minimum(v)) : (is_max ? maximum(v, dims) : minimum(v, dims));
+          return sum(y * on(tensor(std::vector<double>(w.begin(), w.begin() + y.numel()), y.shape()).to(t)));
+        };
+        auto [g] = gradient(f, on(tensor(x, {4, 3}).to(t)));
+        std::ostringstream what;
+        what << (is_max ? "maximum" : "minimum") << " over dims " << ::testing::PrintToString(dims) << " in " << t;
+        EXPECT_EQ(g.device(), dev()) << what.str();
+        EXPECT_EQ(g.dtype(), t) << what.str();
+        expect_values(g, tie_split(x, 4, dims, is_max, w), 0, what.str());
+      }
+    }
+  }
 }
 
 TEST_P(Ops, BatchedMatmulBroadcastsBatchDimsOfSizeOne) {
