@@ -1,12 +1,13 @@
 // The CPU backend's thread pool: every index once, concurrent and nested
-// callers, GEMM tiles against a naive product, and fewer threads when other
-// threads keep cores busy.
+// callers, GEMM tiles that cover C once, GEMM tiles against a naive product,
+// and fewer threads when other threads keep cores busy.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "cpu/cpu_gemm_tiles.hpp"
 #include "cpu/cpu_load.hpp"
 #include "cpu/cpu_pool.hpp"
 #include "test_util.hpp"
@@ -87,6 +88,38 @@ TEST(Threads, SettingsAreCheckedAndReported) {
   EXPECT_THROW(set_num_threads(0), ArgumentError);
   EXPECT_THROW(set_num_threads(-3), ArgumentError);
   EXPECT_EQ(num_threads(), 1);
+}
+
+// The GEMM's tiles (fixed by the shape, whatever the threads): none empty,
+// every element of every product's C in exactly one, cut at multiples of
+// the micro-kernel's 16 rows and 8 columns; a product big enough to share
+// gets at least two, a small one is one tile.
+TEST(Threads, GemmTilesCoverEveryElementOnce) {
+  struct Case {
+    int64_t m, n, k, batch;
+  };
+  for (Case c : {Case{256, 64, 784, 1}, Case{784, 256, 512, 1}, Case{256, 784, 64, 1}, Case{300, 30, 3000, 1},
+                 Case{517, 3, 130, 1}, Case{3, 517, 130, 1}, Case{17, 9, 20000, 1}, Case{64, 80, 96, 5},
+                 Case{1000, 1000, 1000, 2}, Case{4096, 4096, 4096, 1}, Case{10, 64, 256, 1}, Case{1, 1, 1, 3}}) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) + " batch " +
+                 std::to_string(c.batch));
+    const pool::GemmTiles tiles = pool::gemm_tiles(c.m, c.n, c.k, c.batch);
+    std::vector<int> hits(size_t(c.m * c.n * c.batch), 0);
+    for (int64_t i = 0; i < tiles.count(); ++i) {
+      const auto t = tiles.tile(i);
+      ASSERT_TRUE(0 <= t.product && t.product < c.batch);
+      ASSERT_TRUE(0 <= t.m0 && t.m0 < t.m1 && t.m1 <= c.m) << "rows " << t.m0 << ".." << t.m1;
+      ASSERT_TRUE(0 <= t.n0 && t.n0 < t.n1 && t.n1 <= c.n) << "columns " << t.n0 << ".." << t.n1;
+      EXPECT_TRUE(t.m0 % 16 == 0 && (t.m1 % 16 == 0 || t.m1 == c.m)) << "rows " << t.m0 << ".." << t.m1;
+      EXPECT_TRUE(t.n0 % 8 == 0 && (t.n1 % 8 == 0 || t.n1 == c.n)) << "columns " << t.n0 << ".." << t.n1;
+      for (int64_t j = t.n0; j < t.n1; ++j)
+        for (int64_t r = t.m0; r < t.m1; ++r) ++hits[size_t(r + c.m * j + c.m * c.n * t.product)];
+    }
+    for (size_t e = 0; e < hits.size(); ++e) ASSERT_EQ(hits[e], 1) << "element " << e;
+    const double flops = 2.0 * double(c.m * c.n * c.k);
+    if (flops >= 1e7 && c.batch == 1) EXPECT_GE(tiles.count(), 2) << "a big product is shared";
+    if (flops < 1e6) EXPECT_EQ(tiles.count(), c.batch) << "a small product is one tile";
+  }
 }
 
 // Products big enough to be cut into tiles (by columns, by rows, over the

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_common.hpp"
+#include "cpu_gemm_tiles.hpp"
 
 namespace flx::cpu_backend {
 namespace {
@@ -28,10 +29,10 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
               alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
-// The batched GEMM on the pool: whole products in parallel when the batch
-// has enough of them, else each product cut into one tile per thread along
-// C's longer side. OpenBLAS runs each tile on one thread (see
-// cpu_backend.cpp), so its threads never compete with the pool's.
+// The batched GEMM on the pool: the tiles of gemm_tiles (fixed by the
+// shape, so the result is the same on any number of threads), each one
+// OpenBLAS call on one thread (see cpu_backend.cpp), so OpenBLAS's threads
+// never compete with the pool's.
 //
 // An epilogue (gemm_epilogue) runs on each tile as it is done, while the
 // tile is in cache: before(c, ldc, m0, m1, n1 - n0) may fill the tile and
@@ -48,39 +49,23 @@ struct NoEpilogue {
 
 template <class T, class E = NoEpilogue>
 void gemm_tiled(const flx_gemm_desc& d, const T* A, const T* B, T* C, const E& ep = E{}) {
-  auto tile = [&](int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    const T* a = A + t * d.stride_a + (d.trans_a ? m0 * d.lda : m0);
-    const T* b = B + t * d.stride_b + (d.trans_b ? n0 : n0 * d.ldb);
-    T* c = C + t * d.stride_c + m0 + n0 * d.ldc;
-    const double beta = ep.before(c, d.ldc, m0, m1, n1 - n0, d.beta);
-    blas_gemm(d.trans_a, d.trans_b, m1 - m0, n1 - n0, d.k, d.alpha, a, d.lda, b, d.ldb, beta, c, d.ldc);
-    ep.after(c, d.ldc, m0, m1, n1 - n0);
-  };
-  double flops = 2.0 * double(d.m) * double(d.n) * double(d.k) * double(d.batch);
-  int threads = flops < kParallelGemmFlops ? 1 : pool_threads_now();
-  if (threads <= 1) {
-    for (int64_t t = 0; t < d.batch; ++t) tile(t, 0, d.m, 0, d.n);
-    return;
-  }
-  if (d.batch >= threads) {
-    parallel_for(d.batch, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t) tile(t, 0, d.m, 0, d.n);
-    });
-    return;
-  }
-  // Cut points aligned to the micro-kernel's tile (16 rows, 4 columns).
-  bool by_cols = d.n >= d.m;
-  int64_t extent = by_cols ? d.n : d.m, align = by_cols ? 4 : 16;
-  int64_t parts = std::clamp<int64_t>(extent / align, 1, threads);
-  auto cut = [&](int64_t p) { return std::min(extent, (extent * p / parts + align - 1) / align * align); };
-  parallel_for(d.batch * parts, 1, [&](int64_t lo, int64_t hi) {
+  const GemmTiles tiles = gemm_tiles(d.m, d.n, d.k, d.batch);
+  auto run = [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
-      int64_t t = i / parts, p = i % parts, a = cut(p), b = p + 1 == parts ? extent : cut(p + 1);
-      if (a >= b) continue;
-      if (by_cols) tile(t, 0, d.m, a, b);
-      else tile(t, a, b, 0, d.n);
+      const GemmTiles::Tile t = tiles.tile(i);
+      const T* a = A + t.product * d.stride_a + (d.trans_a ? t.m0 * d.lda : t.m0);
+      const T* b = B + t.product * d.stride_b + (d.trans_b ? t.n0 : t.n0 * d.ldb);
+      T* c = C + t.product * d.stride_c + t.m0 + t.n0 * d.ldc;
+      const double beta = ep.before(c, d.ldc, t.m0, t.m1, t.n1 - t.n0, d.beta);
+      blas_gemm(d.trans_a, d.trans_b, t.m1 - t.m0, t.n1 - t.n0, d.k, d.alpha, a, d.lda, b, d.ldb, beta, c, d.ldc);
+      ep.after(c, d.ldc, t.m0, t.m1, t.n1 - t.n0);
     }
-  });
+  };
+  // Which thread runs a tile changes nothing in it: small products stay on
+  // the calling thread.
+  const double flops = 2.0 * double(d.m) * double(d.n) * double(d.k) * double(d.batch);
+  if (flops < kParallelGemmFlops) run(0, tiles.count());
+  else parallel_for(tiles.count(), 1, run);
 }
 
 template <class T>

@@ -41,6 +41,11 @@ void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn, void* ctx);
 // Runs f(begin, end) over sub-ranges covering [0, n), each of at least
 // `grain` items (but the last), on up to pool_threads_now() threads. f must
 // not throw. Ranges below 2 grains run inline on the caller.
+// The sub-ranges change with the threads in use, so what f computes for an
+// index must not depend on them: work whose result would (a sum over the
+// range) is cut into pieces fixed by its size, and parallel_for runs over
+// the pieces (cpu_gemm_tiles.hpp, the whole-tensor reduction), so that
+// results are the same bits at any thread count and load.
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
   if (grain < 1) grain = 1;

@@ -1,6 +1,7 @@
 // CPU reductions over any set of dims, plus argmax/argmin along one dim.
 // The descriptor's runs (computed by libflx) make the usual cases
 // (everything, the first dims, the last dims) straight loops.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -24,6 +25,11 @@ A extremum_start(bool is_max) {
   else return is_max ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
 }
 
+// A whole-tensor reduction of at least two of these is cut into chunks of
+// this many elements (fixed, so that the result does not depend on the
+// threads): big enough that a chunk pays for a thread's wake-up.
+constexpr int64_t kWholeChunk = 1 << 16;
+
 // Runs of the canonical descriptor, as the general case walks them.
 struct Run {
   int64_t extent;
@@ -43,8 +49,24 @@ void reduce_impl(const flx_reduce_desc& d, A init, Combine combine, bool is_sum)
   }
   const int nk = d.nkept_runs, nr = d.nred_runs;
   if (nk == 0 && nr <= 1) {  // everything, contiguous
+    auto run = [&](int64_t lo, int64_t hi) {
+      A acc = init;
+      for (int64_t i = lo; i < hi; ++i) acc = combine(acc, A(load(in[i])));
+      return acc;
+    };
+    if (nred < 2 * kWholeChunk) {
+      out[0] = finish(run(0, nred));
+      return;
+    }
+    // Chunks of a fixed size, each combined in order, then the chunks'
+    // results in order: the same bits on any number of threads.
+    const int64_t chunks = (nred + kWholeChunk - 1) / kWholeChunk;
+    std::vector<A> part(static_cast<size_t>(chunks));
+    parallel_for(chunks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) part[size_t(c)] = run(c * kWholeChunk, std::min(nred, (c + 1) * kWholeChunk));
+    });
     A acc = init;
-    for (int64_t i = 0; i < nred; ++i) acc = combine(acc, A(load(in[i])));
+    for (const A& p : part) acc = combine(acc, p);
     out[0] = finish(acc);
     return;
   }

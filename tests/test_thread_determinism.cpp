@@ -1,0 +1,196 @@
+// Same inputs, same bits, whatever the thread count and the load (issue
+// 16). The CPU backend cuts GEMMs and big reductions into pieces fixed by
+// the shape, never by the threads free at the moment (cpu_gemm_tiles.hpp),
+// so the same work at 1, 2, 3 and 16 threads, and with the adaptive pool
+// beside busy competitors, must give identical bits: products of the shapes
+// whose bits once changed with the thread count, batched, transposed (the
+// backward rules' products), in every floating dtype, Dense's fused
+// epilogue forward and backward, big reductions, softmax and Adam steps.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cpu/cpu_load.hpp"
+#include "cpu/cpu_pool.hpp"
+#include "test_util.hpp"
+
+using namespace flx;
+using V = std::vector<Tensor>;
+
+namespace {
+
+struct Result {
+  std::string what;
+  std::vector<double> values;  // exact: every floating dtype converts to Float64 exactly
+};
+
+struct Work {
+  std::vector<Result> out;
+  void add(const std::string& what, const Tensor& t) { out.push_back({what, t.to(Float64).to_vector<double>()}); }
+};
+
+std::string shape_name(int64_t m, int64_t n, int64_t k) {
+  return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+}
+
+// C = A B (m×k by k×n) and the backward rule's transposed products dA = G Bᵀ
+// and dB = Aᵀ G, from inputs made by one seed.
+void products(Work& w, DType t, int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
+  set_seed(uint64_t(m * 7 + n * 5 + k * 3 + batch));
+  Shape sa = batch > 1 ? Shape{m, k, batch} : Shape{m, k}, sb = batch > 1 ? Shape{k, n, batch} : Shape{k, n};
+  Shape sc = batch > 1 ? Shape{m, n, batch} : Shape{m, n};
+  Tensor a = (rand(Float64, sa) - 0.5).to(t), b = (rand(Float64, sb) - 0.5).to(t), g = (rand(Float64, sc) - 0.5).to(t);
+  const std::string name = std::string(dtype_name(t)) + " " + shape_name(m, n, k) +
+                           (batch > 1 ? " batch " + std::to_string(batch) : "");
+  w.add(name + " A*B", matmul(a, b));
+  auto [da, db] = gradient([&](const Tensor& x, const Tensor& y) { return sum(matmul(x, y) * g); }, a, b);
+  w.add(name + " G*B'", da);
+  w.add(name + " A'*G", db);
+}
+
+// Dense through gemm_epilogue: bias and activation fused forward, the bias
+// gradient fused into the weight gradient backward.
+void dense(Work& w, DType t, Activation act, const char* act_name) {
+  set_seed(5);
+  const int64_t out = 256, in = 784, batch = 64;
+  Tensor wt = (rand(Float64, {out, in}) * 0.1 - 0.05).to(t), b = (rand(Float64, {out}) - 0.5).to(t);
+  Tensor x = rand(Float64, {in, batch}).to(t), c = (rand(Float64, {out, batch}) - 0.5).to(t);
+  const std::string name = std::string("Dense ") + act_name + " " + std::string(dtype_name(t));
+  w.add(name + " forward", Dense(wt, b, act)(x));
+  V g = std::get<0>(gradient([&](const V& v) { return sum(Dense(v[0], v[1], act)(v[2]) * c); }, V{wt, b, x}));
+  w.add(name + " dW", g[0]);
+  w.add(name + " db", g[1]);
+  w.add(name + " dx", g[2]);
+}
+
+void reductions(Work& w, DType t) {
+  set_seed(9);
+  const std::string name = std::string(dtype_name(t)) + " ";
+  Tensor x = (rand(Float64, {5 * 65536 + 17}) - 0.3).to(t);  // whole-tensor reductions cut into chunks
+  w.add(name + "sum", sum(x));
+  w.add(name + "mean", mean(x));
+  w.add(name + "maximum", maximum(x));
+  w.add(name + "minimum", minimum(x));
+  Tensor m = (rand(Float64, {1000, 700}) - 0.3).to(t);
+  w.add(name + "sum over dim 0", sum(m, {0}));
+  w.add(name + "sum over dim 1", sum(m, {1}));
+  w.add(name + "softmax", softmax(m));
+  w.add(name + "logsoftmax", logsoftmax(m));
+}
+
+// Training steps of an MLP (the flx-train model): forward, backward, Adam.
+void training(Work& w) {
+  set_seed(11);
+  auto model = Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10));
+  OptState opt = setup(Adam(1e-3), model);
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = rand(784, 64);
+    std::vector<int64_t> lab(64);
+    for (size_t i = 0; i < lab.size(); ++i) lab[i] = int64_t((i * 7 + size_t(step)) % 10);
+    auto [l, grads] = withgradient(
+        [&](const auto& mm) { return logitcrossentropy(mm(x), onehotbatch(tensor(lab, Shape{64}), 10)); }, model);
+    update(opt, model, std::get<0>(grads));
+    w.add("training loss " + std::to_string(step), l);
+  }
+  for (const auto& [name, t] : state(model)) w.add("trained " + name, t);
+  for (const auto& [name, t] : state(opt)) w.add("Adam " + name, t);
+}
+
+std::vector<Result> compute() {
+  Work w;
+  for (DType t : {Float32, Float64}) {
+    // The shapes of issue 16 and of the MLP's layers at batch 64.
+    products(w, t, 256, 64, 784);
+    products(w, t, 784, 256, 512);
+    products(w, t, 256, 784, 64);
+    products(w, t, 256, 64, 256);
+    products(w, t, 10, 64, 256);
+    // Long and thin, odd sizes, many small products and a few big ones.
+    products(w, t, 300, 30, 3000);
+    products(w, t, 517, 3, 130);
+    products(w, t, 100, 100, 100);
+    products(w, t, 37, 53, 71);
+    products(w, t, 64, 80, 96, 5);
+    products(w, t, 16, 16, 64, 40);
+    products(w, t, 256, 200, 256, 3);
+    dense(w, t, relu, "relu");
+    dense(w, t, gelu, "gelu");
+    dense(w, t, identity, "identity");
+    reductions(w, t);
+  }
+  for (DType t : {Float16, BFloat16}) {
+    products(w, t, 256, 64, 784);
+    products(w, t, 64, 80, 96, 5);
+    reductions(w, t);
+  }
+  training(w);
+  return w.out;
+}
+
+// Restores the pool's settings.
+struct PoolSettings {
+  int saved = num_threads();
+  PoolSettings(int n, bool adaptive) {
+    set_num_threads(n);
+    cpu_backend::set_pool_adaptive(adaptive);
+  }
+  ~PoolSettings() {
+    set_num_threads(saved);
+    cpu_backend::set_pool_adaptive(true);
+  }
+};
+
+// Threads spinning on as many cores as there are, while they live.
+struct BusyCompetitors {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  explicit BusyCompetitors(int n) {
+    for (int i = 0; i < n; ++i)
+      threads.emplace_back([this] {
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+      });
+  }
+  ~BusyCompetitors() {
+    stop = true;
+    for (auto& t : threads) t.join();
+  }
+};
+
+void expect_same_bits(const std::vector<Result>& ref, const std::vector<Result>& got, const std::string& setting) {
+  ASSERT_EQ(ref.size(), got.size()) << setting;
+  int differing = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_EQ(ref[i].what, got[i].what);
+    ASSERT_EQ(ref[i].values.size(), got[i].values.size()) << ref[i].what;
+    if (std::memcmp(ref[i].values.data(), got[i].values.data(), ref[i].values.size() * sizeof(double)) == 0) continue;
+    size_t at = 0;
+    while (std::memcmp(&ref[i].values[at], &got[i].values[at], sizeof(double)) == 0) ++at;
+    ADD_FAILURE() << setting << ": " << ref[i].what << " differs from its result on one thread, first at element "
+                  << at << ": " << got[i].values[at] << " against " << ref[i].values[at];
+    if (++differing == 10) return;
+  }
+}
+
+}  // namespace
+
+TEST(ThreadDeterminism, SameBitsOnAnyNumberOfThreadsAndUnderLoad) {
+  std::vector<Result> one;
+  {
+    PoolSettings s(1, false);
+    one = compute();
+  }
+  for (int n : {2, 3, 16}) {  // 16: the split of a big machine (more threads than cores is allowed)
+    PoolSettings s(n, false);
+    expect_same_bits(one, compute(), std::to_string(n) + " threads");
+  }
+  // The adaptive pool beside busy threads changes its thread count as it
+  // measures the load: twice through, so that it has time to.
+  const int cores = cpu_backend::usable_cores();
+  PoolSettings s(std::max(3, cores), true);
+  BusyCompetitors busy(cores);
+  for (int round = 0; round < 2; ++round) expect_same_bits(one, compute(), "adaptive pool, busy competitors");
+}
