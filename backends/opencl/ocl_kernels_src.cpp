@@ -1,9 +1,11 @@
-// The fixed OpenCL C 1.2 text of the kernels. One program per element type
-// is built at run time with -DDT=<flx_dtype> -DHAS_FP64=<0|1>, so a process
-// pays the compile only for the dtypes it uses. ocl_source.cpp puts the
-// element functions (include/flx/backend_elem.h) and the op switches
-// generated from FLX_MAP_OPS between the prelude and the kernels. Each
-// kernel mirrors the CPU backend (backends/cpu/*.cpp) operation by
+// The OpenCL C 1.2 text of the compute table's kernels, in families (see
+// KernelFamily in ocl_common.hpp): each family is built as one program per
+// (device, dtype) at run time, with -DDT=<flx_dtype> -DHAS_FP64=<0|1>, on the
+// first launch of one of its kernels, so a process pays the compile only for
+// the families and dtypes it uses. ocl_source.cpp puts the prelude (and, as
+// the family asks, the element functions of include/flx/backend_elem.h and
+// the op switches generated from FLX_MAP_OPS) before a family's kernels.
+// Each kernel mirrors the CPU backend (backends/cpu/*.cpp) operation by
 // operation: same compute types, same evaluation order, FP contraction off,
 // so results match the CPU exactly where the math library does and to a few
 // ulps where it does not.
@@ -11,7 +13,8 @@
 
 namespace flx_ocl {
 
-// Types, half and bfloat16 conversions, loads and stores, strided offsets.
+// Every family's first part: types, half and bfloat16 conversions, loads and
+// stores, strided offsets.
 const char* const kernel_prelude = R"CLC(
 #pragma OPENCL FP_CONTRACT OFF
 #if HAS_FP64
@@ -148,8 +151,8 @@ inline long view_off(long t, int nd, const long* sh, const long* sd) {
 
 )CLC";
 
-// Every kernel. Uses op_value and op_cmp (generated) and max_nan (backend_elem.h).
-const char* const kernel_bodies = R"CLC(
+// Every op of the op list (FLX_MAP_OPS) through the generated op_value and op_cmp.
+const KernelFamily kMapKernels{"map", KernelNeeds::kOpSwitches, R"CLC(
 // out[t] = op(in0, in1, in2) over the canonical output shape (backend.h);
 // operand k is the scalar ck when bit k of smask is set, else read through
 // its strides. kind (from the host's op list lookup): 0 unary, 1 binary,
@@ -195,8 +198,10 @@ kernel void map_k(int op, int kind, int nd, long8 shape_v,
     else st(PTR(ST, ob, oo), t, op_value(op, x, y, a, b));
   }
 }
+)CLC"};
 
-// ---- cast from any dtype into DT -----------------------------------------
+// From any dtype into DT.
+const KernelFamily kCastKernels{"cast", KernelNeeds::kPrelude, R"CLC(
 #if DT == D_BOOL
 #define CASTV(x) out[t] = ((x) != 0)
 #elif DT == D_F16
@@ -223,8 +228,10 @@ kernel void cast_k(int sdt, global const uchar* sb, long so, global uchar* ob, l
     }
   }
 }
+)CLC"};
 
-// ---- reductions -----------------------------------------------------------
+// Sum, mean, max, min (with a workspace for long runs), argmax and argmin.
+const KernelFamily kReduceKernels{"reduce", KernelNeeds::kPrelude, R"CLC(
 #if IS_FLOAT
 #define IS_NAN(v) ((v) != (v))
 #else
@@ -309,8 +316,10 @@ kernel void argred_k(int is_max, global const uchar* ib, long io, global uchar* 
     out[t] = best;
   }
 }
+)CLC"};
 
-// ---- movement: permute, gather, scatter_add -------------------------------
+// permute, gather, scatter_add.
+const KernelFamily kMovementKernels{"movement", KernelNeeds::kPrelude, R"CLC(
 // dst[t] = src at the offset of t in (out_shape, src_strides), canonical.
 kernel void permute_k(global const uchar* sb, long so, global uchar* db, long doff, int nd, long8 oshape_v,
                       long8 sstride_v, long n) {
@@ -353,9 +362,11 @@ kernel void scatter_add_k(global const uchar* sb, long so, global uchar* db, lon
     }
   }
 }
+)CLC"};
 
+// Uniform and normal numbers: Philox4x32-10, as src/common/philox.hpp.
+const KernelFamily kRandomKernels{"random", KernelNeeds::kPrelude, R"CLC(
 #if IS_FLOAT
-// ---- random: Philox4x32-10, as src/common/philox.hpp ------------------------
 inline uint4 philox(uint c0, uint c1, uint c2, uint c3, uint k0, uint k1) {
   for (int r = 0; r < 10; ++r) {
     uint hi0 = mul_hi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
@@ -401,8 +412,13 @@ kernel void random_k(int dist, global uchar* ob, long oo, long n, ulong seed, ul
     }
   }
 }
+#endif
+)CLC"};
 
-// ---- softmax over the middle axis of (inner, len, outer) -------------------
+// Softmax and logsoftmax over the middle axis of (inner, len, outer), forward
+// and backward (max_nan is backend_elem.h's).
+const KernelFamily kSoftmaxKernels{"softmax", KernelNeeds::kElementFunctions, R"CLC(
+#if IS_FLOAT
 kernel void softmax_k(int lg, global const uchar* xb, long xo, global uchar* yb, long yo, long inner, long len,
                       long outer) {
   global const ST* x = CPTR(ST, xb, xo);
@@ -443,8 +459,12 @@ kernel void softmax_bwd_k(int lg, global const uchar* yb, long yo, global const 
     }
   }
 }
+#endif
+)CLC"};
 
-// ---- Adam: m, v updated in place; the step goes to dx or is subtracted from x
+// Adam: m, v updated in place; the step goes to dx or is subtracted from x.
+const KernelFamily kOptimiserKernels{"optimiser", KernelNeeds::kPrelude, R"CLC(
+#if IS_FLOAT
 kernel void adam_k(global const uchar* gb, long go, global uchar* mb, long mo, global uchar* vb, long vo,
                    global uchar* db, long doff, int has_dx, global uchar* xb, long xo, long n, CT b1, CT b2, CT eps,
                    CT eta, CT c1, CT c2) {
@@ -462,8 +482,12 @@ kernel void adam_k(global const uchar* gb, long go, global uchar* mb, long mo, g
     else st(PTR(ST, xb, xo), i, ld(PTR(ST, xb, xo), i) - step);
   }
 }
+#endif
+)CLC"};
 
-// ---- GEMM helpers -----------------------------------------------------------
+// Around CLBlast: the k == 0 product, and halves packed into float and back.
+const KernelFamily kGemmKernels{"gemm", KernelNeeds::kPrelude, R"CLC(
+#if IS_FLOAT
 // C = beta * C over a batch of strided m x n matrices (the k == 0 product).
 kernel void gemm_scale_k(global uchar* cb, long co, long m, long n, long ldc, long stride, long batch, CT beta) {
   global ST* c = PTR(ST, cb, co);
@@ -492,7 +516,7 @@ kernel void unpack_f32_k(global const float* src, global uchar* db, long doff, l
   }
 }
 #endif
-#endif  // IS_FLOAT
-)CLC";
+#endif
+)CLC"};
 
 }  // namespace flx_ocl

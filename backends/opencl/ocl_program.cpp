@@ -1,7 +1,8 @@
-// Programs and launches. The kernel source is built once per (device, dtype)
-// on first use and kept for the life of the process: with PoCL, a build runs
-// clang and LLVM, so few, lazily built programs keep first-use latency low
-// (PoCL also caches compiled kernels on disk across processes).
+// Programs and launches. A kernel family's source is built once per (device,
+// dtype) on first use and kept for the life of the process: with PoCL, a
+// build runs clang and LLVM, so programs built lazily, each holding only the
+// kernels of one family, keep first-use latency low (PoCL also caches
+// compiled kernels on disk across processes).
 // Launches use one fixed work-group size per kernel, since PoCL compiles a
 // new variant of a kernel for every distinct local size it sees.
 #include <algorithm>
@@ -34,35 +35,34 @@ std::string build_log(cl_program p, cl_device_id dev) {
   return log;
 }
 
-void build(Device& d, int dtype, Program& p) {
-  p.tried = true;
-  auto t0 = std::chrono::steady_clock::now();
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Creates and builds the program and its kernels; on failure returns why
+// (with the build log), leaving p.prog null.
+std::string build_program(Device& d, const KernelFamily& f, int dtype, Program& p) {
   std::string opts = "-cl-std=CL1.2 -DDT=" + std::to_string(dtype) + " -DHAS_FP64=" + (d.fp64 ? "1" : "0");
   if (d.exact_divsqrt) opts += " -cl-fp32-correctly-rounded-divide-sqrt";
   cl_int err;
-  const char* src = kernel_source().c_str();
-  p.prog = clCreateProgramWithSource(d.ctx, 1, &src, nullptr, &err);
-  if (err != CL_SUCCESS) {
-    p.prog = nullptr;
-    p.error = std::string("clCreateProgramWithSource: ") + cl_error_name(err);
-    return;
-  }
-  err = clBuildProgram(p.prog, 1, &d.id, opts.c_str(), nullptr, nullptr);
-  if (err != CL_SUCCESS) {
-    p.error = std::string("clBuildProgram (") + opts + "): " + cl_error_name(err) + "\n" + build_log(p.prog, d.id);
-    clReleaseProgram(p.prog);
-    p.prog = nullptr;
-    return;
-  }
+  const std::string source = program_source(f);
+  const char* src = source.c_str();
+  cl_program prog = clCreateProgramWithSource(d.ctx, 1, &src, nullptr, &err);
+  if (err != CL_SUCCESS) return std::string("clCreateProgramWithSource: ") + cl_error_name(err);
+  const char* call = "clBuildProgram";
+  err = clBuildProgram(prog, 1, &d.id, opts.c_str(), nullptr, nullptr);
   cl_uint nk = 0;
-  clCreateKernelsInProgram(p.prog, 0, nullptr, &nk);
-  std::vector<cl_kernel> ks(nk);
-  err = clCreateKernelsInProgram(p.prog, nk, ks.data(), nullptr);
+  std::vector<cl_kernel> ks;
+  if (err == CL_SUCCESS) {
+    call = "clCreateKernelsInProgram";
+    err = clCreateKernelsInProgram(prog, 0, nullptr, &nk);
+    ks.resize(nk);
+    if (err == CL_SUCCESS && nk) err = clCreateKernelsInProgram(prog, nk, ks.data(), nullptr);
+  }
   if (err != CL_SUCCESS) {
-    p.error = std::string("clCreateKernelsInProgram: ") + cl_error_name(err);
-    clReleaseProgram(p.prog);
-    p.prog = nullptr;
-    return;
+    std::string why = std::string(call) + " (" + opts + "): " + cl_error_name(err) + "\n" + build_log(prog, d.id);
+    clReleaseProgram(prog);
+    return why;
   }
   for (cl_kernel k : ks) {
     Kernel kk;
@@ -77,10 +77,22 @@ void build(Device& d, int dtype, Program& p) {
     while (kk.local * 2 <= cap) kk.local *= 2;
     p.kernels.push_back(std::move(kk));
   }
-  if (verbose()) {
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "flx OpenCL: built the %s kernels for %s in %.0f ms\n", dtype_name(dtype), d.name.c_str(),
-                 ms);
+  p.prog = prog;
+  return {};
+}
+
+// Runs once per Program, under its once_flag.
+void build(Device& d, const KernelFamily& f, int dtype, Program& p) {
+  auto t0 = std::chrono::steady_clock::now();
+  p.error = build_program(d, f, dtype, p);
+  const double ms = ms_since(t0);
+  {
+    std::lock_guard<std::mutex> lock(d.programs_mu);
+    d.built.push_back({f.name, dtype, p.prog != nullptr, ms});
+  }
+  if (verbose() && p.prog) {
+    std::fprintf(stderr, "flx OpenCL: built the %s kernels for %s on %s in %.0f ms\n", f.name, dtype_name(dtype),
+                 d.name.c_str(), ms);
     std::string log = build_log(p.prog, d.id);
     if (!log.empty()) std::fprintf(stderr, "%s\n", log.c_str());
   }
@@ -88,31 +100,51 @@ void build(Device& d, int dtype, Program& p) {
 
 }  // namespace
 
-const Kernel& kernel(Device& d, int dtype, const char* name) {
+Kernel& kernel(Device& d, const KernelFamily& family, int dtype, const char* name) {
   if (!valid_dtype(dtype)) raise(FLX_ERR_INVALID_ARGUMENT, "unknown dtype " + std::to_string(dtype));
   if (dtype == FLX_F64 && !d.fp64)
     raise(FLX_ERR_UNSUPPORTED, "Float64 needs cl_khr_fp64, which " + d.name + " lacks; use Float32");
-  Program& p = d.programs[dtype];
+  Program* p;
   {
-    std::lock_guard<std::mutex> lock(d.build_mu);
-    if (!p.tried) build(d, dtype, p);
+    std::lock_guard<std::mutex> lock(d.programs_mu);
+    p = &d.programs[&family][size_t(dtype)];
   }
-  if (!p.prog)
-    raise(FLX_ERR_DEVICE, std::string("building the OpenCL kernels for ") + dtype_name(dtype) + " on " + d.name +
-                              " failed: " + p.error);
-  for (const Kernel& k : p.kernels)
+  // Concurrent first users of one program wait for one build; programs of
+  // other families or dtypes build at the same time.
+  std::call_once(p->once, [&] { build(d, family, dtype, *p); });
+  if (!p->prog)
+    raise(FLX_ERR_DEVICE, std::string("building the OpenCL ") + family.name + " kernels for " + dtype_name(dtype) +
+                              " on " + d.name + " failed: " + p->error);
+  for (Kernel& k : p->kernels)
     if (k.name == name) return k;
-  raise(FLX_ERR_UNSUPPORTED, std::string("no kernel ") + name + " for " + dtype_name(dtype));
+  raise(FLX_ERR_UNSUPPORTED,
+        std::string("no kernel ") + name + " among the " + family.name + " kernels for " + dtype_name(dtype));
 }
 
-void enqueue(Device& d, cl_command_queue q, const Kernel& k, size_t items) {
+std::vector<BuiltProgram> built_programs(Device& d) {
+  std::lock_guard<std::mutex> lock(d.programs_mu);
+  return d.built;
+}
+
+void enqueue(Device& d, cl_command_queue q, Kernel& k, size_t items) {
   size_t local = k.local;
   size_t groups = (items + local - 1) / local;
   // Enough groups to fill the device; kernels loop over the rest.
   size_t max_groups = std::max<size_t>(size_t(d.compute_units) * 64, 256);
   size_t global = std::min(groups, max_groups) * local;
+  // PoCL compiles a kernel for the device on its first launch, which is most
+  // of the first run's cost: verbose mode times it (waiting for the queue
+  // before and after, so the time is the compile and this one run).
+  const bool timed = verbose() && !k.launched;
+  k.launched = true;
+  if (timed) clFinish(q);
+  auto t0 = std::chrono::steady_clock::now();
   check_cl(clEnqueueNDRangeKernel(q, k.k, 1, nullptr, &global, &local, 0, nullptr, nullptr),
            "clEnqueueNDRangeKernel(" + k.name + ")");
+  if (timed) {
+    clFinish(q);
+    std::fprintf(stderr, "flx OpenCL: first run of %s on %s: %.0f ms\n", k.name.c_str(), d.name.c_str(), ms_since(t0));
+  }
 }
 
 TempBuffer::TempBuffer(Device& d, size_t bytes) {

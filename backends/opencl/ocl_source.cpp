@@ -1,8 +1,9 @@
-// The kernel source as the programs are built from it: the prelude, the
-// element functions and constants of the op list (include/flx/backend_elem.h
-// and backend_ops.h, embedded as text at build time), the op switches
-// generated from FLX_MAP_OPS, and the kernels. Adding an op to the list adds
-// its case here with no edit to this backend.
+// A kernel family's source as its programs are built from it: the prelude,
+// then as the family needs them the element functions and constants of the
+// op list (include/flx/backend_elem.h and backend_ops.h, embedded as text at
+// build time) and the op switches generated from FLX_MAP_OPS, then the
+// family's kernels. Adding an op to the list adds its case here with no edit
+// to this backend.
 #include <string>
 
 #include "common/map_op_info.hpp"
@@ -42,29 +43,39 @@ std::string op_switch(const char* signature, const char* fallback, Pick pick) {
   return s + "  }\n  return " + fallback + ";\n}\n";
 }
 
-std::string build_source() {
-  std::string s = kernel_prelude;
-  // How backend_elem.h is compiled as OpenCL C (see its header comment).
-  s += "\n#define FLX_ELEM_FN inline\n#define FLX_ELEM_IS_FLOAT IS_FLOAT\n";
-  s += "\n// ---- include/flx/backend_ops.h (the constants the bodies use) ----\n";
-  s += embedded_backend_ops_h;
-  s += "\n// ---- include/flx/backend_elem.h ----\n";
-  s += embedded_backend_elem_h;
-  s += "\n// ---- op switches generated from FLX_MAP_OPS ----\n";
-  // Unary and binary ops (not comparisons, not WHERE): CT from x, y, a, b.
-  s += op_switch("CT op_value(int op, CT x, CT y, CT a, CT b)", "K(0)", [](const mo::OpInfo& i) {
-    return (i.arity == 1 || i.arity == 2) && i.cls != mo::OpClass::Cmp;
-  });
-  s += op_switch("uchar op_cmp(int op, CT x, CT y)", "0", [](const mo::OpInfo& i) { return i.cls == mo::OpClass::Cmp; });
-  s += kernel_bodies;
-  return s;
+// The op switches: built once, the same text for every program of the map family.
+const std::string& op_switches() {
+  static const std::string* s = [] {
+    // Unary and binary ops (not comparisons, not WHERE): CT from x, y, a, b.
+    std::string t = op_switch("CT op_value(int op, CT x, CT y, CT a, CT b)", "K(0)", [](const mo::OpInfo& i) {
+      return (i.arity == 1 || i.arity == 2) && i.cls != mo::OpClass::Cmp;
+    });
+    t += op_switch("uchar op_cmp(int op, CT x, CT y)", "0", [](const mo::OpInfo& i) { return i.cls == mo::OpClass::Cmp; });
+    return new std::string(std::move(t));  // kept with the device table
+  }();
+  return *s;
 }
 
 }  // namespace
 
-const std::string& kernel_source() {
-  static const std::string* s = new std::string(build_source());  // kept with the device table
-  return *s;
+std::string program_source(const KernelFamily& family) {
+  std::string s = kernel_prelude;
+  if (family.needs != KernelNeeds::kPrelude) {
+    // How backend_elem.h is compiled as OpenCL C (see its header comment).
+    s += "\n#define FLX_ELEM_FN inline\n#define FLX_ELEM_IS_FLOAT IS_FLOAT\n";
+    s += "\n// ---- include/flx/backend_ops.h (the constants the bodies use) ----\n";
+    s += embedded_backend_ops_h;
+    s += "\n// ---- include/flx/backend_elem.h ----\n";
+    s += embedded_backend_elem_h;
+  }
+  if (family.needs == KernelNeeds::kOpSwitches) {
+    s += "\n// ---- op switches generated from FLX_MAP_OPS ----\n";
+    s += op_switches();
+  }
+  s += "\n// ---- the ";
+  s += family.name;
+  s += " kernels ----\n";
+  return s + family.kernels;
 }
 
 }  // namespace flx_ocl
