@@ -151,8 +151,13 @@ inline long view_off(long t, int nd, const long* sh, const long* sd) {
 
 )CLC";
 
+// The compute table's kernels, in the order the family joins them. Each
+// piece holds its kernels' helpers; the prelude (and for map, the element
+// functions and op switches) comes first.
+namespace {
+
 // Every op of the op list (FLX_MAP_OPS) through the generated op_value and op_cmp.
-const KernelFamily kMapKernels{"map", KernelNeeds::kOpSwitches, R"CLC(
+const char* const kMapText = R"CLC(
 // out[t] = op(in0, in1, in2) over the canonical output shape (backend.h);
 // operand k is the scalar ck when bit k of smask is set, else read through
 // its strides. kind (from the host's op list lookup): 0 unary, 1 binary,
@@ -198,10 +203,10 @@ kernel void map_k(int op, int kind, int nd, long8 shape_v,
     else st(PTR(ST, ob, oo), t, op_value(op, x, y, a, b));
   }
 }
-)CLC"};
+)CLC";
 
 // From any dtype into DT.
-const KernelFamily kCastKernels{"cast", KernelNeeds::kPrelude, R"CLC(
+const char* const kCastText = R"CLC(
 #if DT == D_BOOL
 #define CASTV(x) out[t] = ((x) != 0)
 #elif DT == D_F16
@@ -228,10 +233,10 @@ kernel void cast_k(int sdt, global const uchar* sb, long so, global uchar* ob, l
     }
   }
 }
-)CLC"};
+)CLC";
 
 // Sum, mean, max, min (with a workspace for long runs), argmax and argmin.
-const KernelFamily kReduceKernels{"reduce", KernelNeeds::kPrelude, R"CLC(
+const char* const kReduceText = R"CLC(
 #if IS_FLOAT
 #define IS_NAN(v) ((v) != (v))
 #else
@@ -316,10 +321,10 @@ kernel void argred_k(int is_max, global const uchar* ib, long io, global uchar* 
     out[t] = best;
   }
 }
-)CLC"};
+)CLC";
 
 // permute, gather, scatter_add.
-const KernelFamily kMovementKernels{"movement", KernelNeeds::kPrelude, R"CLC(
+const char* const kMovementText = R"CLC(
 // dst[t] = src at the offset of t in (out_shape, src_strides), canonical.
 kernel void permute_k(global const uchar* sb, long so, global uchar* db, long doff, int nd, long8 oshape_v,
                       long8 sstride_v, long n) {
@@ -362,10 +367,10 @@ kernel void scatter_add_k(global const uchar* sb, long so, global uchar* db, lon
     }
   }
 }
-)CLC"};
+)CLC";
 
 // Uniform and normal numbers: Philox4x32-10, as src/common/philox.hpp.
-const KernelFamily kRandomKernels{"random", KernelNeeds::kPrelude, R"CLC(
+const char* const kRandomText = R"CLC(
 #if IS_FLOAT
 inline uint4 philox(uint c0, uint c1, uint c2, uint c3, uint k0, uint k1) {
   for (int r = 0; r < 10; ++r) {
@@ -413,11 +418,11 @@ kernel void random_k(int dist, global uchar* ob, long oo, long n, ulong seed, ul
   }
 }
 #endif
-)CLC"};
+)CLC";
 
 // Softmax and logsoftmax over the middle axis of (inner, len, outer), forward
 // and backward (max_nan is backend_elem.h's).
-const KernelFamily kSoftmaxKernels{"softmax", KernelNeeds::kElementFunctions, R"CLC(
+const char* const kSoftmaxText = R"CLC(
 #if IS_FLOAT
 kernel void softmax_k(int lg, global const uchar* xb, long xo, global uchar* yb, long yo, long inner, long len,
                       long outer) {
@@ -460,10 +465,10 @@ kernel void softmax_bwd_k(int lg, global const uchar* yb, long yo, global const 
   }
 }
 #endif
-)CLC"};
+)CLC";
 
 // Adam: m, v updated in place; the step goes to dx or is subtracted from x.
-const KernelFamily kOptimiserKernels{"optimiser", KernelNeeds::kPrelude, R"CLC(
+const char* const kOptimiserText = R"CLC(
 #if IS_FLOAT
 kernel void adam_k(global const uchar* gb, long go, global uchar* mb, long mo, global uchar* vb, long vo,
                    global uchar* db, long doff, int has_dx, global uchar* xb, long xo, long n, CT b1, CT b2, CT eps,
@@ -483,10 +488,10 @@ kernel void adam_k(global const uchar* gb, long go, global uchar* mb, long mo, g
   }
 }
 #endif
-)CLC"};
+)CLC";
 
 // Around CLBlast: the k == 0 product, and halves packed into float and back.
-const KernelFamily kGemmKernels{"gemm", KernelNeeds::kPrelude, R"CLC(
+const char* const kGemmText = R"CLC(
 #if IS_FLOAT
 // C = beta * C over a batch of strided m x n matrices (the k == 0 product).
 kernel void gemm_scale_k(global uchar* cb, long co, long m, long n, long ldc, long stride, long batch, CT beta) {
@@ -517,6 +522,22 @@ kernel void unpack_f32_k(global const float* src, global uchar* db, long doff, l
 }
 #endif
 #endif
-)CLC"};
+)CLC";
+
+}  // namespace
+
+// One family for the whole compute table. Measured with PoCL 3.1 (cold
+// cache, Float32, medians of 7): a program of one line builds in 150 ms, the
+// prelude alone in 160, each piece above alone in 155 to 180, all of them
+// together in 247. Nearly all of a build is the driver's fixed cost (clang
+// parses the OpenCL C header for every program), and each kernel is compiled
+// for the device on its first launch whatever program holds it, so a family
+// per piece would make every program that uses two of them slower. A new
+// table's kernels (dnn, comm) are a family of their own: programs that never
+// call them never build them. See docs/opencl.md.
+const KernelFamily kComputeKernels{
+    "compute",
+    KernelNeeds::kOpSwitches,
+    {kMapText, kCastText, kReduceText, kMovementText, kRandomText, kSoftmaxText, kOptimiserText, kGemmText}};
 
 }  // namespace flx_ocl

@@ -31,7 +31,7 @@ int gather(void*, int dev, const flx_index_desc* dp, flx_stream s) {
     const flx_index_desc& d = *dp;
     check_index(d, "gather");
     Device& dv = device(dev);
-    launch(dv, queue_of(dv, s), kMovementKernels, d.dtype, "gather_k", size_t(d.inner * d.nidx * d.outer), as_mem(d.src),
+    launch(dv, queue_of(dv, s), kComputeKernels, d.dtype, "gather_k", size_t(d.inner * d.nidx * d.outer), as_mem(d.src),
            cl_long(d.src.offset), as_mem(d.dst), cl_long(d.dst.offset), as_mem(d.idx), cl_long(d.idx.offset),
            cl_long(d.inner), cl_long(d.axis_len), cl_long(d.outer), cl_long(d.nidx));
   });
@@ -44,7 +44,7 @@ int scatter_add(void*, int dev, const flx_index_desc* dp, flx_stream s) {
     if (d.dtype == FLX_BOOL) raise(FLX_ERR_UNSUPPORTED, "scatter_add takes every dtype but Bool; got Bool");
     Device& dv = device(dev);
     if (d.nidx == 0) return;
-    launch(dv, queue_of(dv, s), kMovementKernels, d.dtype, "scatter_add_k", size_t(d.inner * d.outer), as_mem(d.src),
+    launch(dv, queue_of(dv, s), kComputeKernels, d.dtype, "scatter_add_k", size_t(d.inner * d.outer), as_mem(d.src),
            cl_long(d.src.offset), as_mem(d.dst), cl_long(d.dst.offset), as_mem(d.idx), cl_long(d.idx.offset),
            cl_long(d.inner), cl_long(d.axis_len), cl_long(d.outer), cl_long(d.nidx));
   });
@@ -66,7 +66,7 @@ int permute(void*, int dev, const flx_permute_desc* dp, flx_stream s) {
     elem_offset(d.src, es, "permute");
     elem_offset(d.dst, es, "permute");
     Device& dv = device(dev);
-    launch(dv, queue_of(dv, s), kMovementKernels, d.dtype, "permute_k", size_t(d.numel), as_mem(d.src), cl_long(d.src.offset),
+    launch(dv, queue_of(dv, s), kComputeKernels, d.dtype, "permute_k", size_t(d.numel), as_mem(d.src), cl_long(d.src.offset),
            as_mem(d.dst), cl_long(d.dst.offset), cl_int(d.ndim), long8_of(d.out_shape, d.ndim),
            long8_of(d.src_strides, d.ndim), cl_long(d.numel));
   });

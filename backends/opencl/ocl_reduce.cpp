@@ -69,7 +69,7 @@ Plan plan_of(const Device& dv, const flx_reduce_desc& d) {
 void arg_reduce(Device& dv, cl_command_queue q, const flx_reduce_desc& d) {
   elem_offset(d.out, 8, op_name(d.op));
   // nred, not red_extent[0]: libflx sets nred to 0 for an empty input.
-  launch(dv, q, kReduceKernels, d.dtype, "argred_k", size_t(d.nkept), cl_int(d.op == FLX_REDUCE_ARGMAX), as_mem(d.in),
+  launch(dv, q, kComputeKernels, d.dtype, "argred_k", size_t(d.nkept), cl_int(d.op == FLX_REDUCE_ARGMAX), as_mem(d.in),
          cl_long(d.in.offset), as_mem(d.out), cl_long(d.out.offset), cl_int(d.nkept_runs),
          long8_of(d.kept_extent, d.nkept_runs), long8_of(d.kept_stride, d.nkept_runs), cl_long(d.nred),
          cl_long(d.red_stride[0]), cl_long(d.nkept));
@@ -112,13 +112,13 @@ int reduce(void*, int dev, const flx_reduce_desc* dp, flx_stream s) {
     }
     Scalar scale = accum_scalar(d.dtype, d.op == FLX_REDUCE_SUM ? d.scale : 1.0, dv.fp64);
     const int nk = d.nkept_runs, nr = d.nred_runs;
-    launch(dv, q, kReduceKernels, d.dtype, "reduce_k", size_t(d.nkept * p.nchunks), cl_int(d.op), as_mem(d.in),
+    launch(dv, q, kComputeKernels, d.dtype, "reduce_k", size_t(d.nkept * p.nchunks), cl_int(d.op), as_mem(d.in),
            cl_long(d.in.offset), as_mem(d.out), cl_long(d.out.offset), pm, po, cl_int(nk),
            long8_of(d.kept_extent, nk), long8_of(d.kept_stride, nk), cl_int(nr), long8_of(d.red_extent, nr),
            long8_of(d.red_stride, nr), cl_long(d.nkept), cl_long(d.nred), cl_long(p.chunk), cl_int(p.nchunks),
            scale);
     if (p.nchunks > 1)
-      launch(dv, q, kReduceKernels, d.dtype, "reduce_finish_k", size_t(d.nkept), cl_int(d.op), pm, po, as_mem(d.out),
+      launch(dv, q, kComputeKernels, d.dtype, "reduce_finish_k", size_t(d.nkept), cl_int(d.op), pm, po, as_mem(d.out),
              cl_long(d.out.offset), cl_long(d.nkept), cl_int(p.nchunks), scale);
   });
 }

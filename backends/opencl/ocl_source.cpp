@@ -75,7 +75,8 @@ std::string program_source(const KernelFamily& family) {
   s += "\n// ---- the ";
   s += family.name;
   s += " kernels ----\n";
-  return s + family.kernels;
+  for (const char* k : family.kernels) s += k;
+  return s;
 }
 
 }  // namespace flx_ocl
