@@ -23,8 +23,8 @@ int cast(void*, int dev, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t sr
     elem_offset(dst, dtype_size(dst_dtype), "cast");
     elem_offset(src, dtype_size(src_dtype), "cast");
     cl_long so = cl_long(src.offset), doff = cl_long(dst.offset);
-    launch(d, queue_of(d, s), kComputeKernels, dst_dtype, "cast_k", n, cl_int(src_dtype), as_mem(src), so, as_mem(dst), doff,
-           cl_long(n));
+    launch(d, queue_of(d, s), kComputeKernels, dst_dtype, "cast_k", n, cl_int(src_dtype), as_mem(src), so, as_mem(dst),
+           doff, cl_long(n));
   });
 }
 
@@ -43,8 +43,8 @@ int random(void*, int dev, flx_mem dst, int32_t dtype, size_t n, int32_t dist, u
     Scalar sb = d.fp64 ? Scalar::of(b) : Scalar::of(float(b));
     const double top = flx::uniform_bound::largest_below(dtype, b);  // exact in dtype, so in float too
     Scalar stop = d.fp64 ? Scalar::of(top) : Scalar::of(float(top));
-    launch(d, queue_of(d, s), kComputeKernels, dtype, "random_k", n, cl_int(dist), as_mem(dst), cl_long(dst.offset), cl_long(n),
-           cl_ulong(seed), cl_ulong(offset), sa, sb, stop);
+    launch(d, queue_of(d, s), kComputeKernels, dtype, "random_k", n, cl_int(dist), as_mem(dst), cl_long(dst.offset),
+           cl_long(n), cl_ulong(seed), cl_ulong(offset), sa, sb, stop);
   });
 }
 
@@ -134,9 +134,9 @@ int map(void*, int dev, const flx_map_desc* dp, flx_stream s) {
       }
     }
     elem_offset(d.out, dtype_size(d.out_dtype), info.name);
-    launch(dv, queue_of(dv, s), kComputeKernels, t, "map_k", size_t(d.numel), cl_int(d.op), cl_int(kind), cl_int(d.ndim),
-           long8_of(d.shape, d.ndim), bufs[0], offs[0], strides[0], bufs[1], offs[1], strides[1], bufs[2], offs[2],
-           strides[2], as_mem(d.out), cl_long(d.out.offset), smask, sc[0], sc[1], sc[2],
+    launch(dv, queue_of(dv, s), kComputeKernels, t, "map_k", size_t(d.numel), cl_int(d.op), cl_int(kind),
+           cl_int(d.ndim), long8_of(d.shape, d.ndim), bufs[0], offs[0], strides[0], bufs[1], offs[1], strides[1],
+           bufs[2], offs[2], strides[2], as_mem(d.out), cl_long(d.out.offset), smask, sc[0], sc[1], sc[2],
            compute_scalar(t, d.alpha), compute_scalar(t, d.beta), cl_long(d.numel));
   });
 }

@@ -91,8 +91,8 @@ void gemm_halves(Device& dv, cl_command_queue q, const flx_gemm_desc& d) {
   const int64_t B = d.batch;
   TempBuffer fa(dv, size_t(ra * ca * B) * 4), fb(dv, size_t(rb * cb * B) * 4), fc(dv, size_t(d.m * d.n * B) * 4);
   auto pack = [&](flx_mem src, int64_t rows, int64_t cols, int64_t ld, int64_t stride, cl_mem dst) {
-    launch(dv, q, kComputeKernels, d.dtype, "pack_f32_k", size_t(rows * cols * B), as_mem(src), cl_long(src.offset), cl_long(rows),
-           cl_long(cols), cl_long(ld), cl_long(stride), cl_long(B), dst);
+    launch(dv, q, kComputeKernels, d.dtype, "pack_f32_k", size_t(rows * cols * B), as_mem(src), cl_long(src.offset),
+           cl_long(rows), cl_long(cols), cl_long(ld), cl_long(stride), cl_long(B), dst);
   };
   pack(d.a, ra, ca, d.lda, d.stride_a, fa.mem);
   pack(d.b, rb, cb, d.ldb, d.stride_b, fb.mem);
@@ -104,8 +104,8 @@ void gemm_halves(Device& dv, cl_command_queue q, const flx_gemm_desc& d) {
   }
   gemm_float(q, d, fa.mem, 0, size_t(ra), size_t(ra * ca), fb.mem, 0, size_t(rb), size_t(rb * cb), fc.mem, 0,
              size_t(d.m), size_t(d.m * d.n));
-  launch(dv, q, kComputeKernels, d.dtype, "unpack_f32_k", size_t(d.m * d.n * B), fc.mem, as_mem(d.c), cl_long(d.c.offset),
-         cl_long(d.m), cl_long(d.n), cl_long(d.ldc), cl_long(d.stride_c), cl_long(B));
+  launch(dv, q, kComputeKernels, d.dtype, "unpack_f32_k", size_t(d.m * d.n * B), fc.mem, as_mem(d.c),
+         cl_long(d.c.offset), cl_long(d.m), cl_long(d.n), cl_long(d.ldc), cl_long(d.stride_c), cl_long(B));
 }
 
 }  // namespace
@@ -122,8 +122,8 @@ int gemm(void*, int dev, const flx_gemm_desc* dp, flx_stream s) {
     const size_t ao = elem_offset(d.a, es, "gemm"), bo = elem_offset(d.b, es, "gemm"),
                  co = elem_offset(d.c, es, "gemm");
     if (d.k == 0) {  // C = beta * C: CLBlast rejects k == 0
-      launch(dv, q, kComputeKernels, d.dtype, "gemm_scale_k", size_t(d.m * d.n * d.batch), as_mem(d.c), cl_long(d.c.offset),
-             cl_long(d.m), cl_long(d.n), cl_long(d.ldc), cl_long(d.stride_c), cl_long(d.batch),
+      launch(dv, q, kComputeKernels, d.dtype, "gemm_scale_k", size_t(d.m * d.n * d.batch), as_mem(d.c),
+             cl_long(d.c.offset), cl_long(d.m), cl_long(d.n), cl_long(d.ldc), cl_long(d.stride_c), cl_long(d.batch),
              compute_scalar(d.dtype, d.beta));
       return;
     }

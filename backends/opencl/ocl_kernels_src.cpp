@@ -1,8 +1,8 @@
-// The OpenCL C 1.2 text of the compute table's kernels, in families (see
-// KernelFamily in ocl_common.hpp): each family is built as one program per
-// (device, dtype) at run time, with -DDT=<flx_dtype> -DHAS_FP64=<0|1>, on the
-// first launch of one of its kernels, so a process pays the compile only for
-// the families and dtypes it uses. ocl_source.cpp puts the prelude (and, as
+// The OpenCL C 1.2 text of the compute table's kernels, one family (see
+// KernelFamily in ocl_common.hpp): built as one program per (device, dtype)
+// at run time, with -DDT=<flx_dtype> -DHAS_FP64=<0|1>, on the first launch
+// of one of its kernels, so a process pays the compile only for the dtypes
+// it uses. ocl_source.cpp puts the prelude (and, as
 // the family asks, the element functions of include/flx/backend_elem.h and
 // the op switches generated from FLX_MAP_OPS) before a family's kernels.
 // Each kernel mirrors the CPU backend (backends/cpu/*.cpp) operation by
@@ -526,15 +526,13 @@ kernel void unpack_f32_k(global const float* src, global uchar* db, long doff, l
 
 }  // namespace
 
-// One family for the whole compute table. Measured with PoCL 3.1 (cold
-// cache, Float32, medians of 7): a program of one line builds in 150 ms, the
-// prelude alone in 160, each piece above alone in 155 to 180, all of them
-// together in 247. Nearly all of a build is the driver's fixed cost (clang
-// parses the OpenCL C header for every program), and each kernel is compiled
-// for the device on its first launch whatever program holds it, so a family
-// per piece would make every program that uses two of them slower. A new
-// table's kernels (dnn, comm) are a family of their own: programs that never
-// call them never build them. See docs/opencl.md.
+// One family for the whole compute table: a program costs PoCL a fixed
+// ~150 ms to build (cold) whatever it holds, the pieces above add 0-25 ms
+// each, and each kernel is compiled for the device on its first launch
+// whichever program holds it, so a family per piece would slow down every
+// program that uses two of them (figures in docs/opencl.md). A new table's
+// kernels are a family of their own: programs that never call them never
+// build them.
 const KernelFamily kComputeKernels{
     "compute",
     KernelNeeds::kOpSwitches,

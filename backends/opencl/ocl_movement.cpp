@@ -66,8 +66,8 @@ int permute(void*, int dev, const flx_permute_desc* dp, flx_stream s) {
     elem_offset(d.src, es, "permute");
     elem_offset(d.dst, es, "permute");
     Device& dv = device(dev);
-    launch(dv, queue_of(dv, s), kComputeKernels, d.dtype, "permute_k", size_t(d.numel), as_mem(d.src), cl_long(d.src.offset),
-           as_mem(d.dst), cl_long(d.dst.offset), cl_int(d.ndim), long8_of(d.out_shape, d.ndim),
+    launch(dv, queue_of(dv, s), kComputeKernels, d.dtype, "permute_k", size_t(d.numel), as_mem(d.src),
+           cl_long(d.src.offset), as_mem(d.dst), cl_long(d.dst.offset), cl_int(d.ndim), long8_of(d.out_shape, d.ndim),
            long8_of(d.src_strides, d.ndim), cl_long(d.numel));
   });
 }

@@ -30,8 +30,8 @@ int optim_step(void*, int dev, const flx_optim_desc* dp, flx_stream s) {
       c2 = Scalar::of(1.0f / float(1 - d.beta2_pow));
     }
     const int32_t t = d.dtype;
-    launch(dv, queue_of(dv, s), kComputeKernels, t, "adam_k", size_t(d.n), as_mem(d.grad), cl_long(d.grad.offset), as_mem(d.m),
-           cl_long(d.m.offset), as_mem(d.v), cl_long(d.v.offset), has_dx ? as_mem(d.dx) : cl_mem(nullptr),
+    launch(dv, queue_of(dv, s), kComputeKernels, t, "adam_k", size_t(d.n), as_mem(d.grad), cl_long(d.grad.offset),
+           as_mem(d.m), cl_long(d.m.offset), as_mem(d.v), cl_long(d.v.offset), has_dx ? as_mem(d.dx) : cl_mem(nullptr),
            cl_long(d.dx.offset), cl_int(has_dx), has_dx ? cl_mem(nullptr) : as_mem(d.x), cl_long(d.x.offset),
            cl_long(d.n), compute_scalar(t, d.beta1), compute_scalar(t, d.beta2), compute_scalar(t, d.eps),
            compute_scalar(t, d.eta), c1, c2);

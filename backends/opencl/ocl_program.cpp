@@ -1,8 +1,7 @@
 // Programs and launches. A kernel family's source is built once per (device,
 // dtype) on first use and kept for the life of the process: with PoCL, a
-// build runs clang and LLVM, so programs built lazily, each holding only the
-// kernels of one family, keep first-use latency low (PoCL also caches
-// compiled kernels on disk across processes).
+// build runs clang and LLVM, so few programs, built lazily, keep first-use
+// latency low (PoCL also caches compiled kernels on disk across processes).
 // Launches use one fixed work-group size per kernel, since PoCL compiles a
 // new variant of a kernel for every distinct local size it sees.
 #include <algorithm>

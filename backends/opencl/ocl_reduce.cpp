@@ -113,10 +113,9 @@ int reduce(void*, int dev, const flx_reduce_desc* dp, flx_stream s) {
     Scalar scale = accum_scalar(d.dtype, d.op == FLX_REDUCE_SUM ? d.scale : 1.0, dv.fp64);
     const int nk = d.nkept_runs, nr = d.nred_runs;
     launch(dv, q, kComputeKernels, d.dtype, "reduce_k", size_t(d.nkept * p.nchunks), cl_int(d.op), as_mem(d.in),
-           cl_long(d.in.offset), as_mem(d.out), cl_long(d.out.offset), pm, po, cl_int(nk),
-           long8_of(d.kept_extent, nk), long8_of(d.kept_stride, nk), cl_int(nr), long8_of(d.red_extent, nr),
-           long8_of(d.red_stride, nr), cl_long(d.nkept), cl_long(d.nred), cl_long(p.chunk), cl_int(p.nchunks),
-           scale);
+           cl_long(d.in.offset), as_mem(d.out), cl_long(d.out.offset), pm, po, cl_int(nk), long8_of(d.kept_extent, nk),
+           long8_of(d.kept_stride, nk), cl_int(nr), long8_of(d.red_extent, nr), long8_of(d.red_stride, nr),
+           cl_long(d.nkept), cl_long(d.nred), cl_long(p.chunk), cl_int(p.nchunks), scale);
     if (p.nchunks > 1)
       launch(dv, q, kComputeKernels, d.dtype, "reduce_finish_k", size_t(d.nkept), cl_int(d.op), pm, po, as_mem(d.out),
              cl_long(d.out.offset), cl_long(d.nkept), cl_int(p.nchunks), scale);

@@ -16,15 +16,16 @@ void softmax_any(int dev, const flx_softmax_desc& d, bool backward, flx_stream s
   if (!backward) {
     elem_offset(d.x, es, "softmax");
     elem_offset(d.y, es, "softmax");
-    launch(dv, queue_of(dv, s), kComputeKernels, d.dtype, "softmax_k", rows, cl_int(d.log != 0), as_mem(d.x), cl_long(d.x.offset),
-           as_mem(d.y), cl_long(d.y.offset), cl_long(d.inner), cl_long(d.axis_len), cl_long(d.outer));
+    launch(dv, queue_of(dv, s), kComputeKernels, d.dtype, "softmax_k", rows, cl_int(d.log != 0), as_mem(d.x),
+           cl_long(d.x.offset), as_mem(d.y), cl_long(d.y.offset), cl_long(d.inner), cl_long(d.axis_len),
+           cl_long(d.outer));
   } else {
     elem_offset(d.y, es, "softmax_backward");
     elem_offset(d.dy, es, "softmax_backward");
     elem_offset(d.dx, es, "softmax_backward");
-    launch(dv, queue_of(dv, s), kComputeKernels, d.dtype, "softmax_bwd_k", rows, cl_int(d.log != 0), as_mem(d.y), cl_long(d.y.offset),
-           as_mem(d.dy), cl_long(d.dy.offset), as_mem(d.dx), cl_long(d.dx.offset), cl_long(d.inner),
-           cl_long(d.axis_len), cl_long(d.outer));
+    launch(dv, queue_of(dv, s), kComputeKernels, d.dtype, "softmax_bwd_k", rows, cl_int(d.log != 0), as_mem(d.y),
+           cl_long(d.y.offset), as_mem(d.dy), cl_long(d.dy.offset), as_mem(d.dx), cl_long(d.dx.offset),
+           cl_long(d.inner), cl_long(d.axis_len), cl_long(d.outer));
   }
 }
 }  // namespace

@@ -43,17 +43,14 @@ std::string op_switch(const char* signature, const char* fallback, Pick pick) {
   return s + "  }\n  return " + fallback + ";\n}\n";
 }
 
-// The op switches: built once, the same text for every program of the map family.
-const std::string& op_switches() {
-  static const std::string* s = [] {
-    // Unary and binary ops (not comparisons, not WHERE): CT from x, y, a, b.
-    std::string t = op_switch("CT op_value(int op, CT x, CT y, CT a, CT b)", "K(0)", [](const mo::OpInfo& i) {
-      return (i.arity == 1 || i.arity == 2) && i.cls != mo::OpClass::Cmp;
-    });
-    t += op_switch("uchar op_cmp(int op, CT x, CT y)", "0", [](const mo::OpInfo& i) { return i.cls == mo::OpClass::Cmp; });
-    return new std::string(std::move(t));  // kept with the device table
-  }();
-  return *s;
+// The op switches, for the families that ask for them.
+std::string op_switches() {
+  // Unary and binary ops (not comparisons, not WHERE): CT from x, y, a, b.
+  std::string s = op_switch("CT op_value(int op, CT x, CT y, CT a, CT b)", "K(0)", [](const mo::OpInfo& i) {
+    return (i.arity == 1 || i.arity == 2) && i.cls != mo::OpClass::Cmp;
+  });
+  return s + op_switch("uchar op_cmp(int op, CT x, CT y)", "0",
+                       [](const mo::OpInfo& i) { return i.cls == mo::OpClass::Cmp; });
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ kernel void twice_k(global uchar* b, long o, long n) {
   for (long t = GID; t < n; t += GSIZE) st(p, t, (CT)(ld(p, t) * K(2)));
 }
 )CLC"}};
-const KernelFamily kFirstConcurrent{"concurrent_a", KernelNeeds::kPrelude, {"kernel void a_k(global int* p) { p[0] = 1; }\n"}};
+const KernelFamily kFirstConcurrent{"concurrent_a", KernelNeeds::kPrelude,
+                                    {"kernel void a_k(global int* p) { p[0] = 1; }\n"}};
 const KernelFamily kSecondConcurrent{"concurrent_b", KernelNeeds::kPrelude,
                                      {"kernel void b_k(global int* p) { p[0] = 2; }\n"}};
 const KernelFamily kBroken{"broken", KernelNeeds::kPrelude,
