@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
-#include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,13 +55,13 @@ class OpenClPrograms : public ::testing::Test {
     if (state().devices.empty()) GTEST_SKIP() << "no OpenCL device: " << state().reason;
   }
   Device& dev() { return device(0); }
-  // A device buffer of n int32 values, and reading it back.
+  // A device buffer holding v (the plugin's TempBuffer, released with the
+  // test), and reading it back.
   cl_mem buffer(const std::vector<int32_t>& v) {
-    cl_int err;
-    cl_mem m = clCreateBuffer(dev().ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, v.size() * 4,
-                              const_cast<int32_t*>(v.data()), &err);
-    check_cl(err, "clCreateBuffer");
-    mems_.push_back(m);
+    buffers_.push_back(std::make_unique<TempBuffer>(dev(), v.size() * 4));
+    cl_mem m = buffers_.back()->mem;
+    check_cl(clEnqueueWriteBuffer(dev().queue, m, CL_TRUE, 0, v.size() * 4, v.data(), 0, nullptr, nullptr),
+             "clEnqueueWriteBuffer");
     return m;
   }
   std::vector<int32_t> read(cl_mem m, size_t n) {
@@ -70,12 +70,9 @@ class OpenClPrograms : public ::testing::Test {
              "clEnqueueReadBuffer");
     return v;
   }
-  void TearDown() override {
-    for (cl_mem m : mems_) clReleaseMemObject(m);
-  }
 
  private:
-  std::vector<cl_mem> mems_;
+  std::vector<std::unique_ptr<TempBuffer>> buffers_;
 };
 
 // x + y and sum(x) through the plugin's ABI calls, on Int32 (no other test
