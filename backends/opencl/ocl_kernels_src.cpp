@@ -2,13 +2,12 @@
 // KernelFamily in ocl_common.hpp): built as one program per (device, dtype)
 // at run time, with -DDT=<flx_dtype> -DHAS_FP64=<0|1>, on the first launch
 // of one of its kernels, so a process pays the compile only for the dtypes
-// it uses. ocl_source.cpp puts the prelude (and, as
-// the family asks, the element functions of include/flx/backend_elem.h and
-// the op switches generated from FLX_MAP_OPS) before a family's kernels.
-// Each kernel mirrors the CPU backend (backends/cpu/*.cpp) operation by
-// operation: same compute types, same evaluation order, FP contraction off,
-// so results match the CPU exactly where the math library does and to a few
-// ulps where it does not.
+// it uses. ocl_source.cpp puts the prelude, the element functions
+// (include/flx/backend_elem.h) and the op switches generated from
+// FLX_MAP_OPS before the kernels. Each kernel mirrors the CPU backend
+// (backends/cpu/*.cpp) operation by operation: same compute types, same
+// evaluation order, FP contraction off, so results match the CPU exactly
+// where the math library does and to a few ulps where it does not.
 #include "ocl_common.hpp"
 
 namespace flx_ocl {
