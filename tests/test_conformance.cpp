@@ -72,7 +72,8 @@ const std::map<std::string, HalfUlps>& half_ulps() {
       {"div", kLibm},         {"pow_scalar", kLibm},    {"pow", kLibm},           {"sqrt", kLibm},
       {"exp", kLibm},         {"log", kLibm},           {"xlogy", kLibm},         {"sigmoid", kLibm},
       {"tanh", kLibm},        {"gelu", kLibm},          {"elu", kLibm},           {"swish", kLibm},
-      {"softplus", kLibm},    {"gelu_erf", kLibm},      {"celu", kLibm},          {"softmax", kSoftmax},
+      {"softplus", kLibm},    {"gelu_erf", kLibm},      {"celu", kLibm},          {"softsign", kLibm},
+      {"softmax", kSoftmax},
       {"softmax_dim1", kSoftmax}, {"logsoftmax", kSoftmax}, {"matvec", kProducts}, {"matmul", kProducts},
       {"matmul_batched", kProducts}, {"matmul_bcast", kProducts}, {"dense", kProducts}, {"chain", kComposed},
       {"crossentropy", kComposed}, {"logitcrossentropy", kComposed}, {"binarycrossentropy", kComposed}};
@@ -116,6 +117,7 @@ std::vector<Case> cases() {
       {"softplus", {{8}}, [](const V& v) { return softplus(v[0]); }},
       {"gelu_erf", {{8}}, [](const V& v) { return gelu_erf(v[0]); }},
       {"celu", {{8}}, [](const V& v) { return celu(v[0], 0.7); }},
+      {"softsign", {{8}}, [](const V& v) { return softsign(v[0]); }, true, -3, 3},
       {"sum_all", {{4, 5}}, [](const V& v) { return sum(v[0]); }},
       {"sum_dims", {{3, 4, 5}}, [](const V& v) { return sum(v[0], {0, 2}); }},
       {"sum_last", {{3, 40}}, [](const V& v) { return sum(v[0], {1}); }},
