@@ -24,13 +24,20 @@
 
 namespace flx::detail {
 
-// An op as messages name it ("softsign", "matmul") and the element type it
-// ran on (-1: none).
+// An op as messages name it ("matmul", or a map op by its code, named only
+// when a message needs it) and the element type it ran on (-1: none).
 struct OpRef {
   const char* name;
   int32_t dtype = -1;
+  int32_t map_op = -1;
   OpRef(const char* n, int32_t t = -1) : name(n), dtype(t) {}
   OpRef(const char* n, DType t) : name(n), dtype(int32_t(t)) {}
+  static OpRef map(int32_t code, int32_t t) {
+    OpRef op(nullptr, t);
+    op.map_op = code;
+    return op;
+  }
+  const char* label() const;  // "softsign"
 };
 
 // An op table of a backend as the dispatch layer reads it: a copy of the
@@ -206,7 +213,7 @@ class Backend {
   [[noreturn]] void fail(int status, OpRef op) const;
   // NotImplemented: the table `decl` or its call at `offset` is missing.
   [[noreturn]] void lacks(const abi::TableDecl& decl, size_t offset, bool served, OpRef op) const;
-  [[noreturn]] void op_code_too_new(OpRef op, int code) const;
+  [[noreturn]] void op_code_too_new(OpRef op) const;
   [[noreturn]] void not_implemented(OpRef op, const std::string& what, const char* advice) const;
   void free_after_stream(int dev, flx_buffer buf, flx_stream used_on, flx_stream now) const noexcept;
   // After a failed alloc: release the backend's cache and try once more.

@@ -128,21 +128,27 @@ std::vector<TableInfo> Backend::tables() const {
 
 // ---- errors -------------------------------------------------------------------------
 
+const char* OpRef::label() const {
+  if (name) return name;
+  const char* op = map_ops::info(map_op).name;
+  return op ? op : "an elementwise op";
+}
+
 void Backend::fail(int status, OpRef op) const {
   const char* msg = core_->last_error(core_->ctx);
   if (status == FLX_ERR_UNSUPPORTED)
     not_implemented(op, std::string("answered unsupported: ") + msg,
                     "Use another element type, or move the tensors to a device whose backend supports it");
   if (status == FLX_ERR_OUT_OF_MEMORY)
-    FLX_THROW(OutOfMemory, name(), " backend: ", op.name, " failed (", status_name(status), "): ", msg,
+    FLX_THROW(OutOfMemory, name(), " backend: ", op.label(), " failed (", status_name(status), "): ", msg,
               "; free tensors that are no longer needed or use smaller sizes (a smaller batch)");
-  FLX_THROW(BackendError, name(), " backend: ", op.name, " failed (", status_name(status), "): ", msg);
+  FLX_THROW(BackendError, name(), " backend: ", op.label(), " failed (", status_name(status), "): ", msg);
 }
 
 void Backend::not_implemented(OpRef op, const std::string& what, const char* advice) const {
   std::string of;
   if (op.dtype >= 0 && op.dtype <= int32_t(DType::Bool)) of = " of " + std::string(dtype_name(DType(op.dtype)));
-  FLX_THROW(NotImplemented, op.name, of, " cannot run on ", name(), ": its backend (", origin_, ", ABI ",
+  FLX_THROW(NotImplemented, op.label(), of, " cannot run on ", name(), ": its backend (", origin_, ", ABI ",
             abi_version(), ") ", what, ". ", advice);
 }
 
@@ -165,10 +171,10 @@ void Backend::lacks(const abi::TableDecl& decl, size_t offset, bool served, OpRe
   not_implemented(op, "has no `" + name + "` in its " + table + why, kUpdate);
 }
 
-void Backend::op_code_too_new(OpRef op, int code) const {
+void Backend::op_code_too_new(OpRef op) const {
   not_implemented(op,
-                  "predates op code " + std::to_string(code) + " (" + op.name + "), which came with ABI " +
-                      abi(uint32_t(map_ops::since(code))),
+                  "predates op code " + std::to_string(op.map_op) + " (" + op.label() + "), which came with ABI " +
+                      abi(uint32_t(map_ops::since(op.map_op))),
                   "Update the plugin, or move the tensors to a device whose backend has it");
 }
 

@@ -1,5 +1,6 @@
 // The dispatch layer (backend.hpp): the only code that calls a backend's
 // tables. Loading them and the errors are in backend_tables.cpp.
+#include <array>
 #include <string>
 
 #include "backend/backend.hpp"
@@ -111,6 +112,14 @@ void Backend::copy_peer(int dst_dev, flx_mem dst, int src_dev, flx_mem src, size
 namespace {
 using compute = flx_compute_table;
 
+// The ABI minor of each map op code (map_ops::since), here so that the check
+// on every map reads a table of this file.
+constexpr auto kMapOpSince = [] {
+  std::array<uint8_t, map_ops::kMaxOpCode> since{};
+  for (int op = 0; op < map_ops::kMaxOpCode; ++op) since[size_t(op)] = uint8_t(map_ops::since(op));
+  return since;
+}();
+
 const char* reduce_name(int32_t op) {
   switch (op) {
     case FLX_REDUCE_SUM: return "sum";
@@ -134,12 +143,11 @@ void Backend::cast(int dev, flx_mem dst, DType dst_t, flx_mem src, DType src_t, 
   run<&compute::cast>(compute_, {"element type conversion", src_t}, dev, dst, int32_t(dst_t), src, int32_t(src_t), n);
 }
 void Backend::map(int dev, flx_map_desc& d) const {
-  const char* op_name = map_ops::info(d.op).name;
-  const OpRef op{op_name ? op_name : "an elementwise op", d.in_dtype};
+  const OpRef op = OpRef::map(d.op, d.in_dtype);
   // A code the backend's minor version does not know: refused here, since
   // the backend cannot tell it from a malformed descriptor.
-  if (uint32_t(map_ops::since(d.op)) > abi_minor_) [[unlikely]]
-    op_code_too_new(op, d.op);
+  if (uint32_t(d.op) < kMapOpSince.size() && kMapOpSince[size_t(d.op)] > abi_minor_) [[unlikely]]
+    op_code_too_new(op);
   canonicalize(d);
   run<&compute::map>(compute_, op, dev, &d);
 }
