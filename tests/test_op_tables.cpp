@@ -15,6 +15,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/streams.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "probe_table.h"
 #include "tensor_impl.hpp"
 #include "test_util.hpp"
@@ -164,4 +165,20 @@ TEST(OpTables, TheWorkspaceIsAllocatedAndFreedOnTheCallsStream) {
     EXPECT_EQ(y.to(Device::cpu()).to_vector<float>(), (std::vector<float>{-1, -2, -3, -4}));
   }
   be.stream_destroy(0, s);
+}
+
+// A required call is required from the minor that brought it: a plugin of
+// ABI 2.3 without list_tables is incomplete (not functional, saying why); one
+// of 2.2 is not asked for it.
+TEST(OpTables, RequiredCoreCallsAreRequiredFromTheirMinorOn) {
+  flx_backend core = *cpu_backend::core();
+  core.list_tables = nullptr;
+  std::string reason;
+  EXPECT_EQ(detail::Backend(BackendId::Metal, &core, "a test table").functional(&reason), 0);
+  EXPECT_TRUE(has(reason, "lacks the core call `list_tables`, which every backend of ABI 2.3 or later must provide; "
+                          "the plugin is incomplete"))
+      << reason;
+  core.abi_minor = 2;
+  core.struct_size = uint32_t(offsetof(flx_backend, list_tables));
+  EXPECT_GT(detail::Backend(BackendId::Metal, &core, "a test table").functional(&reason), 0) << reason;
 }

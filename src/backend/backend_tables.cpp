@@ -3,6 +3,7 @@
 // backends/common/backend_tables.hpp, the listing flx-info prints, and the
 // errors of failed or impossible calls.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -31,14 +32,15 @@ bool call_set(const void* table, size_t size, size_t offset) {
   return p != nullptr;
 }
 
-const abi::CallDecl* find_call(const abi::TableDecl& decl, const char* name) {
-  for (size_t i = 0; i < decl.ncalls; ++i)
-    if (std::strcmp(decl.calls[i].name, name) == 0) return &decl.calls[i];
-  return nullptr;
-}
-
-// Needed to load a plugin and ask whether it works.
-constexpr const char* kDiscoveryCalls[] = {"functional", "device_count", "last_error", "get_table"};
+// The core calls needed to load a plugin and ask whether it works.
+struct DiscoveryCall {
+  const char* name;
+  size_t offset;
+};
+constexpr DiscoveryCall kDiscoveryCalls[] = {{"functional", offsetof(flx_backend, functional)},
+                                             {"device_count", offsetof(flx_backend, device_count)},
+                                             {"last_error", offsetof(flx_backend, last_error)},
+                                             {"get_table", offsetof(flx_backend, get_table)}};
 
 std::string abi(uint32_t minor) { return std::to_string(FLX_BACKEND_ABI_MAJOR) + "." + std::to_string(minor); }
 
@@ -55,10 +57,9 @@ Backend::Backend(BackendId id, const flx_backend* core, std::string origin)
             ") has a core table of ", core->struct_size, " bytes; ABI ", FLX_BACKEND_ABI_MAJOR, ".0 needs at least ",
             min_size, ". The plugin is damaged or was built against a different flx/backend.h");
   FLX_CHECK(core->name, BackendUnavailable, backend_name(id), " backend (", origin_, ") has no name");
-  for (const char* call : kDiscoveryCalls)
-    FLX_CHECK(call_set(core, core->struct_size, find_call(abi::Decl<flx_backend>::info, call)->offset),
-              BackendUnavailable, backend_name(id), " backend (", origin_, ") lacks the core call `", call,
-              "`, which every backend must provide");
+  for (const DiscoveryCall& call : kDiscoveryCalls)
+    FLX_CHECK(call_set(core, core->struct_size, call.offset), BackendUnavailable, backend_name(id), " backend (",
+              origin_, ") lacks the core call `", call.name, "`, which every backend must provide");
 #define FLX_LOAD_SLOT_(id, T, ...) id##_.served = load_table(abi::Decl<T>::info, &id##_.calls, sizeof id##_.calls);
   FLX_OP_TABLES(FLX_LOAD_SLOT_)
 #undef FLX_LOAD_SLOT_
@@ -163,12 +164,13 @@ void Backend::lacks(const abi::TableDecl& decl, size_t offset, bool served, OpRe
   const abi::CallDecl* call = nullptr;
   for (size_t i = 0; i < decl.ncalls && !call; ++i)
     if (decl.calls[i].offset == offset) call = &decl.calls[i];
-  const std::string name = call ? call->name : "?";
-  const std::string why = !call                     ? ""
-                          : call->since > abi_minor_ ? " (" + name + " came with ABI " + abi(call->since) + ")"
+  const std::string call_name = call ? call->name : "?";
+  const std::string why = !call ? ""
+                          : call->since > abi_minor_
+                              ? " (" + call_name + " came with ABI " + abi(call->since) + ")"
                           : call->need == abi::Need::optional ? " (an optional call it does not provide)"
                                                               : " (a required call: the plugin is incomplete)";
-  not_implemented(op, "has no `" + name + "` in its " + table + why, kUpdate);
+  not_implemented(op, "has no `" + call_name + "` in its " + table + why, kUpdate);
 }
 
 void Backend::op_code_too_new(OpRef op) const {
