@@ -3,6 +3,7 @@
 // finite differences of its op's body. A new op is covered here without a
 // line of test code; the plugin suites run every op of the list on each
 // backend, and the conformance suite compares devices.
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -28,14 +29,17 @@ TEST(OpList, CodesNamesAndClassesAreConsistent) {
     const auto& in = map_ops::info(op);
     SCOPED_TRACE(in.name);
     EXPECT_TRUE(names.insert(in.name).second) << "duplicate name";
-    // Code ranges by arity (backend_ops.h): unary 0-31, binary 32-95, ternary 96-.
-    if (in.arity == 1) EXPECT_LT(op, 32);
-    if (in.arity == 2) EXPECT_TRUE(op >= 32 && op < 96);
-    if (in.arity == 3) EXPECT_GE(op, 96);
+    // Code ranges by arity (backend_ops.h): unary 0-31 and 128-191, binary
+    // 32-63 and 192-255, derivative products (binary) 64-95 and 256-319,
+    // ternary 96-127.
+    auto in_range = [&](int lo, int hi) { return op >= lo && op <= hi; };
+    if (in.arity == 1) EXPECT_TRUE(in_range(0, 31) || in_range(128, 191));
+    if (in.arity == 2) EXPECT_TRUE(in_range(32, 95) || in_range(192, 319));
+    if (in.arity == 3) EXPECT_TRUE(in_range(96, 127));
     if (in.grad != FLX_OP_NONE) {
       EXPECT_EQ(in.arity, 1) << "only unary ops have a fused derivative";
       EXPECT_EQ(map_ops::arity(in.grad), 2);
-      EXPECT_GE(in.grad, 64) << "derivative products use codes 64-95";
+      EXPECT_TRUE((in.grad >= 64 && in.grad <= 95) || in.grad >= 256) << "derivative products use codes 64-95, 256-319";
     }
     EXPECT_TRUE(map_ops::accepts(op, FLX_F32));
     EXPECT_EQ(map_ops::accepts(op, FLX_I32), in.cls != map_ops::OpClass::Float);
@@ -43,6 +47,36 @@ TEST(OpList, CodesNamesAndClassesAreConsistent) {
   }
   EXPECT_STREQ(map_ops::info(FLX_OP_GELU_ERF).name, "gelu_erf");
   EXPECT_FALSE(map_ops::exists(127));
+  EXPECT_FALSE(map_ops::exists(map_ops::kMaxOpCode));
+  // Room for 30 more unary and 30 more binary ops without a new major version.
+  int free_unary = 0, free_binary = 0;
+  for (int op = 0; op < map_ops::kMaxOpCode; ++op) {
+    if (map_ops::exists(op)) continue;
+    free_unary += op < 32 || (op >= 128 && op < 192);
+    free_binary += (op >= 32 && op < 64) || (op >= 192 && op < 256);
+  }
+  EXPECT_GE(free_unary, 30);
+  EXPECT_GE(free_binary, 30);
+}
+
+// Each code records the ABI minor version that brought it, so libflx can
+// refuse an op that a plugin of an older minor does not know (the frozen
+// headers of ABI 2.2 in tests/plugins/abi_2_2 say which codes existed then).
+std::vector<int> abi_2_2_op_codes();  // abi_2_2_op_codes.cpp
+TEST(OpList, EveryCodeRecordsTheMinorVersionThatBroughtIt) {
+  const std::vector<int> old = abi_2_2_op_codes();
+  ASSERT_GE(old.size(), 46u);
+  for (int op : old) {
+    EXPECT_TRUE(map_ops::exists(op)) << "code " << op << " of ABI 2.2 is gone: codes are never removed";
+    EXPECT_EQ(map_ops::since(op), 0) << map_ops::info(op).name;
+  }
+  for (int op : all_ops()) {
+    if (std::find(old.begin(), old.end(), op) != old.end()) continue;
+    SCOPED_TRACE(map_ops::info(op).name);
+    EXPECT_GE(map_ops::since(op), 3) << "a code added after ABI 2.2 needs its line in FLX_MAP_OPS_ADDED";
+    EXPECT_LE(map_ops::since(op), int(FLX_BACKEND_ABI_MINOR));
+  }
+  EXPECT_EQ(map_ops::since(FLX_OP_SOFTSIGN), 3);
 }
 
 TEST(OpList, EveryFusedDerivativeMatchesFiniteDifferencesOfItsOp) {
@@ -63,5 +97,5 @@ TEST(OpList, EveryFusedDerivativeMatchesFiniteDifferencesOfItsOp) {
       EXPECT_NEAR(fused[i], (fu[i] - fd[i]) / (2 * h), 1e-6) << "at x = " << xs[i];
     ++checked;
   }
-  EXPECT_GE(checked, 8);  // gelu, gelu_erf, leakyrelu, elu, swish, softplus, clamp, celu
+  EXPECT_GE(checked, 9);  // gelu, gelu_erf, leakyrelu, elu, swish, softplus, clamp, celu, softsign
 }

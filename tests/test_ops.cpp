@@ -391,6 +391,20 @@ TEST_P(Ops, GeluErfIsTheExactFormAndGeluTheTanhForm) {
                                 {on(flx::testing::rand64({7}, -3, 3))}, 1e-6, 1e-6, "gelu_erf");
 }
 
+// softsign came in through the op list alone, with the ABI minor version
+// that brought its code (backend_ops.h): the closed form x / (1 + |x|), its
+// derivative 1 / (1 + |x|)^2 by finite differences.
+TEST_P(Ops, SoftsignMatchesItsClosedForm) {
+  std::vector<double> xs{-3, -1, -0.25, 0, 0.5, 2, 1e6};
+  std::vector<double> want;
+  for (double v : xs) want.push_back(v / (1 + std::fabs(v)));
+  expect_values(softsign(on(tensor(xs))), want, 1e-15);
+  expect_values(softsign(on(tensor(std::vector<float>{-1, 3}))), {-0.5, 0.75}, 1e-7);
+  EXPECT_EQ(Activation(softsign).name(), "softsign");
+  flx::testing::check_gradients([](const std::vector<Tensor>& v) { return sum(softsign(v[0]) * v[0]); },
+                                {on(flx::testing::rand64({7}, -3, 3))}, 1e-6, 1e-6, "softsign");
+}
+
 // celu came in through the op list alone (its body is shared by every
 // backend): checked against the closed form, NNlib's default alpha, and
 // finite differences.

@@ -16,9 +16,11 @@ struct OpInfo {
   int arity = 0;               // 0: no such op
   OpClass cls = OpClass::None;
   int grad = FLX_OP_NONE;  // the derivative-product op, or FLX_OP_NONE
+  int since = 0;           // the ABI minor version that brought the code (FLX_MAP_OPS_ADDED)
 };
 
-inline constexpr int kMaxOpCode = 128;
+// One past the last code of the ranges backend_ops.h sets out.
+inline constexpr int kMaxOpCode = 320;
 
 namespace detail {
 constexpr OpClass class_ALL = OpClass::All, class_NUM = OpClass::Num, class_FLOAT = OpClass::Float,
@@ -49,6 +51,9 @@ constexpr Table make_table() {
   t.op[CODE] = OpInfo{names.text[CODE], ARITY, class_##CLASS, FLX_OP_##GRAD};
   FLX_MAP_OPS(FLX_MAP_OP_INFO_)
 #undef FLX_MAP_OP_INFO_
+#define FLX_MAP_OP_MINOR_(NAME, MINOR) t.op[FLX_OP_##NAME].since = MINOR;
+  FLX_MAP_OPS_ADDED(FLX_MAP_OP_MINOR_)
+#undef FLX_MAP_OP_MINOR_
   return t;
 }
 inline constexpr Table table = make_table();
@@ -60,6 +65,9 @@ constexpr const OpInfo& info(int op) { return op >= 0 && op < kMaxOpCode ? detai
 constexpr bool exists(int op) { return info(op).arity > 0; }
 constexpr int arity(int op) { return info(op).arity; }
 constexpr bool is_compare(int op) { return info(op).cls == OpClass::Cmp; }
+// The ABI minor version a backend must implement to know op (0 for codes
+// outside the list: the backend answers for those itself).
+constexpr int since(int op) { return info(op).since; }
 
 // Whether op takes inputs of dtype t (a flx_dtype).
 constexpr bool accepts(int op, int32_t t) {

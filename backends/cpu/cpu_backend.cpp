@@ -271,20 +271,18 @@ int random(void*, int, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint6
 
 namespace {
 const flx_compute_table compute_table = [] {
-  flx_compute_table t = compute_table_header();
+  auto t = abi::table_header<flx_compute_table>();
   FLX_SET_COMPUTE_CALLS(t, cpu_backend)
   t.gemm_epilogue = gemm_epilogue;  // minor 2, optional
   return t;
 }();
 }  // namespace
 
-const void* get_table(void*, const char* name, uint32_t version) {
-  return only_compute_table(compute_table, name, version);
-}
+FLX_SERVE_TABLES(compute_table)
 
 const flx_backend* core() {
   static const flx_backend b = [] {
-    flx_backend f = core_table_header("CPU");
+    flx_backend f = abi::core_table_header("CPU");
     FLX_SET_CORE_CALLS(f, cpu_backend)
     f.release_cached = release_cached;
     return f;

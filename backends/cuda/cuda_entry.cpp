@@ -8,7 +8,7 @@ namespace flx_cuda {
 namespace {
 
 const flx_compute_table compute_table = [] {
-  flx_compute_table t = compute_table_header();
+  auto t = flx::abi::table_header<flx_compute_table>();
   FLX_SET_COMPUTE_CALLS(t, flx_cuda)
   t.reduce_workspace = reduce_workspace;  // long reductions split over blocks
 #if FLX_BACKEND_TARGET_MINOR >= 2
@@ -18,7 +18,7 @@ const flx_compute_table compute_table = [] {
 }();
 
 const flx_backend core_table = [] {
-  flx_backend f = core_table_header("CUDA");
+  flx_backend f = flx::abi::core_table_header("CUDA");
   FLX_SET_CORE_CALLS(f, flx_cuda)
 #if FLX_BACKEND_TARGET_MINOR >= 1
   f.release_cached = release_cached;
@@ -31,9 +31,7 @@ const flx_backend core_table = [] {
 
 }  // namespace
 
-const void* get_table(void*, const char* name, uint32_t version) {
-  return only_compute_table(compute_table, name, version);
-}
+FLX_SERVE_TABLES(compute_table)
 
 }  // namespace flx_cuda
 

@@ -7,14 +7,14 @@ namespace flx_ocl {
 namespace {
 
 const flx_compute_table compute_table = [] {
-  flx_compute_table t = compute_table_header();
+  auto t = flx::abi::table_header<flx_compute_table>();
   FLX_SET_COMPUTE_CALLS(t, flx_ocl)
   t.reduce_workspace = reduce_workspace;
   return t;
 }();
 
 const flx_backend core_table = [] {
-  flx_backend f = core_table_header("OpenCL");
+  flx_backend f = flx::abi::core_table_header("OpenCL");
   FLX_SET_CORE_CALLS(f, flx_ocl)
   // release_cached (minor 1) stays NULL: the plugin keeps no cache. Device
   // memory is one cl_mem per alloc, given back to the driver by free.
@@ -23,9 +23,7 @@ const flx_backend core_table = [] {
 
 }  // namespace
 
-const void* get_table(void*, const char* name, uint32_t version) {
-  return only_compute_table(compute_table, name, version);
-}
+FLX_SERVE_TABLES(compute_table)
 
 }  // namespace flx_ocl
 

@@ -38,6 +38,8 @@ FLX_ACTIVATION(Gelu, gelu, "gelu")
 FLX_ACTIVATION(GeluErf, gelu_erf, "gelu_erf")
 FLX_ACTIVATION(Swish, swish, "swish")
 FLX_ACTIVATION(Softplus, softplus, "softplus")
+// softsign(x) = x / (1 + |x|), as NNlib.softsign and torch.nn.Softsign.
+FLX_ACTIVATION(Softsign, softsign, "softsign")
 #undef FLX_ACTIVATION
 
 struct LeakyRelu {  // leakyrelu(x, a = 0.01)

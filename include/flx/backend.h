@@ -28,21 +28,32 @@
  *  - Descriptors arrive canonical: libflx has dropped size-1 dims, merged
  *    dims that are contiguous for every operand and computed the strides, so
  *    a backend only runs loops.
- *  - A backend that lacks a table or a function still loads; the op that
- *    needs it raises flx::NotImplemented naming the op, the backend and
- *    what is missing. libflx never falls back to the CPU in the middle of a
- *    device computation.
+ *  - A backend that lacks a table or a function still loads. The op that
+ *    needs what it lacks raises flx::NotImplemented naming the op, the
+ *    dtype, the backend and what is missing, and so does an op the backend
+ *    answers FLX_ERR_UNSUPPORTED for, or an op code newer than the minor
+ *    version it implements (libflx checks that before calling). libflx
+ *    never falls back to the CPU in the middle of a device computation.
  *
  * Compatibility rules
  *  - The ABI has a major and a minor version. libflx loads a plugin whose
  *    major equals FLX_BACKEND_ABI_MAJOR, whatever its minor.
  *  - Additive changes raise the minor version: a new function appended to
  *    the end of flx_backend or of an op table, a new op table, a new map op
- *    code, a new enum value. Every table begins with its struct_size as the
- *    plugin was built, and libflx calls a function only when the table is
- *    long enough to hold it and the pointer is not NULL (FLX_HAS_FN), so a
- *    plugin built against an older minor version keeps working: what it
- *    lacks is reported as missing when used.
+ *    code (backend_ops.h records the minor of each), a new enum value, a
+ *    field appended to a descriptor of a table that came with minor 3 or
+ *    later. Every table begins with its struct_size as the plugin was
+ *    built, and libflx calls a function only when the table is long enough
+ *    to hold it and the pointer is not NULL (FLX_HAS_FN), so a plugin built
+ *    against an older minor version keeps working: what it lacks is
+ *    reported as missing when used.
+ *  - Descriptors of the tables that come with minor 3 or later begin with
+ *    uint32_t struct_size, sizeof the descriptor as the caller was built: a
+ *    backend reads a field only when the descriptor holds it
+ *    (FLX_DESC_HAS), and takes a field it lacks as zero, which must mean
+ *    what the descriptor meant before the field came. libflx sets a field
+ *    to anything but zero only for a backend whose minor knows it. The
+ *    compute table's descriptors predate this rule and never change.
  *  - Anything else is a new major version: changing or removing a field,
  *    a signature, a descriptor layout, the meaning of a code. An op table
  *    changes incompatibly by getting a new version number under the same
@@ -65,7 +76,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 2u
+#define FLX_BACKEND_ABI_MINOR 3u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
@@ -83,6 +94,10 @@ extern "C" {
 #define FLX_HAS_FN(table, type, field)                                                         \
   ((table) != NULL && (table)->struct_size >= offsetof(type, field) + sizeof((table)->field) && \
    (table)->field != NULL)
+/* True when descriptor `desc` (of a table from minor 3 on: its first field
+ * is struct_size) holds `field`. */
+#define FLX_DESC_HAS(desc, type, field) \
+  ((desc)->struct_size >= offsetof(type, field) + sizeof((desc)->field))
 
 typedef enum flx_dtype {
   FLX_F32 = 0,
@@ -301,13 +316,17 @@ typedef enum flx_random_dist {
 } flx_random_dist;
 
 /* ---- workspace and reserve space -------------------------------------------
- * A call that needs scratch memory has a *_workspace function that says how
- * many bytes (0 when none) for a descriptor; libflx allocates them from the
- * device's allocator on the call's stream and passes them in the
- * descriptor's `workspace`. A forward call whose backward needs state from
- * it (cuDNN's BatchNorm and RNN reserve space, oneDNN's pooling workspace)
- * gets a `reserve` of the size its *_reserve_size function gives, which
- * libflx keeps with the autodiff record and hands to the backward call. */
+ * A call that needs scratch memory has an optional *_workspace function that
+ * says how many bytes (0 when none) for a descriptor; libflx allocates them
+ * from the device's allocator on the call's stream, passes them in the
+ * descriptor's `workspace`, and frees them stream-ordered right after the
+ * call (the memory is reused only once the stream has passed the call). A
+ * backend without the function gets no workspace. A forward call whose
+ * backward needs state from it (cuDNN's BatchNorm and RNN reserve space,
+ * oneDNN's pooling workspace) gets a `reserve` of the size its
+ * *_reserve_size function gives, allocated the same way, which libflx keeps
+ * with the autodiff record and hands to the backward call; it is freed when
+ * the record goes. */
 
 /* ---- the compute table: get_table("compute", 1) ------------------------- */
 typedef struct flx_compute_table {
@@ -346,6 +365,12 @@ typedef struct flx_memory_info {
   uint64_t used, used_peak;
   uint64_t reserved, reserved_peak;
 } flx_memory_info;
+
+/* ---- an op table a backend serves (minor 3), for listings ----------------- */
+typedef struct flx_table_ref {
+  const char* name; /* as get_table takes it: "compute" */
+  uint32_t version;
+} flx_table_ref;
 
 /* ---- the core table ---------------------------------------------------------- */
 typedef struct flx_backend {
@@ -400,6 +425,11 @@ typedef struct flx_backend {
 #if FLX_BACKEND_TARGET_MINOR >= 2
   /* minor 2: the allocator's figures for dev (flx::memory_stats) */
   int (*memory_info)(void* ctx, int dev, flx_memory_info* out);
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 3
+  /* minor 3: every table get_table serves, as *count entries (flx-info
+   * lists them, those this libflx does not know too); may be NULL */
+  const flx_table_ref* (*list_tables)(void* ctx, uint32_t* count);
 #endif
 } flx_backend;
 

@@ -10,7 +10,9 @@
  *   X(NAME, CODE, ARITY, CLASS, GRAD, BODY)
  *
  * NAME   FLX_OP_<NAME> in the enum; lower-cased, the op's name in messages.
- * CODE   unary 0-31, binary 32-63, derivative products 64-95, ternary 96-.
+ * CODE   unary 0-31 then 128-191, binary 32-63 then 192-255, derivative
+ *        products 64-95 then 256-319, ternary 96-127 (kMaxOpCode in
+ *        backends/common/map_op_info.hpp is one past the last).
  * CLASS  the input types an op takes:
  *          ALL    every dtype, Bool included
  *          NUM    every dtype but Bool
@@ -25,9 +27,13 @@
  *        OpenCL C and as CUDA C, with the helpers of backend_elem.h, so one
  *        body serves every backend. Integer types never reach a FLOAT body.
  *
- * Adding an op: one line here (a new code, never a reused one), its
- * autodiff rule in src/ops (none for an activation with a GRAD partner: the
- * generic rule uses GRAD), and a conformance case. See docs/backends.md.
+ * Adding an op: one line here (a new code, never a reused one); one line in
+ * FLX_MAP_OPS_ADDED with the ABI minor version that brings it, which is a
+ * new one (raise FLX_BACKEND_ABI_MINOR in backend.h, unless the change that
+ * brings the op raised it already: plugins built at a minor that is on main
+ * exist, and must not be sent a code they do not know); its autodiff rule in
+ * src/ops (none for an activation with a GRAD partner: the generic rule uses
+ * GRAD); and a conformance case. See docs/backends.md.
  */
 #ifndef FLX_BACKEND_OPS_H
 #define FLX_BACKEND_OPS_H
@@ -56,6 +62,7 @@
   X(RECIP,    18, 1, FLOAT, NONE,           K(1) / x) \
   X(GELU_ERF, 19, 1, FLOAT, GELU_ERF_GRAD,  K(0.5) * x * (K(1) + erf(x * K(FLX_SQRT_HALF)))) \
   X(CELU,     20, 1, FLOAT, CELU_GRAD,      max_nan(x, K(0)) + min_nan(K(0), a * (exp(x / a) - K(1)))) \
+  X(SOFTSIGN, 21, 1, FLOAT, SOFTSIGN_GRAD,  x / (K(1) + abs_of(x))) \
   /* binary */ \
   X(ADD,      32, 2, NUM,   NONE,           (CT)(x + y)) \
   X(SUB,      33, 2, NUM,   NONE,           (CT)(x - y)) \
@@ -84,8 +91,17 @@
   X(CLAMP_GRAD,     73, 2, FLOAT, NONE, (x >= a && x <= b) ? y : K(0)) \
   X(GELU_ERF_GRAD,  74, 2, FLOAT, NONE, y * gelu_erf_grad(x)) \
   X(CELU_GRAD,      75, 2, FLOAT, NONE, x > K(0) ? y : y * exp(x / a)) \
+  X(SOFTSIGN_GRAD,  76, 2, FLOAT, NONE, y / ((K(1) + abs_of(x)) * (K(1) + abs_of(x)))) \
   /* ternary */ \
   X(WHERE,          96, 3, SELECT, NONE, K(0) /* a select: each backend's map loop */)
+
+/* The ABI minor version that brought each op code, where it is not 0:
+ *   X(NAME, MINOR)
+ * libflx runs an op on a backend only when the backend's abi_minor is at
+ * least the op's minor (an older plugin does not know the code: the op is
+ * NotImplemented there, with this version in the message). */
+#define FLX_MAP_OPS_ADDED(X) \
+  X(SOFTSIGN, 3) X(SOFTSIGN_GRAD, 3)
 /* clang-format on */
 
 /* Constants the bodies use (plain literals, so every language reads them). */

@@ -67,7 +67,8 @@ struct BackendStatus {
   bool functional = false;
   std::string reason;       // why not, when not functional
   std::string abi;          // the backend ABI version it implements ("2.1")
-  // Op tables it provides, as "compute v1 (13/13 functions)".
+  // Op tables it serves: "compute v1", "compute v1 (lacks map, reduce)",
+  // "dnn v1 (unknown to this libflx)".
   std::vector<std::string> tables;
 };
 BackendStatus backend_status(std::string_view name);

@@ -2,27 +2,72 @@
 // libflx calls it. Every call into a backend's tables goes through a method
 // here: it supplies the stream (the current stream of the device on this
 // thread, streams.hpp), makes descriptors canonical (descriptors.hpp),
-// allocates workspaces, and turns a failed status into a typed flx::Error
-// carrying the backend's message. Nothing else touches the tables (a test
-// greps for it). Not installed.
+// allocates the scratch memory a call asks for (scratch.hpp), and turns a
+// failed status into a typed flx::Error carrying the backend's message:
+// NotImplemented for anything the backend cannot do (a table or call it
+// lacks, FLX_ERR_UNSUPPORTED, an op code newer than its ABI minor). The
+// tables are those declared in backends/common/backend_tables.hpp; nothing
+// else touches them (a test greps for it). Not installed.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "backend/scratch.hpp"
 #include "backend/streams.hpp"
+#include "common/backend_tables.hpp"
 #include "flx/backend.h"
 #include "flx/device.hpp"
 #include "flx/dtype.hpp"
 
 namespace flx::detail {
 
+// An op as messages name it ("matmul", or a map op by its code, named only
+// when a message needs it) and the element type it ran on (-1: none).
+struct OpRef {
+  const char* name;
+  int32_t dtype = -1;
+  int32_t map_op = -1;
+  OpRef(const char* n, int32_t t = -1) : name(n), dtype(t) {}
+  OpRef(const char* n, DType t) : name(n), dtype(int32_t(t)) {}
+  static OpRef map(int32_t code, int32_t t) {
+    OpRef op(nullptr, t);
+    op.map_op = code;
+    return op;
+  }
+  const char* label() const;  // "softsign"
+};
+
+// An op table of a backend as the dispatch layer reads it: a copy of the
+// backend's table with the calls it lacks (an older, shorter table) NULL.
+template <class T>
+struct LoadedTable {
+  bool served = false;  // false: the backend has no such table (every call NULL)
+  T calls{};
+};
+
+// An op table a backend serves, for listings (flx-info).
 struct TableInfo {
   std::string name;
   uint32_t version;
-  std::vector<std::string> missing;  // functions this libflx knows that the table lacks
+  std::vector<std::string> missing;  // required calls this libflx knows that the table lacks
+  bool known = true;                 // false: a table this libflx has no declaration for
+  bool listed = false;               // the backend's list_tables (minor 3) names it
 };
+
+namespace tables_detail {
+template <class M>
+struct member_of;
+template <class C, class M>
+struct member_of<M C::*> {
+  using type = C;
+};
+// The table struct a call (a pointer to a field of it) belongs to.
+template <auto Field>
+using table_of = typename member_of<decltype(Field)>::type;
+}  // namespace tables_detail
 
 class Backend {
  public:
@@ -34,14 +79,52 @@ class Backend {
   BackendId id() const { return id_; }
   const char* name() const { return core_->name; }
   std::string abi_version() const;  // "2.1": the ABI version the backend implements
+  uint32_t abi_minor() const { return abi_minor_; }
 
   // ---- discovery
   // > 0 when usable; else 0 and *reason says why.
   int functional(std::string* reason) const;
   int device_count() const;
   flx_device_props device_props(int dev) const;
-  // The op tables this backend provides, of those this libflx knows.
+  // The op tables this backend serves: those of FLX_OP_TABLES it has, then
+  // any other it lists (list_tables, minor 3).
   std::vector<TableInfo> tables() const;
+
+  // ---- op tables (declared in backends/common/backend_tables.hpp)
+  // Table T of FLX_OP_TABLES, looked up when the backend was loaded.
+  template <class T>
+  const LoadedTable<T>& table() const {
+    return slot(std::type_identity<T>{});
+  }
+  // Any declared table, looked up now: one this libflx keeps no slot for (a
+  // test's, an extension's).
+  template <class T>
+  LoadedTable<T> look_up() const {
+    LoadedTable<T> t;
+    t.served = load_table(abi::Decl<T>::info, &t.calls, sizeof t.calls);
+    return t;
+  }
+  // Whether this backend has call Field (&flx_compute_table::gemm_epilogue).
+  template <auto Field>
+  bool has() const {
+    return table<tables_detail::table_of<Field>>().calls.*Field != nullptr;
+  }
+  // Call Field of t (a table of this backend) with (ctx, dev, args..., the
+  // current stream). NotImplemented naming `op` when t lacks the call or the
+  // backend answers FLX_ERR_UNSUPPORTED; a typed error for other failures.
+  template <auto Field, class T, class... A>
+  void run(const LoadedTable<T>& t, OpRef op, int dev, A... args) const {
+    check(status<Field>(t, op, dev, args...), op);
+  }
+  // The scratch memory (scratch.hpp) that Query, a call's optional
+  // *_workspace or *_reserve_size call taking (ctx, dev, args..., uint64_t*),
+  // asks for; none when t lacks Query or it asks for 0 bytes.
+  template <auto Query, class T, class... A>
+  Scratch scratch(const LoadedTable<T>& t, OpRef op, int dev, A... args) const {
+    uint64_t bytes = 0;
+    if (const auto query = t.calls.*Query) check(query(core_->ctx, dev, args..., &bytes), op);
+    return Scratch(*this, dev, bytes);
+  }
 
   // ---- memory: stream-ordered on the current stream
   flx_buffer alloc(int dev, size_t bytes) const {  // OutOfMemory when it cannot
@@ -98,7 +181,7 @@ class Backend {
   // backend ran it; false when it lacks gemm_epilogue or answered
   // FLX_ERR_UNSUPPORTED (nothing was run: the caller runs the unfused ops);
   // other failures throw as gemm's do.
-  bool has_gemm_epilogue() const { return calls_.gemm_epilogue != nullptr; }
+  bool has_gemm_epilogue() const { return has<&flx_compute_table::gemm_epilogue>(); }
   bool gemm_epilogue(int dev, const flx_gemm_epilogue_desc& d) const;
   void gather(int dev, const flx_index_desc& d) const;
   void scatter_add(int dev, const flx_index_desc& d) const;
@@ -108,21 +191,44 @@ class Backend {
   void optim_step(int dev, const flx_optim_desc& d) const;
 
  private:
-  void check(int status, const char* what) const {
+  void check(int status, OpRef op) const {
     if (status != FLX_OK) [[unlikely]]
-      fail(status, what);
+      fail(status, op);
   }
-  [[noreturn]] void fail(int status, const char* what) const;
+  template <auto Field, class T, class... A>
+  int status(const LoadedTable<T>& t, OpRef op, int dev, A... args) const {
+    const auto fn = t.calls.*Field;
+    if (!fn) [[unlikely]]
+      lacks(abi::Decl<T>::info, call_offset<Field>(), t.served, op);
+    return fn(core_->ctx, dev, args..., current_stream(id_, dev));
+  }
+  template <auto Field>
+  static size_t call_offset() {
+    const tables_detail::table_of<Field> t{};
+    return size_t(reinterpret_cast<const char*>(&(t.*Field)) - reinterpret_cast<const char*>(&t));
+  }
+  // Copy the backend's table `decl` into `calls` (size bytes, zeroed); false
+  // when it has none this libflx can read.
+  bool load_table(const abi::TableDecl& decl, void* calls, size_t size) const;
+  [[noreturn]] void fail(int status, OpRef op) const;
+  // NotImplemented: the table `decl` or its call at `offset` is missing.
+  [[noreturn]] void lacks(const abi::TableDecl& decl, size_t offset, bool served, OpRef op) const;
+  [[noreturn]] void op_code_too_new(OpRef op) const;
+  [[noreturn]] void not_implemented(OpRef op, const std::string& what, const char* advice) const;
   void free_after_stream(int dev, flx_buffer buf, flx_stream used_on, flx_stream now) const noexcept;
   // After a failed alloc: release the backend's cache and try once more.
   flx_buffer alloc_failed(int dev, size_t bytes, int status) const;
-  [[noreturn]] void missing(const char* op, const char* table, const char* function) const;
 
   BackendId id_;
   const flx_backend* core_;
-  const flx_compute_table* compute_ = nullptr;  // null: the backend has none
-  flx_compute_table calls_{};  // its calls; NULL where the table lacks them
+  uint32_t abi_minor_;
   std::string origin_;
+  // One slot per table of FLX_OP_TABLES (compute_, ...) and its accessor.
+#define FLX_TABLE_SLOT_(id, T, ...) \
+  LoadedTable<T> id##_;             \
+  const LoadedTable<T>& slot(std::type_identity<T>) const { return id##_; }
+  FLX_OP_TABLES(FLX_TABLE_SLOT_)
+#undef FLX_TABLE_SLOT_
 };
 
 // The backend serving a device (loads and checks it on first use); throws

@@ -1,118 +1,15 @@
 // The dispatch layer (backend.hpp): the only code that calls a backend's
-// tables.
-#include <cstddef>
-#include <algorithm>
-#include <cstring>
+// tables. Loading them and the errors are in backend_tables.cpp.
+#include <array>
 #include <string>
 
 #include "backend/backend.hpp"
 #include "backend/descriptors.hpp"
 #include "backend/streams.hpp"
-#include "common/backend_tables.hpp"
+#include "common/map_op_info.hpp"
 #include "flx/error.hpp"
 
 namespace flx::detail {
-
-namespace {
-
-const char* status_name(int s) {
-  switch (s) {
-    case FLX_ERR_OUT_OF_MEMORY: return "out of memory";
-    case FLX_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case FLX_ERR_UNSUPPORTED: return "unsupported";
-    case FLX_ERR_DEVICE: return "device error";
-  }
-  return "error";
-}
-
-// The core calls, by name, for the load check.
-struct CoreFn {
-  const char* name;
-  size_t offset;
-};
-#define FLX_CORE_FN_(f, ...) CoreFn{#f, offsetof(flx_backend, f)},
-// Discovery: needed to load a plugin and ask whether it works.
-constexpr CoreFn kDiscoveryCore[] = {FLX_CORE_FN_(functional) FLX_CORE_FN_(device_count)
-                                         FLX_CORE_FN_(last_error) FLX_CORE_FN_(get_table)};
-// All of them: needed to use a functional backend.
-constexpr CoreFn kRequiredCore[] = {FLX_CORE_CALLS(FLX_CORE_FN_, unused)};
-#undef FLX_CORE_FN_
-static_assert(sizeof kRequiredCore / sizeof kRequiredCore[0] + 2 ==
-                  (sizeof(flx_backend) - offsetof(flx_backend, functional)) / sizeof(void*),
-              "every core call is listed in FLX_CORE_CALLS, release_cached and memory_info (optional) aside");
-
-bool core_fn_set(const flx_backend* core, const CoreFn& f) {
-  void* p;
-  std::memcpy(&p, reinterpret_cast<const char*>(core) + f.offset, sizeof p);
-  return p != nullptr;
-}
-
-// The compute table's calls, by name; the optional ones (reduce_workspace)
-// are not reported missing.
-struct TableFn {
-  const char* name;
-  size_t offset;
-};
-#define FLX_COMPUTE_FN_(f, ...) TableFn{#f, offsetof(flx_compute_table, f)},
-constexpr TableFn kComputeFns[] = {FLX_COMPUTE_CALLS(FLX_COMPUTE_FN_, unused)};
-#undef FLX_COMPUTE_FN_
-static_assert(sizeof kComputeFns / sizeof kComputeFns[0] + 2 ==
-                  (sizeof(flx_compute_table) - offsetof(flx_compute_table, fill)) / sizeof(void*),
-              "every call of the compute table is listed in FLX_COMPUTE_CALLS, reduce_workspace and "
-              "gemm_epilogue (optional) aside");
-
-std::vector<std::string> missing_fns(const flx_compute_table* t) {
-  std::vector<std::string> out;
-  for (const TableFn& f : kComputeFns) {
-    void* p = nullptr;
-    if (f.offset + sizeof p <= t->struct_size) std::memcpy(&p, reinterpret_cast<const char*>(t) + f.offset, sizeof p);
-    if (!p) out.push_back(f.name);
-  }
-  return out;
-}
-
-}  // namespace
-
-Backend::Backend(BackendId id, const flx_backend* core, std::string origin)
-    : id_(id), core_(core), origin_(std::move(origin)) {
-  FLX_CHECK(core, BackendUnavailable, backend_name(id), " backend (", origin_, ") returned no table");
-  FLX_CHECK(core->abi_major == FLX_BACKEND_ABI_MAJOR, BackendUnavailable, backend_name(id), " backend (", origin_,
-            ") was built for backend ABI ", core->abi_major, ".x; this libflx needs ", FLX_BACKEND_ABI_MAJOR,
-            ".x. Install the plugin that came with this libflx");
-  const size_t min_size = offsetof(flx_backend, copy_peer) + sizeof(core->copy_peer);
-  FLX_CHECK(core->struct_size >= min_size, BackendUnavailable, backend_name(id), " backend (", origin_,
-            ") has a core table of ", core->struct_size, " bytes; ABI ", FLX_BACKEND_ABI_MAJOR, ".0 needs at least ",
-            min_size, ". The plugin is damaged or was built against a different flx/backend.h");
-  FLX_CHECK(core->name, BackendUnavailable, backend_name(id), " backend (", origin_, ") has no name");
-  for (const CoreFn& f : kDiscoveryCore)
-    FLX_CHECK(core_fn_set(core, f), BackendUnavailable, backend_name(id), " backend (", origin_,
-              ") lacks the core call `", f.name, "`, which every backend must provide");
-  const void* t = core->get_table(core->ctx, FLX_TABLE_COMPUTE, FLX_TABLE_COMPUTE_VERSION);
-  compute_ = static_cast<const flx_compute_table*>(t);
-  if (compute_ && (compute_->struct_size < offsetof(flx_compute_table, fill) ||
-                   compute_->version != FLX_TABLE_COMPUTE_VERSION))
-    compute_ = nullptr;  // not a table this libflx can read: as good as none
-  if (compute_) std::memcpy(&calls_, compute_, std::min<size_t>(compute_->struct_size, sizeof calls_));
-}
-
-int Backend::functional(std::string* reason) const {
-  char buf[512] = {0};
-  int score = core_->functional(core_->ctx, buf, sizeof buf);
-  if (reason) *reason = buf;
-  if (score > 0)  // a working backend must have the whole core table
-    for (const CoreFn& f : kRequiredCore)
-      if (!core_fn_set(core_, f)) {
-        if (reason)
-          *reason = std::string(name()) + " backend (" + origin_ + ") reports it works but lacks the core call `" +
-                    f.name + "`, which every backend must provide; the plugin is incomplete";
-        return 0;
-      }
-  return score;
-}
-
-std::string Backend::abi_version() const {
-  return std::to_string(core_->abi_major) + "." + std::to_string(core_->abi_minor);
-}
 
 int Backend::device_count() const { return core_->device_count(core_->ctx); }
 
@@ -121,35 +18,6 @@ flx_device_props Backend::device_props(int dev) const {
   check(core_->device_props(core_->ctx, dev, &p), "device_props");
   return p;
 }
-
-std::vector<TableInfo> Backend::tables() const {
-  std::vector<TableInfo> out;
-  if (compute_) out.push_back({FLX_TABLE_COMPUTE, compute_->version, missing_fns(compute_)});
-  return out;
-}
-
-void Backend::fail(int status, const char* what) const {
-  const char* msg = core_->last_error(core_->ctx);
-  if (status == FLX_ERR_OUT_OF_MEMORY)
-    FLX_THROW(OutOfMemory, name(), " backend: ", what, " failed (", status_name(status), "): ", msg,
-              "; free tensors that are no longer needed or use smaller sizes (a smaller batch)");
-  FLX_THROW(BackendError, name(), " backend: ", what, " failed (", status_name(status), "): ", msg);
-}
-
-void Backend::missing(const char* op, const char* table, const char* function) const {
-  if (!function)
-    FLX_THROW(NotImplemented, op, " cannot run on ", name(), ": its backend (", origin_, ", ABI ", abi_version(),
-              ") provides no \"", table, "\" table version ",
-              FLX_TABLE_COMPUTE_VERSION, ". Update the plugin, or move the tensors to a device whose backend has it");
-  FLX_THROW(NotImplemented, op, " cannot run on ", name(), ": its backend (", origin_, ", ABI ", abi_version(),
-            ") has no `", function, "` in its \"", table,
-            "\" table (an older plugin). Update the plugin, or move the tensors to a device whose backend has it");
-}
-
-// The compute table's entry, or NotImplemented naming the op. calls_ is a
-// copy of the table with what an older plugin's table lacks left NULL.
-#define FLX_COMPUTE(field, op) \
-  (calls_.field ? calls_.field : (missing(op, FLX_TABLE_COMPUTE, compute_ ? #field : nullptr), nullptr))
 
 // ---- memory ---------------------------------------------------------------------
 
@@ -241,78 +109,85 @@ void Backend::copy_peer(int dst_dev, flx_mem dst, int src_dev, flx_mem src, size
 
 // ---- compute ----------------------------------------------------------------------
 
+namespace {
+using compute = flx_compute_table;
+
+// The ABI minor of each map op code (map_ops::since), here so that the check
+// on every map reads a table of this file.
+constexpr auto kMapOpSince = [] {
+  std::array<uint8_t, map_ops::kMaxOpCode> since{};
+  for (int op = 0; op < map_ops::kMaxOpCode; ++op) since[size_t(op)] = uint8_t(map_ops::since(op));
+  return since;
+}();
+
+const char* reduce_name(int32_t op) {
+  switch (op) {
+    case FLX_REDUCE_SUM: return "sum";
+    case FLX_REDUCE_MAX: return "maximum";
+    case FLX_REDUCE_MIN: return "minimum";
+    case FLX_REDUCE_ARGMAX: return "argmax";
+    case FLX_REDUCE_ARGMIN: return "argmin";
+  }
+  return "a reduction";
+}
+}  // namespace
+
 void Backend::fill(int dev, flx_mem dst, DType t, size_t n, double value) const {
-  auto fn = FLX_COMPUTE(fill, "fill");
-  check(fn(core_->ctx, dev, dst, int32_t(t), n, value, current_stream(id_, dev)), "fill");
+  run<&compute::fill>(compute_, {"fill", t}, dev, dst, int32_t(t), n, value);
 }
 void Backend::random(int dev, flx_mem dst, DType t, size_t n, int32_t dist, uint64_t seed, uint64_t offset,
                      double a, double b) const {
-  auto fn = FLX_COMPUTE(random, "random numbers");
-  check(fn(core_->ctx, dev, dst, int32_t(t), n, dist, seed, offset, a, b, current_stream(id_, dev)), "random");
+  run<&compute::random>(compute_, {"random numbers", t}, dev, dst, int32_t(t), n, dist, seed, offset, a, b);
 }
 void Backend::cast(int dev, flx_mem dst, DType dst_t, flx_mem src, DType src_t, size_t n) const {
-  auto fn = FLX_COMPUTE(cast, "element type conversion");
-  check(fn(core_->ctx, dev, dst, int32_t(dst_t), src, int32_t(src_t), n, current_stream(id_, dev)), "cast");
+  run<&compute::cast>(compute_, {"element type conversion", src_t}, dev, dst, int32_t(dst_t), src, int32_t(src_t), n);
 }
 void Backend::map(int dev, flx_map_desc& d) const {
-  auto fn = FLX_COMPUTE(map, "an elementwise op");
+  const OpRef op = OpRef::map(d.op, d.in_dtype);
+  // A code the backend's minor version does not know: refused here, since
+  // the backend cannot tell it from a malformed descriptor.
+  if (uint32_t(d.op) < kMapOpSince.size() && kMapOpSince[size_t(d.op)] > abi_minor_) [[unlikely]]
+    op_code_too_new(op);
   canonicalize(d);
-  check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), "elementwise map");
+  run<&compute::map>(compute_, op, dev, &d);
 }
 void Backend::reduce(int dev, flx_reduce_desc& d) const {
-  auto fn = FLX_COMPUTE(reduce, "a reduction");
-  uint64_t bytes = 0;
-  if (calls_.reduce_workspace) check(calls_.reduce_workspace(core_->ctx, dev, &d, &bytes), "reduce workspace query");
-  if (bytes == 0) {
-    check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), "reduce");
-    return;
-  }
-  // Stream-ordered: freed right after the launch, reusable once it ran.
-  flx_buffer ws = alloc(dev, size_t(bytes));
-  d.workspace = {ws, 0};
-  d.workspace_bytes = bytes;
-  int st = fn(core_->ctx, dev, &d, current_stream(id_, dev));
-  free(dev, ws);
-  d.workspace = {};  // gone: the descriptor must not point at it
+  const OpRef op{reduce_name(d.op), d.dtype};
+  const Scratch workspace = scratch<&compute::reduce_workspace>(compute_, op, dev, &d);
+  d.workspace = workspace.mem();
+  d.workspace_bytes = workspace.bytes();
+  const int st = status<&compute::reduce>(compute_, op, dev, &d);
+  d.workspace = {};  // freed with `workspace`: the descriptor must not point at it
   d.workspace_bytes = 0;
-  check(st, "reduce");
+  check(st, op);
 }
-void Backend::gemm(int dev, const flx_gemm_desc& d) const {
-  auto fn = FLX_COMPUTE(gemm, "matmul");
-  check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), "gemm");
-}
+void Backend::gemm(int dev, const flx_gemm_desc& d) const { run<&compute::gemm>(compute_, {"matmul", d.dtype}, dev, &d); }
 bool Backend::gemm_epilogue(int dev, const flx_gemm_epilogue_desc& d) const {
-  if (!calls_.gemm_epilogue) return false;  // an older plugin, or one that fuses nothing
-  const int st = calls_.gemm_epilogue(core_->ctx, dev, &d, current_stream(id_, dev));
+  const auto fn = compute_.calls.gemm_epilogue;
+  if (!fn) return false;  // an older plugin, or one that fuses nothing
+  const int st = fn(core_->ctx, dev, &d, current_stream(id_, dev));
   if (st == FLX_ERR_UNSUPPORTED) return false;  // the caller runs the unfused ops
-  check(st, "gemm with epilogue");
+  check(st, {"matmul with a fused epilogue", d.gemm.dtype});
   return true;
 }
 void Backend::gather(int dev, const flx_index_desc& d) const {
-  auto fn = FLX_COMPUTE(gather, "gather");
-  check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), "gather");
+  run<&compute::gather>(compute_, {"gather", d.dtype}, dev, &d);
 }
 void Backend::scatter_add(int dev, const flx_index_desc& d) const {
-  auto fn = FLX_COMPUTE(scatter_add, "scatter_add");
-  check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), "scatter_add");
+  run<&compute::scatter_add>(compute_, {"scatter_add", d.dtype}, dev, &d);
 }
 void Backend::permute(int dev, const flx_permute_desc& d) const {
-  auto fn = FLX_COMPUTE(permute, "permutedims");
-  check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), "permute");
+  run<&compute::permute>(compute_, {"permutedims", d.dtype}, dev, &d);
 }
 void Backend::softmax(int dev, const flx_softmax_desc& d) const {
-  auto fn = FLX_COMPUTE(softmax, d.log ? "logsoftmax" : "softmax");
-  check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), d.log ? "logsoftmax" : "softmax");
+  run<&compute::softmax>(compute_, {d.log ? "logsoftmax" : "softmax", d.dtype}, dev, &d);
 }
 void Backend::softmax_backward(int dev, const flx_softmax_desc& d) const {
-  auto fn = FLX_COMPUTE(softmax_backward, "the softmax gradient");
-  check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), "softmax backward");
+  run<&compute::softmax_backward>(compute_, {d.log ? "the logsoftmax gradient" : "the softmax gradient", d.dtype}, dev,
+                                  &d);
 }
 void Backend::optim_step(int dev, const flx_optim_desc& d) const {
-  auto fn = FLX_COMPUTE(optim_step, "a fused optimiser step");
-  check(fn(core_->ctx, dev, &d, current_stream(id_, dev)), "optimiser step");
+  run<&compute::optim_step>(compute_, {"a fused optimiser step", d.dtype}, dev, &d);
 }
-
-#undef FLX_COMPUTE
 
 }  // namespace flx::detail

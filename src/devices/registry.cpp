@@ -45,13 +45,15 @@ std::string lower(std::string_view s) {
   return r;
 }
 
-// The backend's ABI version and its tables, as "compute v1" or
-// "compute v1 (lacks map, reduce)".
+// The backend's ABI version and its tables, as "compute v1",
+// "compute v1 (lacks map, reduce)" or, for one this libflx does not know,
+// "dnn v1 (unknown to this libflx)".
 void describe(const Backend& b, BackendStatus& st) {
   st.abi = b.abi_version();
   st.tables.clear();
   for (const TableInfo& t : b.tables()) {
     std::string s = t.name + " v" + std::to_string(t.version);
+    if (!t.known) s += " (unknown to this libflx)";
     for (size_t i = 0; i < t.missing.size(); ++i) s += (i ? ", " : " (lacks ") + t.missing[i];
     st.tables.push_back(t.missing.empty() ? s : s + ")");
   }

@@ -14,6 +14,7 @@ Tensor Gelu::operator()(const Tensor& x) const { return ops::activate(FLX_OP_GEL
 Tensor GeluErf::operator()(const Tensor& x) const { return ops::activate(FLX_OP_GELU_ERF, x); }
 Tensor Swish::operator()(const Tensor& x) const { return ops::activate(FLX_OP_SWISH, x); }
 Tensor Softplus::operator()(const Tensor& x) const { return ops::activate(FLX_OP_SOFTPLUS, x); }
+Tensor Softsign::operator()(const Tensor& x) const { return ops::activate(FLX_OP_SOFTSIGN, x); }
 Tensor LeakyRelu::operator()(const Tensor& x, double a) const { return ops::activate(FLX_OP_LEAKYRELU, x, a); }
 Tensor Elu::operator()(const Tensor& x, double alpha) const { return ops::activate(FLX_OP_ELU, x, alpha); }
 Tensor Celu::operator()(const Tensor& x, double alpha) const {

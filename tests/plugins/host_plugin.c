@@ -1,5 +1,5 @@
 /* A small working backend plugin over host memory, for the compatibility
- * tests: it serves as "CUDA" and is built in two variants:
+ * tests, built in these variants (tests/CMakeLists.txt):
  *   FLX_TEST_OLD_MINOR   built against ABI minor 0 (-DFLX_BACKEND_TARGET_MINOR=0,
  *                        so its core table lacks what minor 1 added) with a
  *                        compute table that ends after `fill`, as a table
@@ -11,13 +11,36 @@
  *                        the memory; memory_info (minor 2) reports the bytes
  *                        in use and, reserved, those plus a 1 MiB cache
  *                        until the cache is released
- * Memory, copies, streams and events work in both; libflx must load either
+ *   FLX_TEST_ABI_2_2     built against the headers of ABI 2.2 as they were
+ *                        (tests/plugins/abi_2_2), served as AMDGPU: a compute
+ *                        table of that layout with fill and map (Float32
+ *                        negation only; anything else is answered
+ *                        unsupported), and no other table
+ *   FLX_TEST_PROBE       built at the current minor, served as Metal: the
+ *                        "probe" table (probe_table.h) that no libflx knows,
+ *                        with a workspace, and no compute table. Streams are
+ *                        numbered tokens, and flx_test_probe_log() lists
+ *                        the allocations, frees and probe calls in order.
+ * Memory, copies, streams and events work in all; libflx must load each
  * and refuse only the ops they lack, with a typed error. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "flx/backend.h"
+#if defined(FLX_TEST_PROBE)
+#include <stdio.h>
+
+#include "probe_table.h"
+#endif
+
+#if defined(FLX_TEST_ABI_2_2)
+#define FLX_TEST_NAME "AMDGPU"
+#elif defined(FLX_TEST_PROBE)
+#define FLX_TEST_NAME "Metal"
+#else
+#define FLX_TEST_NAME "CUDA"
+#endif
 
 static char* at(flx_mem m) { return (char*)m.buf + m.offset; }
 
@@ -39,9 +62,10 @@ static int device_props(void* ctx, int dev, flx_device_props* out) {
   out->free_memory = 1u << 30;
   return FLX_OK;
 }
+static const char* error = "";
 static const char* last_error(void* ctx) {
   (void)ctx;
-  return "";
+  return error;
 }
 #if defined(FLX_TEST_RELEASE)
 static int released = 0;
@@ -61,9 +85,22 @@ static int memory_info(void* ctx, int dev, flx_memory_info* out) {
   return FLX_OK;
 }
 #endif
+#if defined(FLX_TEST_PROBE)
+/* What happened, in order: "alloc 16 s1; probe scale workspace 16 s1; ..." */
+static char probe_log[4096];
+static void note(const char* what, size_t bytes, flx_stream s) {
+  size_t used = strlen(probe_log);
+  snprintf(probe_log + used, sizeof probe_log - used, "%s%s %zu s%zu", used ? "; " : "", what, bytes, (size_t)s);
+}
+__attribute__((visibility("default"))) const char* flx_test_probe_log(void) { return probe_log; }
+__attribute__((visibility("default"))) void flx_test_probe_log_clear(void) { probe_log[0] = '\0'; }
+#else
+#define note(what, bytes, s) ((void)(s))
+#endif
 /* Each buffer starts with a 16-byte header holding its size. */
 static int alloc(void* ctx, int dev, size_t bytes, flx_stream s, flx_buffer* out) {
-  (void)ctx, (void)dev, (void)s;
+  (void)ctx, (void)dev;
+  note("alloc", bytes, s);
 #if defined(FLX_TEST_RELEASE)
   if (!released) return FLX_ERR_OUT_OF_MEMORY;
   released = 0; /* the next allocation needs another release */
@@ -78,12 +115,13 @@ static int alloc(void* ctx, int dev, size_t bytes, flx_stream s, flx_buffer* out
   return FLX_OK;
 }
 static void free_buf(void* ctx, int dev, flx_buffer b, flx_stream s) {
-  (void)ctx, (void)dev, (void)s;
+  (void)ctx, (void)dev;
   if (!b) return;
   char* p = (char*)b - 16;
-#if defined(FLX_TEST_RELEASE)
   size_t bytes;
   memcpy(&bytes, p, sizeof bytes);
+  note("free", bytes, s);
+#if defined(FLX_TEST_RELEASE)
   used -= bytes;
 #endif
   free(p);
@@ -102,9 +140,17 @@ static void host_free(void* ctx, void* p) {
   (void)ctx;
   free(p);
 }
+/* Streams are tokens (work runs at once); the probe variant numbers them
+ * from 1 so its log tells them apart. */
+static size_t streams_made = 0;
 static int stream_create(void* ctx, int dev, flx_stream* out) {
   (void)ctx, (void)dev;
+#if defined(FLX_TEST_PROBE)
+  *out = (flx_stream)++streams_made;
+#else
+  (void)streams_made;
   *out = NULL;
+#endif
   return FLX_OK;
 }
 static void stream_destroy(void* ctx, int dev, flx_stream s) { (void)ctx, (void)dev, (void)s; }
@@ -150,8 +196,8 @@ static int copy_peer(void* ctx, int dd, flx_mem dst, int sd, flx_mem src, size_t
   return copy_d2d(ctx, dd, dst, src, n, s);
 }
 
-#if defined(FLX_TEST_OLD_MINOR)
-/* Float32 fill only: enough to show that what the table holds works. */
+#if defined(FLX_TEST_OLD_MINOR) || defined(FLX_TEST_ABI_2_2)
+/* Float32 fill: enough to show that what the table holds works. */
 static int fill(void* ctx, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream s) {
   (void)ctx, (void)dev, (void)s;
   if (dtype != FLX_F32) return FLX_ERR_UNSUPPORTED;
@@ -161,20 +207,99 @@ static int fill(void* ctx, int dev, flx_mem dst, int32_t dtype, size_t n, double
 }
 static flx_compute_table compute;
 #endif
+#if defined(FLX_TEST_ABI_2_2)
+/* Float32 negation of a contiguous vector; every other op is unsupported,
+ * as a backend answers for what it lacks. */
+static int map(void* ctx, int dev, const flx_map_desc* d, flx_stream s) {
+  (void)ctx, (void)dev, (void)s;
+  if (d->op != FLX_OP_NEG || d->in_dtype != FLX_F32 || d->ndim != 1 || d->in[0].is_scalar ||
+      d->in[0].strides[0] != 1) {
+    error = "this test backend negates contiguous Float32 vectors, and does nothing else";
+    return FLX_ERR_UNSUPPORTED;
+  }
+  for (int64_t i = 0; i < d->numel; ++i) {
+    float v;
+    memcpy(&v, at(d->in[0].mem) + 4 * i, 4);
+    v = -v;
+    memcpy(at(d->out) + 4 * i, &v, 4);
+  }
+  return FLX_OK;
+}
+#endif
+#if defined(FLX_TEST_PROBE)
+/* y = factor * x through the workspace: x is copied there first, so the
+ * result is right only when the workspace is memory of the size asked for. */
+static int probe_scale_workspace(void* ctx, int dev, const flx_probe_desc* d, uint64_t* bytes) {
+  (void)ctx, (void)dev;
+  *bytes = (uint64_t)d->n * 4;
+  return FLX_OK;
+}
+static int probe_scale(void* ctx, int dev, const flx_probe_desc* d, flx_stream s) {
+  (void)ctx, (void)dev;
+  if (d->dtype != FLX_F32) {
+    error = "probe scale takes Float32 only";
+    return FLX_ERR_UNSUPPORTED;
+  }
+  if (!FLX_DESC_HAS(d, flx_probe_desc, workspace_bytes) || !d->workspace.buf ||
+      d->workspace_bytes < (uint64_t)d->n * 4) {
+    error = "probe scale: the workspace is missing or smaller than it asked for";
+    return FLX_ERR_INVALID_ARGUMENT;
+  }
+  note("probe scale workspace", (size_t)d->workspace_bytes, s);
+  memcpy(at(d->workspace), at(d->x), (size_t)d->n * 4);
+  for (int64_t i = 0; i < d->n; ++i) {
+    float v;
+    memcpy(&v, at(d->workspace) + 4 * i, 4);
+    v = (float)(d->factor * v);
+    memcpy(at(d->y) + 4 * i, &v, 4);
+  }
+  return FLX_OK;
+}
+static flx_probe_table probe;
+#endif
 
 static const void* get_table(void* ctx, const char* name, uint32_t version) {
   (void)ctx, (void)name, (void)version;
-#if defined(FLX_TEST_OLD_MINOR)
+#if defined(FLX_TEST_OLD_MINOR) || defined(FLX_TEST_ABI_2_2)
   if (strcmp(name, FLX_TABLE_COMPUTE) == 0 && version == 1) {
     memset(&compute, 0, sizeof compute);
+#if defined(FLX_TEST_OLD_MINOR)
     compute.struct_size = (uint32_t)(offsetof(flx_compute_table, fill) + sizeof compute.fill);
+#else
+    compute.struct_size = sizeof compute;
+    compute.map = map;
+#endif
     compute.version = 1;
     compute.fill = fill;
     return &compute;
   }
 #endif
+#if defined(FLX_TEST_PROBE)
+  if (strcmp(name, FLX_TABLE_PROBE) == 0 && version == FLX_TABLE_PROBE_VERSION) {
+    memset(&probe, 0, sizeof probe);
+    probe.struct_size = sizeof probe;
+    probe.version = FLX_TABLE_PROBE_VERSION;
+    probe.scale = probe_scale;
+    probe.scale_workspace = probe_scale_workspace;
+    return &probe;
+  }
+#endif
   return NULL;
 }
+
+#if FLX_BACKEND_TARGET_MINOR >= 3
+static const flx_table_ref* list_tables(void* ctx, uint32_t* count) {
+  (void)ctx;
+#if defined(FLX_TEST_PROBE)
+  static const flx_table_ref refs[] = {{FLX_TABLE_PROBE, FLX_TABLE_PROBE_VERSION}};
+  *count = 1;
+  return refs;
+#else
+  *count = 0;
+  return NULL;
+#endif
+}
+#endif
 
 static flx_backend core;
 
@@ -185,7 +310,7 @@ __attribute__((visibility("default"))) const flx_backend* flx_backend_entry(uint
   core.abi_major = FLX_BACKEND_ABI_MAJOR;
   core.abi_minor = FLX_BACKEND_TARGET_MINOR;
   core.struct_size = sizeof core;
-  core.name = "CUDA";
+  core.name = FLX_TEST_NAME;
   core.functional = functional;
   core.device_count = device_count;
   core.device_props = device_props;
@@ -211,6 +336,9 @@ __attribute__((visibility("default"))) const flx_backend* flx_backend_entry(uint
 #if defined(FLX_TEST_RELEASE)
   core.release_cached = release_cached;
   core.memory_info = memory_info;
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 3
+  core.list_tables = list_tables;
 #endif
   return &core;
 }

@@ -6,6 +6,9 @@
 // Generic in the plugin: the build names it with two compile definitions,
 //   FLX_TEST_PLUGIN_PATH  the plugin's file
 //   FLX_TEST_PLUGIN_NAME  the backend's name as flx knows it ("OpenCL", "CUDA")
+// (and FLX_TEST_PLUGIN_MINOR, the ABI minor the plugin implements, when it
+// was built for an older one than this libflx's: the OpenCL plugin built
+// before ABI 2.3, run under this libflx),
 // and the environment may ask for a minimum device count
 // (FLX_TEST_PLUGIN_MIN_DEVICES, e.g. 2 under POCL_DEVICES="pthread pthread").
 // Tests never call a table function themselves: every call goes through
@@ -37,6 +40,9 @@
 
 #ifndef FLX_TEST_PLUGIN_PATH
 #error "define FLX_TEST_PLUGIN_PATH (the plugin file) and FLX_TEST_PLUGIN_NAME (its backend name)"
+#endif
+#ifndef FLX_TEST_PLUGIN_MINOR
+#define FLX_TEST_PLUGIN_MINOR FLX_BACKEND_ABI_MINOR
 #endif
 
 namespace plugintest {

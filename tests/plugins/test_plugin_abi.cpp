@@ -34,12 +34,16 @@ TEST(Plugin, EntryPointServesItsMajorVersionOnly) {
   EXPECT_EQ(p.entry(FLX_BACKEND_ABI_MAJOR, FLX_BACKEND_ABI_MINOR + 7), p.core);
   const flx_backend* f = p.core;
   EXPECT_EQ(f->abi_major, FLX_BACKEND_ABI_MAJOR);
-  EXPECT_EQ(f->struct_size, sizeof(flx_backend));
-  EXPECT_EQ(f->abi_minor, FLX_BACKEND_ABI_MINOR);
+  EXPECT_EQ(f->abi_minor, uint32_t(FLX_TEST_PLUGIN_MINOR));
+  // The core table as long as its minor's layout: up to its last call.
+  size_t size = 0;
+  for (const flx::abi::CallDecl& c : flx::abi::Decl<flx_backend>::calls)
+    if (c.name && c.since <= uint32_t(FLX_TEST_PLUGIN_MINOR)) size = c.offset + sizeof(void*);
+  EXPECT_EQ(f->struct_size, size);
   EXPECT_EQ(f->reserved, 0u);
   EXPECT_STREQ(f->name, FLX_TEST_PLUGIN_NAME);
   EXPECT_STREQ(p.be->name(), FLX_TEST_PLUGIN_NAME);
-  EXPECT_EQ(p.be->abi_version(), std::to_string(FLX_BACKEND_ABI_MAJOR) + "." + std::to_string(FLX_BACKEND_ABI_MINOR));
+  EXPECT_EQ(p.be->abi_version(), std::to_string(FLX_BACKEND_ABI_MAJOR) + "." + std::to_string(FLX_TEST_PLUGIN_MINOR));
   std::string reason = "x";
   int score = p.be->functional(&reason);
   if (score > 0) {
@@ -54,20 +58,23 @@ TEST(Plugin, EntryPointServesItsMajorVersionOnly) {
 TEST(Plugin, EveryCoreAndComputeEntryIsSet) {
   const Plugin& p = plugin();
   ASSERT_TRUE(p.load_error.empty()) << p.load_error;
-  // Every core call of ABI 2.0, functional .. copy_peer.
-  const size_t first = offsetof(flx_backend, functional), last = offsetof(flx_backend, copy_peer);
-  for (size_t off = first; off <= last; off += sizeof(void*))
-    EXPECT_TRUE(entry_set(p.core, off)) << "core entry at byte " << off;
-  // release_cached (minor 1) is optional: a plugin without a cache leaves it NULL.
-  // The compute table, with every function (the optional ones, such as
-  // reduce_workspace, are checked by what they do), and no other table.
+  // Every required core call of its minor (the optional ones, such as
+  // release_cached for a plugin without a cache, may be NULL).
+  for (const flx::abi::CallDecl& c : flx::abi::Decl<flx_backend>::calls)
+    if (c.name && c.need == flx::abi::Need::required && c.since <= uint32_t(FLX_TEST_PLUGIN_MINOR))
+      EXPECT_TRUE(entry_set(p.core, c.offset)) << "core call " << c.name;
+  // The compute table, with every required function (the optional ones,
+  // such as reduce_workspace, are checked by what they do), and no other
+  // table: as the plugin lists them (minor 3), and as libflx finds them.
   auto tables = p.be->tables();
   ASSERT_EQ(tables.size(), 1u);
   EXPECT_EQ(tables[0].name, FLX_TABLE_COMPUTE);
   EXPECT_EQ(tables[0].version, FLX_TABLE_COMPUTE_VERSION);
+  EXPECT_TRUE(tables[0].known);
   std::string missing;
   for (const std::string& f : tables[0].missing) missing += " " + f;
   EXPECT_TRUE(tables[0].missing.empty()) << "compute functions left NULL:" << missing;
+  EXPECT_EQ(tables[0].listed, FLX_TEST_PLUGIN_MINOR >= 3) << "list_tables (minor 3) names the compute table";
 }
 
 TEST_F(PluginTest, DevicesAreListedWithProperties) {

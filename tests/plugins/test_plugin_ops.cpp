@@ -117,14 +117,40 @@ void check_map(const Backend& be, int32_t t, int op, Layout layout) {
   EXPECT_TRUE(close(d.out_dtype, o.cpu_out.back(), o.dev_out.back()));
 }
 
+// An op newer than the plugin's ABI minor (a plugin built before the op
+// came): libflx refuses it without calling the plugin, naming the version.
+void check_refused_as_too_new(const Backend& be, int op) {
+  SCOPED_TRACE(mo::info(op).name);
+  DevBuf x(be, 0, Bytes(3 * 4 * 4));
+  flx_map_desc d{};
+  d.op = op;
+  d.ndim = 1;
+  d.shape[0] = 4;
+  d.ninputs = mo::arity(op);
+  d.in_dtype = d.out_dtype = FLX_F32;
+  for (int i = 0; i < d.ninputs; ++i) {
+    d.in[i].mem = x.mem(16 * uint64_t(i));
+    d.in[i].strides[0] = 1;
+  }
+  d.out = x.mem(32);
+  const std::string came = "which came with ABI 2." + std::to_string(mo::since(op));
+  EXPECT_BACKEND_ERROR(be.map(0, d), mo::info(op).name, "predates op code", came.c_str());
+  EXPECT_THROW(be.map(0, d), flx::NotImplemented);
+}
+
 // Every op of the list of `arity`, every dtype, every layout. A dtype the
 // op does not take is refused by both backends (check_map compares).
 void check_ops(const Backend& be, const std::vector<int32_t>& dtypes, int arity) {
   for (int op : kMapOps)
-    if (mo::arity(op) == arity)
+    if (mo::arity(op) == arity) {
+      if (uint32_t(mo::since(op)) > be.abi_minor()) {
+        check_refused_as_too_new(be, op);
+        continue;
+      }
       for (int32_t t : dtypes)
         for (int l = 0; l < kLayouts; ++l)
           if (arity > 1 || l != kScalarSecond) check_map(be, t, op, Layout(l));
+    }
 }
 
 }  // namespace

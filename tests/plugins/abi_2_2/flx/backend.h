@@ -1,0 +1,415 @@
+/* flx backend ABI, version 2 — the boundary between libflx and a device
+ * backend.
+ *
+ * Plain C so that a backend can be built by any compiler and loaded with
+ * dlopen: no C++ type and no exception crosses this line. A plugin exports
+ * one function, FLX_BACKEND_ENTRY_SYMBOL, which returns its core table
+ * (flx_backend): devices, stream-ordered memory, pinned host memory,
+ * streams and events, copies, and get_table(), through which libflx looks up
+ * the op tables by name and version: "compute" (flx_compute_table: fill,
+ * random, cast, map, reduce, GEMM, gather/scatter, permute, softmax,
+ * optimiser steps); "dnn" (convolution, pooling, normalisation) and "comm"
+ * (collectives) are reserved for the tables that come next.
+ *
+ * Conventions
+ *  - Every call takes the backend's own context pointer first.
+ *  - Calls returning int return FLX_OK (0) or an flx_status; after a failure
+ *    last_error() gives a human-readable message for the calling thread.
+ *  - Device memory is an opaque flx_buffer plus a byte offset (flx_mem), so
+ *    backends whose buffers are not pointers (OpenCL cl_mem) fit too.
+ *  - Work is ordered on a stream (a CUDA stream, an OpenCL in-order queue);
+ *    the NULL stream is the device's default stream. alloc and free are
+ *    stream-ordered: memory freed on stream s may be reused by work later on
+ *    s at once, and by other streams once s has reached the free (as
+ *    cudaFreeAsync). Backends that compute synchronously (the CPU) may
+ *    ignore streams and events entirely.
+ *  - Shapes are column-major (first index fastest); strides count elements;
+ *    a stride of 0 broadcasts.
+ *  - Descriptors arrive canonical: libflx has dropped size-1 dims, merged
+ *    dims that are contiguous for every operand and computed the strides, so
+ *    a backend only runs loops.
+ *  - A backend that lacks a table or a function still loads; the op that
+ *    needs it raises flx::NotImplemented naming the op, the backend and
+ *    what is missing. libflx never falls back to the CPU in the middle of a
+ *    device computation.
+ *
+ * Compatibility rules
+ *  - The ABI has a major and a minor version. libflx loads a plugin whose
+ *    major equals FLX_BACKEND_ABI_MAJOR, whatever its minor.
+ *  - Additive changes raise the minor version: a new function appended to
+ *    the end of flx_backend or of an op table, a new op table, a new map op
+ *    code, a new enum value. Every table begins with its struct_size as the
+ *    plugin was built, and libflx calls a function only when the table is
+ *    long enough to hold it and the pointer is not NULL (FLX_HAS_FN), so a
+ *    plugin built against an older minor version keeps working: what it
+ *    lacks is reported as missing when used.
+ *  - Anything else is a new major version: changing or removing a field,
+ *    a signature, a descriptor layout, the meaning of a code. An op table
+ *    changes incompatibly by getting a new version number under the same
+ *    name (get_table("compute", 2)); a backend may offer both.
+ *  - A backend states the minor version it implements in abi_minor; build
+ *    it with -DFLX_BACKEND_TARGET_MINOR=n to compile against the layout of
+ *    an older minor version n.
+ *  - Fields added in minor version n are marked "minor n" below.
+ */
+#ifndef FLX_BACKEND_H
+#define FLX_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flx/backend_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLX_BACKEND_ABI_MAJOR 2u
+#define FLX_BACKEND_ABI_MINOR 2u
+#ifndef FLX_BACKEND_TARGET_MINOR
+#define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
+#endif
+#define FLX_BACKEND_ENTRY_SYMBOL "flx_backend_entry"
+#define FLX_MAX_DIMS 8
+
+/* Op table names and the versions this header describes. */
+#define FLX_TABLE_COMPUTE "compute"
+#define FLX_TABLE_COMPUTE_VERSION 1u
+#define FLX_TABLE_DNN "dnn"   /* reserved: convolution, pooling, normalisation */
+#define FLX_TABLE_COMM "comm" /* reserved: collectives */
+
+/* True when `table` (a pointer to a table whose first field is struct_size)
+ * is long enough to hold `field` and the backend set it. */
+#define FLX_HAS_FN(table, type, field)                                                         \
+  ((table) != NULL && (table)->struct_size >= offsetof(type, field) + sizeof((table)->field) && \
+   (table)->field != NULL)
+
+typedef enum flx_dtype {
+  FLX_F32 = 0,
+  FLX_F64 = 1,
+  FLX_F16 = 2,
+  FLX_BF16 = 3,
+  FLX_I32 = 4,
+  FLX_I64 = 5,
+  FLX_U8 = 6,
+  FLX_BOOL = 7
+} flx_dtype;
+
+typedef enum flx_status {
+  FLX_OK = 0,
+  FLX_ERR_OUT_OF_MEMORY = 1,
+  FLX_ERR_INVALID_ARGUMENT = 2,
+  FLX_ERR_UNSUPPORTED = 3, /* op/dtype combination this backend lacks */
+  FLX_ERR_DEVICE = 4       /* driver or runtime failure */
+} flx_status;
+
+typedef enum flx_device_kind {
+  FLX_DEVICE_CPU = 0,
+  FLX_DEVICE_GPU = 1,
+  FLX_DEVICE_ACCELERATOR = 2
+} flx_device_kind;
+
+typedef struct flx_buffer_s* flx_buffer;
+typedef struct flx_stream_s* flx_stream;
+typedef struct flx_event_s* flx_event;
+
+typedef struct flx_mem {
+  flx_buffer buf;
+  uint64_t offset; /* bytes */
+} flx_mem;
+
+typedef struct flx_device_props {
+  char name[256];
+  int32_t kind; /* flx_device_kind */
+  uint64_t total_memory;
+  uint64_t free_memory;
+} flx_device_props;
+
+/* ---- elementwise map ---------------------------------------------------
+ * out[i] = op(in0[i], in1[i], in2[i]) over the output shape; each operand is
+ * read through its own strides (0 = broadcast) or is a scalar.
+ * Inputs share one dtype (the frontend casts first); the output dtype is
+ * that dtype, or Bool for comparisons. alpha/beta parametrise some ops.
+ * The ops, their codes and their bodies are listed in backend_ops.h. */
+typedef enum flx_map_op {
+#define FLX_MAP_OP_ENUM_(NAME, CODE, ARITY, CLASS, GRAD, BODY) FLX_OP_##NAME = CODE,
+  FLX_MAP_OPS(FLX_MAP_OP_ENUM_)
+#undef FLX_MAP_OP_ENUM_
+  FLX_OP_NONE = -1
+} flx_map_op;
+
+typedef struct flx_operand {
+  flx_mem mem;
+  int64_t strides[FLX_MAX_DIMS]; /* per (canonical) dim; 0 broadcasts */
+  int32_t is_scalar;             /* use `scalar` instead of memory */
+  double scalar;
+} flx_operand;
+
+/* Canonical: ndim >= 1, no dim of size 1 unless the output is one element,
+ * adjacent dims merged where every operand continues contiguously. The
+ * output is contiguous; numel is the product of shape. */
+typedef struct flx_map_desc {
+  int32_t op;
+  int32_t ninputs;
+  int32_t in_dtype; /* dtype of every input (Bool for WHERE's in0 aside) */
+  int32_t out_dtype;
+  int32_t ndim;
+  int64_t shape[FLX_MAX_DIMS];
+  int64_t numel;
+  flx_operand in[3];
+  flx_mem out;
+  double alpha, beta;
+} flx_map_desc;
+
+/* ---- reductions ----------------------------------------------------------
+ * out = scale * reduce(in) for SUM; MAX and MIN propagate NaN. The input is
+ * read through runs: output element o (0 <= o < nkept, the contiguous
+ * output) starts at the offset of o in the kept runs, and its nred inputs
+ * follow the reduced runs. Runs are (extent, stride) pairs, first fastest,
+ * with size-1 dims dropped and contiguous dims merged; either list may be
+ * empty. ARGMAX/ARGMIN have exactly one reduced run, of extent >= 1 (the
+ * frontend refuses empty ones), and write 0-based Int64 indices along it
+ * (the first NaN, else the first extremum). MAX and MIN start from -Inf
+ * and +Inf for floating dtypes (so a run of -Inf gives -Inf in every dtype),
+ * from the dtype's extremes for integers. An empty reduction (nred == 0)
+ * writes the initial value. */
+typedef enum flx_reduce_op {
+  FLX_REDUCE_SUM = 0,
+  FLX_REDUCE_MAX = 1,
+  FLX_REDUCE_MIN = 2,
+  FLX_REDUCE_ARGMAX = 3,
+  FLX_REDUCE_ARGMIN = 4
+} flx_reduce_op;
+
+typedef struct flx_reduce_desc {
+  int32_t op;
+  int32_t dtype; /* input dtype; output dtype is the same except for ARG* (I64) */
+  int32_t nkept_runs, nred_runs;
+  int64_t kept_extent[FLX_MAX_DIMS], kept_stride[FLX_MAX_DIMS];
+  int64_t red_extent[FLX_MAX_DIMS], red_stride[FLX_MAX_DIMS];
+  int64_t nkept, nred; /* products of the extents */
+  double scale;
+  flx_mem in, out;
+  /* Scratch memory of workspace_bytes (as reduce_workspace asked for), from
+   * the device's allocator on the call's stream; NULL buf when none. */
+  flx_mem workspace;
+  uint64_t workspace_bytes;
+} flx_reduce_desc;
+
+/* ---- batched GEMM, column-major ------------------------------------------
+ * C_b = alpha * op(A_b) * op(B_b) + beta * C_b for b < batch; op(A) is m×k,
+ * op(B) is k×n, C is m×n. Batch strides in elements (0 = same matrix). */
+typedef struct flx_gemm_desc {
+  int32_t dtype;
+  int32_t trans_a, trans_b;
+  int64_t m, n, k;
+  double alpha, beta;
+  flx_mem a, b, c;
+  int64_t lda, ldb, ldc;
+  int64_t stride_a, stride_b, stride_c;
+  int64_t batch;
+} flx_gemm_desc;
+
+/* ---- GEMM with an epilogue (minor 2) -----------------------------------
+ * One GEMM (gemm.batch == 1; libflx passes alpha = 1, beta = 0) with work
+ * fused after it, for Dense layers. Let P = alpha * op(A) * op(B) + beta * C
+ * (m×n, column-major) and bias a vector of m elements of gemm.dtype:
+ *   BIAS        C = P + bias (bias[i] added to row i of every column)
+ *   BIAS_RELU   C = relu(P + bias) = max(P + bias, 0); a NaN stays NaN as
+ *               in FLX_OP_RELU where the backend's library allows
+ *   BIAS_GELU   C = gelu(P + bias), the tanh form of FLX_OP_GELU
+ *               (NNlib's gelu, cuBLASLt's GELU epilogue); when aux.buf is
+ *               set, aux (m×n, leading dimension aux_ld) also receives the
+ *               pre-activation P + bias, for the backward pass
+ *   BGRADA      C = P as gemm, and bias[i] = sum over l < k of op(A)[i, l]
+ *               (the row sums of op(A): a Dense layer's bias gradient,
+ *               fused into the weight-gradient GEMM dW = dY * Xᵀ)
+ * A backend answers FLX_ERR_UNSUPPORTED, before queuing any work, for a
+ * combination it does not fuse (a dtype, an alignment, a shape its library's
+ * heuristic finds no algorithm for): libflx then runs the same computation
+ * unfused on the same device. */
+typedef enum flx_epilogue {
+  FLX_EPILOGUE_BIAS = 0,
+  FLX_EPILOGUE_BIAS_RELU = 1,
+  FLX_EPILOGUE_BIAS_GELU = 2,
+  FLX_EPILOGUE_BGRADA = 3
+} flx_epilogue;
+
+typedef struct flx_gemm_epilogue_desc {
+  flx_gemm_desc gemm;
+  int32_t epilogue; /* flx_epilogue */
+  int32_t reserved; /* 0 */
+  flx_mem bias;     /* read (BIAS*) or written (BGRADA): m elements */
+  flx_mem aux;      /* BIAS_GELU only, optional (NULL buf: none) */
+  int64_t aux_ld;
+} flx_gemm_epilogue_desc;
+
+/* ---- gather / scatter along one axis -------------------------------------
+ * The tensor is viewed as (inner, axis, outer), column-major. gather:
+ * dst[i, j, o] = src[i, idx[j], o] with dst axis length nidx.
+ * scatter_add: dst[i, idx[j], o] += src[i, j, o] (dst axis length axis_len).
+ * idx is Int64 device memory; out-of-range indices are an error the
+ * frontend prevents. */
+typedef struct flx_index_desc {
+  int32_t dtype;
+  int64_t inner, axis_len, outer;
+  flx_mem src, dst, idx;
+  int64_t nidx;
+} flx_index_desc;
+
+/* ---- permute: dst = permutedims(src, perm), dst contiguous ---------------
+ * Canonical: dst element t (column-major over out_shape) is read from src
+ * at the offset of t through src_strides (the permuted strides of src), with
+ * size-1 dims dropped and dims that stay adjacent merged. */
+typedef struct flx_permute_desc {
+  int32_t dtype;
+  int32_t ndim;
+  int64_t out_shape[FLX_MAX_DIMS];
+  int64_t src_strides[FLX_MAX_DIMS];
+  int64_t numel;
+  flx_mem src, dst;
+} flx_permute_desc;
+
+/* ---- softmax over the middle axis of (inner, axis, outer) ---------------- */
+typedef struct flx_softmax_desc {
+  int32_t dtype;
+  int32_t log; /* logsoftmax */
+  int64_t inner, axis_len, outer;
+  flx_mem x, y;   /* forward: y = softmax(x) */
+  flx_mem dy, dx; /* backward: dx from y and dy (x unused) */
+} flx_softmax_desc;
+
+/* ---- fused optimiser transforms (in place on state, writes dx) ---------- */
+typedef enum flx_optim_kind {
+  FLX_OPTIM_ADAM = 0 /* m,v updated; step = eta*mhat/(sqrt(vhat)+eps) */
+} flx_optim_kind;
+
+/* The step is written to dx, or, when dx.buf is NULL, subtracted from the
+ * parameter x in place (one pass over memory instead of two). */
+typedef struct flx_optim_desc {
+  int32_t kind;
+  int32_t dtype;
+  int64_t n;
+  flx_mem grad, m, v, dx, x;
+  double eta, beta1, beta2, eps;
+  double beta1_pow, beta2_pow; /* beta^t, for bias correction */
+} flx_optim_desc;
+
+typedef enum flx_random_dist {
+  FLX_RANDOM_UNIFORM = 0, /* [a, b) */
+  FLX_RANDOM_NORMAL = 1   /* mean a, std b */
+} flx_random_dist;
+
+/* ---- workspace and reserve space -------------------------------------------
+ * A call that needs scratch memory has a *_workspace function that says how
+ * many bytes (0 when none) for a descriptor; libflx allocates them from the
+ * device's allocator on the call's stream and passes them in the
+ * descriptor's `workspace`. A forward call whose backward needs state from
+ * it (cuDNN's BatchNorm and RNN reserve space, oneDNN's pooling workspace)
+ * gets a `reserve` of the size its *_reserve_size function gives, which
+ * libflx keeps with the autodiff record and hands to the backward call. */
+
+/* ---- the compute table: get_table("compute", 1) ------------------------- */
+typedef struct flx_compute_table {
+  uint32_t struct_size; /* sizeof(flx_compute_table) as the backend was built */
+  uint32_t version;     /* FLX_TABLE_COMPUTE_VERSION */
+  int (*fill)(void* ctx, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream s);
+  int (*random)(void* ctx, int dev, flx_mem dst, int32_t dtype, size_t n, int32_t dist, uint64_t seed,
+                uint64_t offset, double a, double b, flx_stream s);
+  int (*cast)(void* ctx, int dev, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t src_dtype, size_t n,
+              flx_stream s);
+  int (*map)(void* ctx, int dev, const flx_map_desc* d, flx_stream s);
+  int (*reduce)(void* ctx, int dev, const flx_reduce_desc* d, flx_stream s);
+  /* bytes of workspace reduce needs for d (d->workspace unset); may be NULL */
+  int (*reduce_workspace)(void* ctx, int dev, const flx_reduce_desc* d, uint64_t* bytes);
+  int (*gemm)(void* ctx, int dev, const flx_gemm_desc* d, flx_stream s);
+  int (*gather)(void* ctx, int dev, const flx_index_desc* d, flx_stream s);
+  int (*scatter_add)(void* ctx, int dev, const flx_index_desc* d, flx_stream s);
+  int (*permute)(void* ctx, int dev, const flx_permute_desc* d, flx_stream s);
+  int (*softmax)(void* ctx, int dev, const flx_softmax_desc* d, flx_stream s);
+  int (*softmax_backward)(void* ctx, int dev, const flx_softmax_desc* d, flx_stream s);
+  int (*optim_step)(void* ctx, int dev, const flx_optim_desc* d, flx_stream s);
+#if FLX_BACKEND_TARGET_MINOR >= 2
+  /* minor 2, optional: a GEMM with a fused epilogue (flx_gemm_epilogue_desc);
+   * FLX_ERR_UNSUPPORTED makes libflx run the unfused ops instead. */
+  int (*gemm_epilogue)(void* ctx, int dev, const flx_gemm_epilogue_desc* d, flx_stream s);
+#endif
+} flx_compute_table;
+
+/* ---- an allocator's figures (minor 2) --------------------------------------
+ * Bytes of a device's memory the backend's allocator holds: used = handed
+ * out by alloc and not yet freed (a stream-ordered free counts once its
+ * stream gets there); reserved = taken from the driver or the system, used
+ * plus what is cached for reuse. Peaks since the backend started (or since
+ * the backend last reset them). */
+typedef struct flx_memory_info {
+  uint64_t used, used_peak;
+  uint64_t reserved, reserved_peak;
+} flx_memory_info;
+
+/* ---- the core table ---------------------------------------------------------- */
+typedef struct flx_backend {
+  uint32_t abi_major;   /* FLX_BACKEND_ABI_MAJOR (where version 1 had api_version) */
+  uint32_t struct_size; /* sizeof(flx_backend) as the backend was built */
+  uint32_t abi_minor;   /* the minor version the backend implements */
+  uint32_t reserved;    /* 0 */
+  const char* name;     /* "CPU", "CUDA", "OpenCL", ... */
+  void* ctx;
+
+  /* discovery: score > 0 when usable; otherwise 0 and a reason. */
+  int (*functional)(void* ctx, char* reason, size_t reason_cap);
+  int (*device_count)(void* ctx);
+  int (*device_props)(void* ctx, int dev, flx_device_props* out);
+  const char* (*last_error)(void* ctx);
+
+  /* op tables by name and version: NULL when the backend has none */
+  const void* (*get_table)(void* ctx, const char* name, uint32_t version);
+
+  /* stream-ordered device memory */
+  int (*alloc)(void* ctx, int dev, size_t bytes, flx_stream s, flx_buffer* out);
+  void (*free)(void* ctx, int dev, flx_buffer buf, flx_stream s);
+  /* host address of a buffer, or NULL when it is not host-addressable */
+  void* (*host_address)(void* ctx, int dev, flx_buffer buf);
+  int (*host_alloc)(void* ctx, size_t bytes, void** out); /* pinned */
+  void (*host_free)(void* ctx, void* ptr);
+
+  /* streams and events */
+  int (*stream_create)(void* ctx, int dev, flx_stream* out);
+  void (*stream_destroy)(void* ctx, int dev, flx_stream s);
+  int (*stream_synchronize)(void* ctx, int dev, flx_stream s);
+  int (*event_create)(void* ctx, int dev, flx_event* out);
+  void (*event_destroy)(void* ctx, int dev, flx_event e);
+  int (*event_record)(void* ctx, int dev, flx_event e, flx_stream s);
+  int (*stream_wait_event)(void* ctx, int dev, flx_stream s, flx_event e);
+  int (*event_synchronize)(void* ctx, int dev, flx_event e);
+
+  /* copies (asynchronous on s when the host side is pinned); a null host
+     pointer with bytes > 0 is FLX_ERR_INVALID_ARGUMENT */
+  int (*copy_h2d)(void* ctx, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s);
+  int (*copy_d2h)(void* ctx, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s);
+  int (*copy_d2d)(void* ctx, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream s);
+  /* between two devices of this backend; s is a stream of src_dev, and the
+   * copy is ordered after the work already queued on dst_dev's default stream */
+  int (*copy_peer)(void* ctx, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s);
+
+#if FLX_BACKEND_TARGET_MINOR >= 1
+  /* minor 1: give cached device memory back to the driver or the system.
+   * libflx calls it when an allocation fails, then tries once more. */
+  int (*release_cached)(void* ctx, int dev);
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 2
+  /* minor 2: the allocator's figures for dev (flx::memory_stats) */
+  int (*memory_info)(void* ctx, int dev, flx_memory_info* out);
+#endif
+} flx_backend;
+
+/* The one symbol a plugin exports. Returns NULL when the backend cannot
+ * serve the requested major version; a backend serves any requested minor
+ * and states its own in abi_minor. */
+typedef const flx_backend* (*flx_backend_entry_fn)(uint32_t abi_major, uint32_t abi_minor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLX_BACKEND_H */

@@ -1,0 +1,96 @@
+/* flx backend ABI: the one list of elementwise (map) ops.
+ *
+ * Every map op is defined here once: its code (part of the ABI: never
+ * renumber), its arity, the element types it takes, the op computing its
+ * derivative product, and its body. Everything else is generated from this
+ * list: the C enum flx_map_op (backend.h), the CPU backend's dispatch, the
+ * OpenCL kernels' switch (as source text), the CUDA kernels', the frontend's
+ * autodiff rule for activations with a fused derivative, and the ABI tests.
+ *
+ *   X(NAME, CODE, ARITY, CLASS, GRAD, BODY)
+ *
+ * NAME   FLX_OP_<NAME> in the enum; lower-cased, the op's name in messages.
+ * CODE   unary 0-31, binary 32-63, derivative products 64-95, ternary 96-.
+ * CLASS  the input types an op takes:
+ *          ALL    every dtype, Bool included
+ *          NUM    every dtype but Bool
+ *          FLOAT  floating dtypes only (the frontend converts integers)
+ *          CMP    every dtype; the output is Bool
+ *          SELECT in0 is Bool, in1 and in2 any dtype (WHERE)
+ * GRAD   for a unary op with a fused derivative: the op that computes
+ *        g * f'(x) from (x, g) and the same alpha/beta. NONE otherwise.
+ * BODY   the value, as an expression in the compute type CT of the inputs
+ *        x (in0), y (in1) and the parameters a (alpha), b (beta). K(v)
+ *        converts a constant to CT. It is compiled as C++ (the CPU), as
+ *        OpenCL C and as CUDA C, with the helpers of backend_elem.h, so one
+ *        body serves every backend. Integer types never reach a FLOAT body.
+ *
+ * Adding an op: one line here (a new code, never a reused one), its
+ * autodiff rule in src/ops (none for an activation with a GRAD partner: the
+ * generic rule uses GRAD), and a conformance case. See docs/backends.md.
+ */
+#ifndef FLX_BACKEND_OPS_H
+#define FLX_BACKEND_OPS_H
+
+/* clang-format off */
+#define FLX_MAP_OPS(X) \
+  /* unary */ \
+  X(COPY,      0, 1, ALL,   NONE,           x) \
+  X(NEG,       1, 1, NUM,   NONE,           (CT)(-x)) \
+  X(ABS,       2, 1, NUM,   NONE,           abs_of(x)) \
+  X(SIGN,      3, 1, NUM,   NONE,           sign_of(x)) \
+  X(SQUARE,    4, 1, NUM,   NONE,           (CT)(x * x)) \
+  X(SQRT,      5, 1, FLOAT, NONE,           sqrt(x)) \
+  X(EXP,       6, 1, FLOAT, NONE,           exp(x)) \
+  X(LOG,       7, 1, FLOAT, NONE,           log(x)) \
+  X(SIGMOID,   8, 1, FLOAT, NONE,           sigm(x)) \
+  X(TANH,      9, 1, FLOAT, NONE,           tanh(x)) \
+  X(RELU,     10, 1, NUM,   NONE,           x > K(0) || x != x ? x : K(0)) \
+  X(GELU,     11, 1, FLOAT, GELU_GRAD,      K(0.5) * x * (K(1) + tanh(K(FLX_GELU_K) * (x + K(0.044715) * x * x * x)))) \
+  X(LEAKYRELU,12, 1, FLOAT, LEAKYRELU_GRAD, x > K(0) ? x : a * x) \
+  X(ELU,      13, 1, FLOAT, ELU_GRAD,       x >= K(0) ? x : a * (exp(x) - K(1))) \
+  X(SWISH,    14, 1, FLOAT, SWISH_GRAD,     x * sigm(x)) \
+  X(SOFTPLUS, 15, 1, FLOAT, SOFTPLUS_GRAD,  log1p(exp(-abs_of(x))) + max_nan(x, K(0))) \
+  X(NOT,      16, 1, ALL,   NONE,           (CT)(!x)) \
+  X(CLAMP,    17, 1, NUM,   CLAMP_GRAD,     min_nan(max_nan(x, a), b)) \
+  X(RECIP,    18, 1, FLOAT, NONE,           K(1) / x) \
+  X(GELU_ERF, 19, 1, FLOAT, GELU_ERF_GRAD,  K(0.5) * x * (K(1) + erf(x * K(FLX_SQRT_HALF)))) \
+  X(CELU,     20, 1, FLOAT, CELU_GRAD,      max_nan(x, K(0)) + min_nan(K(0), a * (exp(x / a) - K(1)))) \
+  /* binary */ \
+  X(ADD,      32, 2, NUM,   NONE,           (CT)(x + y)) \
+  X(SUB,      33, 2, NUM,   NONE,           (CT)(x - y)) \
+  X(MUL,      34, 2, NUM,   NONE,           (CT)(x * y)) \
+  X(DIV,      35, 2, FLOAT, NONE,           x / y) \
+  X(POW,      36, 2, FLOAT, NONE,           pow(x, y)) \
+  X(MAX,      37, 2, ALL,   NONE,           max_nan(x, y)) \
+  X(MIN,      38, 2, ALL,   NONE,           min_nan(x, y)) \
+  X(XLOGY,    39, 2, FLOAT, NONE,           x == K(0) ? K(0) : x * log(y)) \
+  X(EQ,       40, 2, CMP,   NONE,           x == y) \
+  X(NE,       41, 2, CMP,   NONE,           x != y) \
+  X(LT,       42, 2, CMP,   NONE,           x < y) \
+  X(LE,       43, 2, CMP,   NONE,           x <= y) \
+  X(GT,       44, 2, CMP,   NONE,           x > y) \
+  X(GE,       45, 2, CMP,   NONE,           x >= y) \
+  /* derivative products (x or y, upstream gradient g = y here) */ \
+  X(RELU_GRAD,      64, 2, FLOAT, NONE, x > K(0) ? y : K(0)) \
+  X(GELU_GRAD,      65, 2, FLOAT, NONE, y * gelu_tanh_grad(x)) \
+  X(LEAKYRELU_GRAD, 66, 2, FLOAT, NONE, x > K(0) ? y : a * y) \
+  X(ELU_GRAD,       67, 2, FLOAT, NONE, x >= K(0) ? y : y * a * exp(x)) \
+  X(SWISH_GRAD,     68, 2, FLOAT, NONE, y * (sigm(x) + x * sigm(x) * (K(1) - sigm(x)))) \
+  X(SOFTPLUS_GRAD,  69, 2, FLOAT, NONE, y * sigm(x)) \
+  X(SIGMOID_GRAD,   70, 2, FLOAT, NONE, y * x * (K(1) - x)) /* x is the output */ \
+  X(TANH_GRAD,      71, 2, FLOAT, NONE, y * (K(1) - x * x))  /* x is the output */ \
+  X(ABS_GRAD,       72, 2, FLOAT, NONE, y * sign_of(x)) \
+  X(CLAMP_GRAD,     73, 2, FLOAT, NONE, (x >= a && x <= b) ? y : K(0)) \
+  X(GELU_ERF_GRAD,  74, 2, FLOAT, NONE, y * gelu_erf_grad(x)) \
+  X(CELU_GRAD,      75, 2, FLOAT, NONE, x > K(0) ? y : y * exp(x / a)) \
+  /* ternary */ \
+  X(WHERE,          96, 3, SELECT, NONE, K(0) /* a select: each backend's map loop */)
+/* clang-format on */
+
+/* Constants the bodies use (plain literals, so every language reads them). */
+#define FLX_GELU_K 0.7978845608028654     /* sqrt(2/pi) */
+#define FLX_SQRT_HALF 0.7071067811865476  /* 1/sqrt(2) */
+#define FLX_INV_SQRT_2PI 0.3989422804014327 /* 1/sqrt(2 pi) */
+
+#endif /* FLX_BACKEND_OPS_H */
