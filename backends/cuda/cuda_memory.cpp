@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cuda_allocations.hpp"
 #include "cuda_common.hpp"
 #include "cuda_device.hpp"
 
@@ -19,6 +20,19 @@ std::string mib(uint64_t bytes) {
 inline cudaStream_t as_stream(flx_stream s) { return reinterpret_cast<cudaStream_t>(s); }
 inline cudaEvent_t as_event(flx_event e) { return reinterpret_cast<cudaEvent_t>(e); }
 }  // namespace
+
+int check_range(int dev, flx_mem m, size_t bytes, const char* what) {
+  const std::string why = allocations().check(m.buf, m.offset, bytes, dev, what);
+  return why.empty() ? FLX_OK : fail(FLX_ERR_INVALID_ARGUMENT, why);
+}
+
+int check_elements(int dev, flx_mem m, size_t n, size_t elem_bytes, const char* what) {
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(n, elem_bytes, &bytes))
+    return fail(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": " + std::to_string(n) + " elements of " +
+                                              std::to_string(elem_bytes) + " bytes overflow size_t");
+  return check_range(dev, m, bytes, what);
+}
 
 int alloc(void*, int dev, size_t bytes, flx_stream s, flx_buffer* out) {
   cudaStream_t st;
@@ -39,12 +53,14 @@ int alloc(void*, int dev, size_t bytes, flx_stream s, flx_buffer* out) {
                     mib(pool.used) + " in use and " + mib(pool.reserved) + " reserved, the device " + mib(free_b) +
                     " free of " + mib(total_b) + ". Free tensors you no longer need or use smaller batches");
   }
+  allocations().add(p, dev, bytes);
   *out = reinterpret_cast<flx_buffer>(p);
   return FLX_OK;
 }
 
 void free(void*, int dev, flx_buffer buf, flx_stream s) {
   if (!buf) return;
+  allocations().remove(buf);
   cudaStream_t st;
   if (enter(dev, s, &st, "free")) return;
   if (cudaFreeAsync(reinterpret_cast<void*>(buf), st) != cudaSuccess) (void)cudaGetLastError();
@@ -153,6 +169,7 @@ int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_str
   if (int e = enter(dev, s, &st, "copy_h2d")) return e;
   if (bytes == 0) return FLX_OK;
   if (!src) return fail(FLX_ERR_INVALID_ARGUMENT, "copy_h2d: the host source is a null pointer");
+  if (int e = check_range(dev, dst, bytes, "copy_h2d")) return e;
   // From pageable memory the runtime stages the data before returning, so
   // the caller may reuse src at once either way.
   return check(cudaMemcpyAsync(addr(dst), src, bytes, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (host to device)");
@@ -163,6 +180,7 @@ int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s)
   if (int e = enter(dev, s, &st, "copy_d2h")) return e;
   if (bytes == 0) return FLX_OK;
   if (!dst) return fail(FLX_ERR_INVALID_ARGUMENT, "copy_d2h: the host destination is a null pointer");
+  if (int e = check_range(dev, src, bytes, "copy_d2h")) return e;
   if (int e = check(cudaMemcpyAsync(dst, addr(src), bytes, cudaMemcpyDeviceToHost, st),
                     "cudaMemcpyAsync (device to host)"))
     return e;
@@ -175,6 +193,8 @@ int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream 
   cudaStream_t st;
   if (int e = enter(dev, s, &st, "copy_d2d")) return e;
   if (bytes == 0) return FLX_OK;
+  if (int e = check_range(dev, dst, bytes, "copy_d2d")) return e;
+  if (int e = check_range(dev, src, bytes, "copy_d2d")) return e;
   return check(cudaMemcpyAsync(addr(dst), addr(src), bytes, cudaMemcpyDeviceToDevice, st),
                "cudaMemcpyAsync (device to device)");
 }
@@ -182,6 +202,10 @@ int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream 
 int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s) {
   cudaStream_t dst_default;
   if (int e = enter(dst_dev, nullptr, &dst_default, "copy_peer")) return e;
+  if (bytes) {
+    if (int e = check_range(dst_dev, dst, bytes, "copy_peer")) return e;
+    if (int e = check_range(src_dev, src, bytes, "copy_peer")) return e;
+  }
   // Order the copy after the work queued on the destination's default stream.
   cudaEvent_t ev = nullptr;
   if (int e = check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags")) return e;
