@@ -58,6 +58,10 @@ int alloc(void*, int dev, size_t bytes, flx_stream s, flx_buffer* out) {
   return FLX_OK;
 }
 
+// Also called during process exit for tensors alive after main: the
+// plugin's state and allocation table are never destroyed, and once the
+// CUDA runtime has been torn down the calls fail quietly, leaving the
+// memory to the driver, which frees it as the process ends.
 void free(void*, int dev, flx_buffer buf, flx_stream s) {
   if (!buf) return;
   allocations().remove(buf);
@@ -98,16 +102,23 @@ int memory_info(void*, int dev, flx_memory_info* out) {
 
 void* host_address(void*, int, flx_buffer) { return nullptr; }
 
+// Pinned memory is allocated and freed with host_memory_device() current
+// (cuda_host_memory.hpp): no context is made on a device the process does
+// not use. Portable: every device's copies treat it as pinned.
 int host_alloc(void*, size_t bytes, void** out) {
-  cudaError_t err = cudaMallocHost(out, bytes ? bytes : 1);
+  DeviceState* ds = nullptr;
+  if (int e = device_state(host_memory_device(), "host_alloc", &ds)) return e;
+  cudaError_t err = cudaHostAlloc(out, bytes ? bytes : 1, cudaHostAllocPortable);
   if (err == cudaSuccess) return FLX_OK;
   (void)cudaGetLastError();
-  return fail(FLX_ERR_OUT_OF_MEMORY, "cudaMallocHost of " + std::to_string(bytes) +
+  return fail(FLX_ERR_OUT_OF_MEMORY, "cudaHostAlloc of " + std::to_string(bytes) +
                                          " bytes (pinned host memory) failed: " + cudaGetErrorString(err));
 }
 
 void host_free(void*, void* p) {
-  if (p && cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
+  DeviceState* ds = nullptr;
+  if (!p || device_state(host_memory_device(), "host_free", &ds)) return;
+  if (cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
 }
 
 int stream_create(void*, int dev, flx_stream* out) {
@@ -119,10 +130,15 @@ int stream_create(void*, int dev, flx_stream* out) {
   return FLX_OK;
 }
 
+// Waits for the stream's work first: a stream created later may get the
+// same address, and with it this one's cuBLAS handles and their workspace
+// (cuda_stream_handles.hpp), which its GEMMs must not share with ours.
 void stream_destroy(void*, int dev, flx_stream s) {
   DeviceState* ds = nullptr;
   if (!s || device_state(dev, "stream_destroy", &ds)) return;
+  (void)cudaStreamSynchronize(as_stream(s));
   (void)cudaStreamDestroy(as_stream(s));
+  (void)cudaGetLastError();
 }
 
 int stream_synchronize(void*, int dev, flx_stream s) {

@@ -95,9 +95,9 @@ class Backend {
   void reduce(int dev, flx_reduce_desc& d) const;
   void gemm(int dev, const flx_gemm_desc& d) const;
   // The GEMM with a fused epilogue (ABI minor 2, optional): true when the
-  // backend ran it; false when it lacks gemm_epilogue or answered
-  // FLX_ERR_UNSUPPORTED (nothing was run: the caller runs the unfused ops);
-  // other failures throw as gemm's do.
+  // backend ran it; false when it lacks gemm_epilogue or answered anything
+  // but FLX_OK (the caller runs the unfused ops on the same device; a
+  // failure other than FLX_ERR_UNSUPPORTED is logged once per backend).
   bool has_gemm_epilogue() const { return calls_.gemm_epilogue != nullptr; }
   bool gemm_epilogue(int dev, const flx_gemm_epilogue_desc& d) const;
   void gather(int dev, const flx_index_desc& d) const;

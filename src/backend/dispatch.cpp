@@ -2,6 +2,7 @@
 // tables.
 #include <cstddef>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "backend/descriptors.hpp"
 #include "backend/streams.hpp"
 #include "common/backend_tables.hpp"
+#include "devices/log.hpp"
 #include "flx/error.hpp"
 
 namespace flx::detail {
@@ -284,9 +286,19 @@ void Backend::gemm(int dev, const flx_gemm_desc& d) const {
 bool Backend::gemm_epilogue(int dev, const flx_gemm_epilogue_desc& d) const {
   if (!calls_.gemm_epilogue) return false;  // an older plugin, or one that fuses nothing
   const int st = calls_.gemm_epilogue(core_->ctx, dev, &d, current_stream(id_, dev));
-  if (st == FLX_ERR_UNSUPPORTED) return false;  // the caller runs the unfused ops
-  check(st, "gemm with epilogue");
-  return true;
+  if (st == FLX_OK) return true;
+  // Any other answer: the caller runs the unfused ops on the same device,
+  // which raise the error in turn if the device itself is at fault. A
+  // failure other than "unsupported" is reported once per backend.
+  if (st != FLX_ERR_UNSUPPORTED) {
+    static std::atomic<bool> reported[backend_id_count];
+    if (!reported[size_t(id_)].exchange(true))
+      log_warn_box({std::string("flx: ") + name() + " backend: a fused Dense product (gemm_epilogue) failed (" +
+                        status_name(st) + "): " + core_->last_error(core_->ctx),
+                    "The unfused ops (GEMM, bias, activation) ran instead, on the same device; later failures of "
+                    "gemm_epilogue are not reported."});
+  }
+  return false;
 }
 void Backend::gather(int dev, const flx_index_desc& d) const {
   auto fn = FLX_COMPUTE(gather, "gather");
