@@ -82,68 +82,42 @@ using compute_t = std::conditional_t<is_half_v<T>, float, T>;
 template <class T>
 inline constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;
 
-// The bits of a float or double, and back, on the host and the device.
-__host__ __device__ __forceinline__ uint32_t bits_of(float v) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(v);
-#else
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-#endif
-}
-__host__ __device__ __forceinline__ uint64_t bits_of(double v) {
-#ifdef __CUDA_ARCH__
-  return uint64_t(__double_as_longlong(v));
-#else
-  uint64_t u;
-  std::memcpy(&u, &v, 8);
-  return u;
-#endif
-}
-__host__ __device__ __forceinline__ float f32_of_bits(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float v;
-  std::memcpy(&v, &u, 4);
-  return v;
-#endif
-}
-__host__ __device__ __forceinline__ double f64_of_bits(uint64_t u) {
-#ifdef __CUDA_ARCH__
-  return __longlong_as_double((long long)u);
-#else
-  double v;
-  std::memcpy(&v, &u, 8);
-  return v;
-#endif
+// v's bits as a To of the same size (float <-> uint32_t, double <->
+// uint64_t), on the host and the device (memcpy of a register is a move).
+template <class To, class From>
+__host__ __device__ __forceinline__ To same_bits(From v) {
+  static_assert(sizeof(To) == sizeof(From), "same_bits: the types differ in size");
+  To r;
+  memcpy(&r, &v, sizeof r);
+  return r;
 }
 
 // Conversions between the floating types that give a NaN the CPU's bits
 // (cuda_nan_bits.hpp); other values round to nearest even, as on the CPU.
 template <class C>
 __host__ __device__ __forceinline__ float to_f32(C v) {
-  if constexpr (std::is_same_v<C, double>) return v != v ? f32_of_bits(nan_bits::f32_from_f64(bits_of(v))) : float(v);
+  if constexpr (std::is_same_v<C, double>)
+    return v != v ? same_bits<float>(nan_bits::f32_from_f64(same_bits<uint64_t>(v))) : float(v);
   else return float(v);
 }
 template <class C>
 __host__ __device__ __forceinline__ double to_f64(C v) {
-  if constexpr (std::is_same_v<C, float>) return v != v ? f64_of_bits(nan_bits::f64_from_f32(bits_of(v))) : double(v);
+  if constexpr (std::is_same_v<C, float>)
+    return v != v ? same_bits<double>(nan_bits::f64_from_f32(same_bits<uint32_t>(v))) : double(v);
   else return double(v);
 }
 __host__ __device__ __forceinline__ __half to_half(float v) {
-  return v != v ? __ushort_as_half(nan_bits::half_from_f32(bits_of(v))) : __float2half_rn(v);
+  return v != v ? __ushort_as_half(nan_bits::half_from_f32(same_bits<uint32_t>(v))) : __float2half_rn(v);
 }
 __host__ __device__ __forceinline__ __nv_bfloat16 to_bf16(float v) {
-  return v != v ? __ushort_as_bfloat16(nan_bits::bf16_from_f32(bits_of(v))) : __float2bfloat16_rn(v);
+  return v != v ? __ushort_as_bfloat16(nan_bits::bf16_from_f32(same_bits<uint32_t>(v))) : __float2bfloat16_rn(v);
 }
 __host__ __device__ __forceinline__ float from_half(__half h) {
   const uint16_t u = __half_as_ushort(h);
-  return nan_bits::is_nan_half(u) ? f32_of_bits(nan_bits::f32_from_half(u)) : __half2float(h);
+  return nan_bits::is_nan_half(u) ? same_bits<float>(nan_bits::f32_from_half(u)) : __half2float(h);
 }
 __host__ __device__ __forceinline__ float from_bf16(__nv_bfloat16 h) {
-  return f32_of_bits(uint32_t(__bfloat16_as_ushort(h)) << 16);  // exact, NaN included
+  return same_bits<float>(uint32_t(__bfloat16_as_ushort(h)) << 16);  // exact, NaN included
 }
 
 // Store a computed value as T: Bool is "not zero", halves round from float

@@ -14,8 +14,8 @@ namespace flx_cuda {
 namespace {
 
 // T is the storage type; values are made in double and stored through
-// float for the halves, as on the CPU (store() gives a NaN, from NaN
-// parameters, the CPU's bits). top: the largest value of T below b
+// float for the halves, as on the CPU (a NaN, from NaN parameters, is
+// stored by the CPU's rules: store()). top: the largest value of T below b
 // (uniform_bound.hpp), exact in T.
 template <class T>
 __global__ void random_kernel(T* p, int64_t n, int32_t dist, uint64_t seed, uint64_t offset, double a, double b,

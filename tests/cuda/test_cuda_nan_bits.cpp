@@ -14,26 +14,17 @@
 namespace nb = flx_cuda::nan_bits;
 
 namespace {
-float f32(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+template <class To, class From>
+To same_bits(From v) {
+  static_assert(sizeof(To) == sizeof(From));
+  To r;
+  std::memcpy(&r, &v, sizeof r);
+  return r;
 }
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-uint64_t bits(double d) {
-  uint64_t u;
-  std::memcpy(&u, &d, 8);
-  return u;
-}
-double f64(uint64_t u) {
-  double d;
-  std::memcpy(&d, &u, 8);
-  return d;
-}
+float f32(uint32_t u) { return same_bits<float>(u); }
+double f64(uint64_t u) { return same_bits<double>(u); }
+uint32_t bits(float f) { return same_bits<uint32_t>(f); }
+uint64_t bits(double d) { return same_bits<uint64_t>(d); }
 // Through a volatile, so the compiler converts at run time with this
 // CPU's instruction, as the CPU backend's cast does.
 double widen(float f) {
