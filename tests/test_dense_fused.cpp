@@ -18,6 +18,7 @@ extern "C" {
 const flx_backend* flx_test_counting_backend(const flx_backend* cpu, const char* name);
 int flx_test_counting_calls(int kind);
 void flx_test_counting_reset(unsigned refuse_mask);
+void flx_test_counting_fail(unsigned fail_mask);
 }
 
 namespace {
@@ -200,4 +201,23 @@ TEST_F(CountingBackend, AnUnsupportedAnswerLeadsToTheUnfusedOps) {
   expect_fused_matches_unfused(dev, Float64, Act::Relu, kShapes[1]);
   EXPECT_GT(calls(FLX_EPILOGUE_BIAS_RELU), 0);
   EXPECT_GT(calls(FLX_EPILOGUE_BGRADA), 0);
+}
+
+// A failure other than "unsupported" (a cublasLtMatmul that fails) also
+// leads to the unfused ops on the same device, with the same results, and
+// is reported once on stderr with the status and the backend's message.
+TEST_F(CountingBackend, AFailureLeadsToTheUnfusedOpsAndIsReportedOnce) {
+  flx_test_counting_fail(0xF);  // every kind fails
+  ::testing::internal::CaptureStderr();
+  for (Act a : {Act::Identity, Act::Relu, Act::Gelu}) expect_fused_matches_unfused(dev, Float32, a, kShapes[0]);
+  expect_fused_matches_unfused(dev, Float64, Act::Relu, kShapes[1]);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const int asked = calls(FLX_EPILOGUE_BIAS) + calls(FLX_EPILOGUE_BIAS_RELU) + calls(FLX_EPILOGUE_BIAS_GELU) +
+                    calls(FLX_EPILOGUE_BGRADA);
+  EXPECT_GT(asked, 4) << "the backend was asked, and failed, several times";
+  const std::string line = "Metal backend: a fused Dense product (gemm_epilogue) failed (device error): "
+                           "cublasLtMatmul failed: CUBLAS_STATUS_EXECUTION_FAILED (the test backend)";
+  size_t n = 0;
+  for (size_t at = err.find(line); at != std::string::npos; at = err.find(line, at + 1)) ++n;
+  EXPECT_EQ(n, 1u) << "reported once, with the status and the message; stderr:\n" << err;
 }

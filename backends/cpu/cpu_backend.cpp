@@ -59,13 +59,12 @@ struct BlockCache {
   std::mutex mutex;
   std::unordered_map<size_t, std::vector<void*>> free_blocks;
   size_t cached = 0;
-  ~BlockCache() {
-    for (auto& [size, v] : free_blocks)
-      for (void* p : v) std::free(p);
-  }
 };
+// Never destroyed: a buffer may be freed during exit (a tensor alive after
+// main), after static destructors have run; the blocks it keeps are the
+// system's again when the process ends.
 BlockCache& cache() {
-  static BlockCache c;
+  static BlockCache& c = *new BlockCache;
   return c;
 }
 

@@ -24,6 +24,13 @@ int check(cudaError_t e, const char* what);
 
 inline char* addr(flx_mem m) { return reinterpret_cast<char*>(m.buf) + m.offset; }
 
+// FLX_OK when the `bytes` bytes at m lie within a live allocation of device
+// dev (cuda_allocations.hpp); otherwise FLX_ERR_INVALID_ARGUMENT saying why,
+// as the other backends refuse a copy or fill past a buffer's end.
+int check_range(int dev, flx_mem m, size_t bytes, const char* what);
+// The same for n elements of elem_bytes each.
+int check_elements(int dev, flx_mem m, size_t n, size_t elem_bytes, const char* what);
+
 // Make `dev` current on this thread and check it exists; the stream to use
 // for `s` (the device's default stream when s is NULL) goes to *out.
 int enter(int dev, flx_stream s, cudaStream_t* out, const char* what);

@@ -11,22 +11,26 @@
 
 #include "cuda_common.hpp"
 #include "cuda_device.hpp"
+#include "cuda_host_memory.hpp"
 #include "cuda_reason.hpp"
 
 namespace flx_cuda {
 
 namespace {
-thread_local std::string t_error;
+// The calling thread's last error message. A plain array, which is never
+// destroyed: buffers may be freed, and fail, during process exit, after
+// the thread's objects with destructors are gone.
+thread_local char t_error[2048];
 thread_local int t_sm_count = 0;  // of the device last entered on this thread
 }
 
 int current_sm_count() { return t_sm_count; }
 
 int fail(int status, const std::string& msg) {
-  t_error = msg;
+  std::snprintf(t_error, sizeof t_error, "%s", msg.c_str());  // cut at 2047 bytes
   return status;
 }
-const char* last_error(void*) { return t_error.c_str(); }
+const char* last_error(void*) { return t_error; }
 
 int check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return FLX_OK;
@@ -45,8 +49,10 @@ struct Probe {
   ProbeResult result;
   std::string reason;
 };
+// probe() and states() are never destroyed: a tensor alive after main is
+// freed during exit, after static destructors have run.
 const Probe& probe() {
-  static const Probe p = [] {
+  static const Probe& p = *new Probe([] {
     Probe r;
     int count = 0;  // left unset by the runtime when there is no driver
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -59,12 +65,12 @@ const Probe& probe() {
     (void)cudaGetLastError();
     r.reason = unusable_reason(r.result);
     return r;
-  }();
+  }());
   return p;
 }
 
 std::vector<DeviceState>& states() {
-  static std::vector<DeviceState> s(size_t(probe().result.device_count));
+  static auto& s = *new std::vector<DeviceState>(size_t(probe().result.device_count));
   return s;
 }
 std::mutex g_init;
@@ -123,6 +129,13 @@ int device_state(int dev, const char* what, DeviceState** out) {
   grant_peer_access(dev, st.pool);
   st.ready.store(true, std::memory_order_release);
   return FLX_OK;
+}
+
+int host_memory_device() {
+  const std::vector<DeviceState>& all = states();
+  std::vector<bool> ready(all.size());
+  for (size_t d = 0; d < all.size(); ++d) ready[d] = all[d].ready.load(std::memory_order_acquire);
+  return first_ready_device(ready);
 }
 
 int enter(int dev, flx_stream s, cudaStream_t* out, const char* what) {

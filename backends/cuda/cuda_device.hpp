@@ -21,6 +21,10 @@ struct DeviceState {
 // does not exist or cannot be set up.
 int device_state(int dev, const char* what, DeviceState** out);
 
+// The device pinned host memory is allocated with (cuda_host_memory.hpp):
+// the first device set up so far, else 0.
+int host_memory_device();
+
 // The pool's figures (minor 2 of the core table).
 int memory_info(void*, int dev, flx_memory_info* out);
 

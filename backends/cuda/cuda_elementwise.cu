@@ -1,5 +1,6 @@
 // fill and cast: one grid-stride kernel per dtype (pair); Float16 and
-// BFloat16 convert through float, as on the CPU.
+// BFloat16 convert through float, as on the CPU, and NaNs keep the CPU's
+// bits (load and store, cuda_kernels.cuh).
 #include <string>
 
 #include "cuda_kernels.cuh"
@@ -7,16 +8,12 @@
 namespace flx_cuda {
 namespace {
 
-// s as D: halves go through float (rounding to nearest even, as the CPU's
-// Half and BFloat16); Bool is "not zero".
+// s as D, as the CPU's cast: the source loaded in its compute type (halves
+// in float), then stored as D (halves from float, rounding to nearest even;
+// Bool is "not zero"); a NaN gets the CPU's bits (cuda_nan_bits.hpp).
 template <class D, class S>
 __host__ __device__ __forceinline__ D convert(S s) {
-  if constexpr (std::is_same_v<S, __half>) return convert<D>(__half2float(s));
-  else if constexpr (std::is_same_v<S, __nv_bfloat16>) return convert<D>(__bfloat162float(s));
-  else if constexpr (std::is_same_v<D, bool>) return s != S(0);
-  else if constexpr (std::is_same_v<D, __half>) return __float2half_rn(float(s));
-  else if constexpr (std::is_same_v<D, __nv_bfloat16>) return __float2bfloat16_rn(float(s));
-  else return static_cast<D>(s);
+  return store<D>(load(s));
 }
 
 template <class T>
@@ -35,15 +32,13 @@ int fill(void*, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx
   cudaStream_t st;
   if (int e = enter(dev, s, &st, "fill")) return e;
   if (n == 0) return FLX_OK;
-  bool ok = dispatch_dtype(
-      dtype,
-      [&](auto tag) {
-        using T = decltype(tag);
-        // as the CPU: halves from the value rounded to float first
-        const T v = is_half_v<T> ? convert<T>(float(value)) : convert<T>(value);
-        fill_kernel<T><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<T*>(addr(dst)), int64_t(n), v);
-      });
-  if (!ok) return dtype_error("fill", dtype);
+  if (!dtype_bytes(dtype)) return dtype_error("fill", dtype);
+  if (int e = check_elements(dev, dst, n, dtype_bytes(dtype), "fill")) return e;
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T v = store<T>(value);  // as the CPU: halves from the value rounded to float first
+    fill_kernel<T><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<T*>(addr(dst)), int64_t(n), v);
+  });
   return launched("fill kernel");
 }
 
@@ -51,22 +46,18 @@ int cast(void*, int dev, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t sr
   cudaStream_t st;
   if (int e = enter(dev, s, &st, "cast")) return e;
   if (n == 0) return FLX_OK;
-  bool ok_dst = true;
-  bool ok_src = dispatch_dtype(
-      src_dtype,
-      [&](auto stag) {
-        using S = decltype(stag);
-        ok_dst = dispatch_dtype(
-            dst_dtype,
-            [&](auto dtag) {
-              using D = decltype(dtag);
-              cast_kernel<D, S><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<D*>(addr(dst)),
-                                                                        reinterpret_cast<const S*>(addr(src)),
-                                                                        int64_t(n));
-            });
-      });
-  if (!ok_src) return dtype_error("cast", src_dtype);
-  if (!ok_dst) return dtype_error("cast", dst_dtype);
+  if (!dtype_bytes(src_dtype)) return dtype_error("cast", src_dtype);
+  if (!dtype_bytes(dst_dtype)) return dtype_error("cast", dst_dtype);
+  if (int e = check_elements(dev, dst, n, dtype_bytes(dst_dtype), "cast")) return e;
+  if (int e = check_elements(dev, src, n, dtype_bytes(src_dtype), "cast")) return e;
+  dispatch_dtype(src_dtype, [&](auto stag) {
+    using S = decltype(stag);
+    dispatch_dtype(dst_dtype, [&](auto dtag) {
+      using D = decltype(dtag);
+      cast_kernel<D, S><<<blocks_for(int64_t(n)), 256, 0, st>>>(
+          reinterpret_cast<D*>(addr(dst)), reinterpret_cast<const S*>(addr(src)), int64_t(n));
+    });
+  });
   return launched("cast kernel");
 }
 

@@ -10,70 +10,64 @@
 
 #include "cuda_blas_libs.hpp"
 #include "cuda_common.hpp"
+#include "cuda_stream_handles.hpp"
 
 namespace flx_cuda {
 namespace {
-
-// cuBLAS handles are bound to a device and a stream; one per thread and
-// device, so that setting the stream never races with another thread.
-// Each thread's handles are destroyed when the thread ends (cublasDestroy
-// synchronises the device), with their device current; when the CUDA
-// runtime is already being torn down (a thread ending during process exit)
-// they are left to the driver, which frees everything at exit anyway.
-// No user workspace (cublasSetWorkspace): cublasSetStream resets it to
-// cuBLAS's own pool on every call, and a buffer of ours would have to be
-// kept per (handle, stream) and outlive the work of streams we do not own.
-struct Handles {
-  const CublasApi* api = nullptr;  // set with the first handle
-  std::vector<cublasHandle_t> h;
-  Handles() = default;
-  Handles(const Handles&) = delete;
-  Handles& operator=(const Handles&) = delete;
-  ~Handles() {
-    int prev = 0;
-    if (cudaGetDevice(&prev) != cudaSuccess) {  // cudaErrorCudartUnloading at exit
-      (void)cudaGetLastError();
-      return;
-    }
-    for (size_t dev = 0; dev < h.size(); ++dev) {
-      if (!h[dev] || !api) continue;
-      if (cudaSetDevice(int(dev)) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return;
-      }
-      (void)api->destroy(h[dev]);
-      h[dev] = nullptr;
-    }
-    (void)cudaSetDevice(prev);
-    (void)cudaGetLastError();
-  }
-};
 
 int cublas_fail(const CublasApi& api, cublasStatus_t st, const std::string& what) {
   return fail(st == CUBLAS_STATUS_ALLOC_FAILED ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
               what + " failed: " + api.status_string(st));
 }
 
-// This thread's handle for `dev`, the current device (enter() made it so).
-int handle_for(const CublasApi& api, int dev, cublasHandle_t* out) {
+// This thread's cuBLAS handles, one per (device, stream), each bound to its
+// stream once (cuda_stream_handles.hpp says why). They are destroyed when
+// the thread ends (cublasDestroy synchronises the device), each with its
+// device current; when the CUDA runtime is already being torn down (a
+// thread ending during process exit) they are left to the driver, which
+// frees everything at exit anyway.
+struct Handles {
+  const CublasApi* api = nullptr;  // set with the first handle
+  StreamHandles<cublasHandle_t> hs;
+  Handles() = default;
+  Handles(const Handles&) = delete;
+  Handles& operator=(const Handles&) = delete;
+  ~Handles() {
+    int prev = 0;
+    if (!api || cudaGetDevice(&prev) != cudaSuccess) {  // cudaErrorCudartUnloading at exit
+      (void)cudaGetLastError();
+      return;
+    }
+    bool runtime_gone = false;
+    hs.destroy_all([&](int dev, cublasHandle_t h) {
+      if (runtime_gone || cudaSetDevice(dev) != cudaSuccess) {
+        runtime_gone = true;
+        return;
+      }
+      (void)api->destroy(h);
+    });
+    (void)cudaSetDevice(prev);
+    (void)cudaGetLastError();
+  }
+};
+
+// This thread's handle for (dev, st); dev is the current device (enter()
+// made it so).
+int handle_for(const CublasApi& api, int dev, cudaStream_t st, cublasHandle_t* out) {
   thread_local Handles handles;
-  std::vector<cublasHandle_t>& hs = handles.h;
-  if (hs.size() <= size_t(dev)) hs.resize(size_t(dev) + 1, nullptr);
-  if (!hs[size_t(dev)]) {
-    cublasHandle_t h = nullptr;
-    if (cublasStatus_t st = api.create(&h); st != CUBLAS_STATUS_SUCCESS) return cublas_fail(api, st, "cublasCreate");
+  handles.api = &api;
+  return handles.hs.get(dev, st, [&](cublasHandle_t* h) -> int {
+    if (cublasStatus_t e = api.create(h); e != CUBLAS_STATUS_SUCCESS) return cublas_fail(api, e, "cublasCreate");
     // TF32 tensor cores for Float32 only when allowed (the compute type
     // says so too, per call); the default math mode keeps FP32.
-    if (cublasStatus_t st = api.set_math_mode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
-        st != CUBLAS_STATUS_SUCCESS) {
-      (void)api.destroy(h);
-      return cublas_fail(api, st, "cublasSetMathMode");
+    cublasStatus_t e = api.set_math_mode(*h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    if (e == CUBLAS_STATUS_SUCCESS) e = api.set_stream(*h, st);  // for good: the handle serves this stream only
+    if (e != CUBLAS_STATUS_SUCCESS) {
+      (void)api.destroy(*h);
+      return cublas_fail(api, e, "cublasSetMathMode/cublasSetStream");
     }
-    handles.api = &api;
-    hs[size_t(dev)] = h;
-  }
-  *out = hs[size_t(dev)];
-  return FLX_OK;
+    return FLX_OK;
+  }, out);
 }
 
 bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
@@ -112,9 +106,7 @@ int gemm(void*, int dev, const flx_gemm_desc* d, flx_stream s) {
   const CublasApi* api = nullptr;
   if (int e = cublas_api(&api, FLX_ERR_DEVICE, "gemm")) return e;
   cublasHandle_t h = nullptr;
-  if (int e = handle_for(*api, dev, &h)) return e;
-  if (cublasStatus_t e = api->set_stream(h, st); e != CUBLAS_STATUS_SUCCESS)
-    return cublas_fail(*api, e, "cublasSetStream");
+  if (int e = handle_for(*api, dev, st, &h)) return e;
   const double alpha64 = d->alpha, beta64 = d->beta;
   const float alpha32 = float(d->alpha), beta32 = float(d->beta);
   // alpha and beta in the compute type's scalar type (double for 64F, float

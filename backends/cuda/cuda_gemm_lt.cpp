@@ -14,9 +14,13 @@
 // device's pool, freed right after the launch.
 //
 // Float32 computes in FP32 (CUBLAS_COMPUTE_32F), TF32 only when
-// allow_tf32() (FLX_CUDA_ALLOW_TF32=1), as for gemm. cuBLASLt is opened by
-// the first call (cuda_blas_libs.hpp); when it cannot be, the call answers
-// FLX_ERR_UNSUPPORTED and libflx runs the unfused ops.
+// allow_tf32() (FLX_CUDA_ALLOW_TF32=1), as for gemm; Float16 and BFloat16
+// in FP32. Float64 and the other products cuda_epilogue_policy.hpp lists
+// are declined (FLX_ERR_UNSUPPORTED). cuBLASLt is opened by the first call
+// (cuda_blas_libs.hpp); when it cannot be, the call answers
+// FLX_ERR_UNSUPPORTED. Whatever the answer other than FLX_OK, libflx runs
+// the unfused ops on the same device (and logs a failure that is not
+// FLX_ERR_UNSUPPORTED once).
 
 #include <cstring>
 #include <mutex>
@@ -26,6 +30,7 @@
 
 #include "cuda_blas_libs.hpp"
 #include "cuda_common.hpp"
+#include "cuda_epilogue_policy.hpp"
 
 namespace flx_cuda {
 namespace {
@@ -111,35 +116,23 @@ struct Descs {
 }  // namespace
 
 int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* e, flx_stream s) {
+  if (const std::string why = epilogue_declined(*e); !why.empty())
+    return fail(FLX_ERR_UNSUPPORTED, "gemm_epilogue: " + why + "; libflx runs the unfused ops");
   const flx_gemm_desc& d = e->gemm;
-  if (d.batch != 1 || d.m <= 0 || d.n <= 0 || d.k <= 0)
-    return fail(FLX_ERR_UNSUPPORTED, "gemm_epilogue: only single products of non-empty matrices are fused");
-  cudaDataType_t type, scale_type;
-  cublasComputeType_t compute;
-  switch (d.dtype) {
-    case FLX_F32:
-      type = CUDA_R_32F, scale_type = CUDA_R_32F;
-      compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-      break;
-    case FLX_F64: type = CUDA_R_64F, scale_type = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F; break;
-    case FLX_F16: type = CUDA_R_16F, scale_type = CUDA_R_32F, compute = CUBLAS_COMPUTE_32F; break;
-    case FLX_BF16: type = CUDA_R_16BF, scale_type = CUDA_R_32F, compute = CUBLAS_COMPUTE_32F; break;
-    default: return fail(FLX_ERR_UNSUPPORTED, "gemm_epilogue: not a floating dtype");
-  }
+  // Float32, Float16 or BFloat16 (the policy declined the rest): scaled
+  // and computed in FP32 (TF32 when allowed)
+  const cudaDataType_t type = d.dtype == FLX_F32 ? CUDA_R_32F : d.dtype == FLX_F16 ? CUDA_R_16F : CUDA_R_16BF;
+  const cudaDataType_t scale_type = CUDA_R_32F;
+  const cublasComputeType_t compute =
+      d.dtype == FLX_F32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const bool has_aux = e->aux.buf != nullptr;
   cublasLtEpilogue_t epi;
   switch (e->epilogue) {
     case FLX_EPILOGUE_BIAS: epi = CUBLASLT_EPILOGUE_BIAS; break;
     case FLX_EPILOGUE_BIAS_RELU: epi = CUBLASLT_EPILOGUE_RELU_BIAS; break;
     case FLX_EPILOGUE_BIAS_GELU: epi = has_aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS; break;
-    case FLX_EPILOGUE_BGRADA: epi = CUBLASLT_EPILOGUE_BGRADA; break;
-    default: return fail(FLX_ERR_UNSUPPORTED, "gemm_epilogue: unknown epilogue " + std::to_string(e->epilogue));
+    default: epi = CUBLASLT_EPILOGUE_BGRADA; break;
   }
-  // cuBLASLt: the GELU input matrix's leading dimension must be a multiple
-  // of 8 and at least the rows of D.
-  if (has_aux && (e->epilogue != FLX_EPILOGUE_BIAS_GELU || e->aux_ld < d.m || e->aux_ld % 8 != 0))
-    return fail(FLX_ERR_UNSUPPORTED, "gemm_epilogue: cuBLASLt needs the GELU aux leading dimension to be a "
-                                     "multiple of 8 (got " + std::to_string(e->aux_ld) + ")");
 
   cudaStream_t st;
   if (int r = enter(dev, s, &st, "gemm_epilogue")) return r;
@@ -226,24 +219,27 @@ int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* e, flx_stream s)
   flx_buffer ws = nullptr;
   if (plan.workspace > 0)
     if (int r = flx_cuda::alloc(nullptr, dev, plan.workspace, s, &ws)) return r;
-  const double alpha64 = d.alpha, beta64 = d.beta;
-  const float alpha32 = float(d.alpha), beta32 = float(d.beta);
-  const void* alpha = scale_type == CUDA_R_64F ? static_cast<const void*>(&alpha64) : &alpha32;
-  const void* beta = scale_type == CUDA_R_64F ? static_cast<const void*>(&beta64) : &beta32;
+  const float alpha = float(d.alpha), beta = float(d.beta);  // every dtype fused scales in float
   const cublasStatus_t r =
-      lt->matmul(h, x.op, alpha, A, x.a, B, x.b, beta, C, x.c, C, x.c, &plan.algo, ws, plan.workspace, st);
+      lt->matmul(h, x.op, &alpha, A, x.a, B, x.b, &beta, C, x.c, C, x.c, &plan.algo, ws, plan.workspace, st);
   if (ws) flx_cuda::free(nullptr, dev, ws, s);  // stream-ordered: reused once the product ran
-  if (r == CUBLAS_STATUS_NOT_SUPPORTED) {
-    // Nothing was queued: remember, and let libflx run the unfused ops.
+  if (r == CUBLAS_STATUS_SUCCESS) return FLX_OK;
+  // Any failure: libflx runs the unfused ops on this device instead (and
+  // logs a failure other than "unsupported" once). Clear what the launch
+  // may have left in the runtime's error state, so that those ops do not
+  // report it as theirs, and do not ask for this product again (but after
+  // running out of memory, which may pass).
+  (void)cudaGetLastError();
+  if (r != CUBLAS_STATUS_ALLOC_FAILED) {
     std::lock_guard<std::mutex> lock(g_plans_mu);
     plans()[key].found = false;
-    return fail(FLX_ERR_UNSUPPORTED, "gemm_epilogue: cublasLtMatmul does not support this product");
   }
-  if (r != CUBLAS_STATUS_SUCCESS)
-    return fail(r == CUBLAS_STATUS_ALLOC_FAILED ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
-                std::string("cublasLtMatmul failed: ") + lt->status_string(r) + " (m=" + std::to_string(d.m) +
-                    ", n=" + std::to_string(d.n) + ", k=" + std::to_string(d.k) + ")");
-  return FLX_OK;
+  if (r == CUBLAS_STATUS_NOT_SUPPORTED)
+    return fail(FLX_ERR_UNSUPPORTED, "gemm_epilogue: cublasLtMatmul does not support this product");
+  return fail(r == CUBLAS_STATUS_ALLOC_FAILED ? FLX_ERR_OUT_OF_MEMORY : FLX_ERR_DEVICE,
+              std::string("cublasLtMatmul failed: ") + lt->status_string(r) + " (m=" + std::to_string(d.m) +
+                  ", n=" + std::to_string(d.n) + ", k=" + std::to_string(d.k) + ", epilogue " +
+                  std::to_string(e->epilogue) + ")");
 }
 
 #undef FLX_LT_TRY

@@ -8,10 +8,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
 #include "cuda_common.hpp"
+#include "cuda_nan_bits.hpp"
 
 namespace flx_cuda {
 
@@ -44,6 +46,13 @@ bool dispatch_float_dtype(int32_t t, F&& f) {
   return false;
 }
 
+// The bytes of an element of dtype t; 0 for an unknown code.
+inline size_t dtype_bytes(int32_t t) {
+  size_t n = 0;
+  dispatch_dtype(t, [&](auto tag) { n = sizeof(tag); });
+  return n;
+}
+
 inline const char* dtype_name(int32_t t) {
   switch (t) {
     case FLX_F32: return "Float32";
@@ -73,20 +82,60 @@ using compute_t = std::conditional_t<is_half_v<T>, float, T>;
 template <class T>
 inline constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;
 
+// v's bits as a To of the same size (float <-> uint32_t, double <->
+// uint64_t), on the host and the device (memcpy of a register is a move).
+template <class To, class From>
+__host__ __device__ __forceinline__ To same_bits(From v) {
+  static_assert(sizeof(To) == sizeof(From), "same_bits: the types differ in size");
+  To r;
+  memcpy(&r, &v, sizeof r);
+  return r;
+}
+
+// Conversions between the floating types that give a NaN the CPU's bits
+// (cuda_nan_bits.hpp); other values round to nearest even, as on the CPU.
+template <class C>
+__host__ __device__ __forceinline__ float to_f32(C v) {
+  if constexpr (std::is_same_v<C, double>)
+    return v != v ? same_bits<float>(nan_bits::f32_from_f64(same_bits<uint64_t>(v))) : float(v);
+  else return float(v);
+}
+template <class C>
+__host__ __device__ __forceinline__ double to_f64(C v) {
+  if constexpr (std::is_same_v<C, float>)
+    return v != v ? same_bits<double>(nan_bits::f64_from_f32(same_bits<uint32_t>(v))) : double(v);
+  else return double(v);
+}
+__host__ __device__ __forceinline__ __half to_half(float v) {
+  return v != v ? __ushort_as_half(nan_bits::half_from_f32(same_bits<uint32_t>(v))) : __float2half_rn(v);
+}
+__host__ __device__ __forceinline__ __nv_bfloat16 to_bf16(float v) {
+  return v != v ? __ushort_as_bfloat16(nan_bits::bf16_from_f32(same_bits<uint32_t>(v))) : __float2bfloat16_rn(v);
+}
+__host__ __device__ __forceinline__ float from_half(__half h) {
+  const uint16_t u = __half_as_ushort(h);
+  return nan_bits::is_nan_half(u) ? same_bits<float>(nan_bits::f32_from_half(u)) : __half2float(h);
+}
+__host__ __device__ __forceinline__ float from_bf16(__nv_bfloat16 h) {
+  return same_bits<float>(uint32_t(__bfloat16_as_ushort(h)) << 16);  // exact, NaN included
+}
+
 // Store a computed value as T: Bool is "not zero", halves round from float
-// to nearest even, as on the CPU.
+// (a double first to float) to nearest even, as on the CPU, NaN included.
 template <class T, class C>
 __host__ __device__ __forceinline__ T store(C v) {
   if constexpr (std::is_same_v<T, bool>) return v != C(0);
-  else if constexpr (std::is_same_v<T, __half>) return __float2half_rn(float(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(float(v));
+  else if constexpr (std::is_same_v<T, __half>) return to_half(to_f32(v));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return to_bf16(to_f32(v));
+  else if constexpr (std::is_same_v<T, float>) return to_f32(v);
+  else if constexpr (std::is_same_v<T, double>) return to_f64(v);
   else return static_cast<T>(v);
 }
 // Load a stored value in its compute type.
 template <class T>
-__device__ __forceinline__ compute_t<T> load(T v) {
-  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+__host__ __device__ __forceinline__ compute_t<T> load(T v) {
+  if constexpr (std::is_same_v<T, __half>) return from_half(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return from_bf16(v);
   else return v;
 }
 

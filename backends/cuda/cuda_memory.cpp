@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cuda_allocations.hpp"
 #include "cuda_common.hpp"
 #include "cuda_device.hpp"
 
@@ -19,6 +20,19 @@ std::string mib(uint64_t bytes) {
 inline cudaStream_t as_stream(flx_stream s) { return reinterpret_cast<cudaStream_t>(s); }
 inline cudaEvent_t as_event(flx_event e) { return reinterpret_cast<cudaEvent_t>(e); }
 }  // namespace
+
+int check_range(int dev, flx_mem m, size_t bytes, const char* what) {
+  const std::string why = allocations().check(m.buf, m.offset, bytes, dev, what);
+  return why.empty() ? FLX_OK : fail(FLX_ERR_INVALID_ARGUMENT, why);
+}
+
+int check_elements(int dev, flx_mem m, size_t n, size_t elem_bytes, const char* what) {
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(n, elem_bytes, &bytes))
+    return fail(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": " + std::to_string(n) + " elements of " +
+                                              std::to_string(elem_bytes) + " bytes overflow size_t");
+  return check_range(dev, m, bytes, what);
+}
 
 int alloc(void*, int dev, size_t bytes, flx_stream s, flx_buffer* out) {
   cudaStream_t st;
@@ -39,12 +53,18 @@ int alloc(void*, int dev, size_t bytes, flx_stream s, flx_buffer* out) {
                     mib(pool.used) + " in use and " + mib(pool.reserved) + " reserved, the device " + mib(free_b) +
                     " free of " + mib(total_b) + ". Free tensors you no longer need or use smaller batches");
   }
+  allocations().add(p, dev, bytes);
   *out = reinterpret_cast<flx_buffer>(p);
   return FLX_OK;
 }
 
+// Also called during process exit for tensors alive after main: the
+// plugin's state and allocation table are never destroyed, and once the
+// CUDA runtime has been torn down the calls fail quietly, leaving the
+// memory to the driver, which frees it as the process ends.
 void free(void*, int dev, flx_buffer buf, flx_stream s) {
   if (!buf) return;
+  allocations().remove(buf);
   cudaStream_t st;
   if (enter(dev, s, &st, "free")) return;
   if (cudaFreeAsync(reinterpret_cast<void*>(buf), st) != cudaSuccess) (void)cudaGetLastError();
@@ -82,16 +102,23 @@ int memory_info(void*, int dev, flx_memory_info* out) {
 
 void* host_address(void*, int, flx_buffer) { return nullptr; }
 
+// Pinned memory is allocated and freed with host_memory_device() current
+// (cuda_host_memory.hpp): no context is made on a device the process does
+// not use. Portable: every device's copies treat it as pinned.
 int host_alloc(void*, size_t bytes, void** out) {
-  cudaError_t err = cudaMallocHost(out, bytes ? bytes : 1);
+  DeviceState* ds = nullptr;
+  if (int e = device_state(host_memory_device(), "host_alloc", &ds)) return e;
+  cudaError_t err = cudaHostAlloc(out, bytes ? bytes : 1, cudaHostAllocPortable);
   if (err == cudaSuccess) return FLX_OK;
   (void)cudaGetLastError();
-  return fail(FLX_ERR_OUT_OF_MEMORY, "cudaMallocHost of " + std::to_string(bytes) +
+  return fail(FLX_ERR_OUT_OF_MEMORY, "cudaHostAlloc of " + std::to_string(bytes) +
                                          " bytes (pinned host memory) failed: " + cudaGetErrorString(err));
 }
 
 void host_free(void*, void* p) {
-  if (p && cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
+  DeviceState* ds = nullptr;
+  if (!p || device_state(host_memory_device(), "host_free", &ds)) return;
+  if (cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
 }
 
 int stream_create(void*, int dev, flx_stream* out) {
@@ -103,10 +130,15 @@ int stream_create(void*, int dev, flx_stream* out) {
   return FLX_OK;
 }
 
+// Waits for the stream's work first: a stream created later may get the
+// same address, and with it this one's cuBLAS handles and their workspace
+// (cuda_stream_handles.hpp), which its GEMMs must not share with ours.
 void stream_destroy(void*, int dev, flx_stream s) {
   DeviceState* ds = nullptr;
   if (!s || device_state(dev, "stream_destroy", &ds)) return;
+  (void)cudaStreamSynchronize(as_stream(s));
   (void)cudaStreamDestroy(as_stream(s));
+  (void)cudaGetLastError();
 }
 
 int stream_synchronize(void*, int dev, flx_stream s) {
@@ -153,6 +185,7 @@ int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_str
   if (int e = enter(dev, s, &st, "copy_h2d")) return e;
   if (bytes == 0) return FLX_OK;
   if (!src) return fail(FLX_ERR_INVALID_ARGUMENT, "copy_h2d: the host source is a null pointer");
+  if (int e = check_range(dev, dst, bytes, "copy_h2d")) return e;
   // From pageable memory the runtime stages the data before returning, so
   // the caller may reuse src at once either way.
   return check(cudaMemcpyAsync(addr(dst), src, bytes, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (host to device)");
@@ -163,6 +196,7 @@ int copy_d2h(void*, int dev, void* dst, flx_mem src, size_t bytes, flx_stream s)
   if (int e = enter(dev, s, &st, "copy_d2h")) return e;
   if (bytes == 0) return FLX_OK;
   if (!dst) return fail(FLX_ERR_INVALID_ARGUMENT, "copy_d2h: the host destination is a null pointer");
+  if (int e = check_range(dev, src, bytes, "copy_d2h")) return e;
   if (int e = check(cudaMemcpyAsync(dst, addr(src), bytes, cudaMemcpyDeviceToHost, st),
                     "cudaMemcpyAsync (device to host)"))
     return e;
@@ -175,6 +209,8 @@ int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream 
   cudaStream_t st;
   if (int e = enter(dev, s, &st, "copy_d2d")) return e;
   if (bytes == 0) return FLX_OK;
+  if (int e = check_range(dev, dst, bytes, "copy_d2d")) return e;
+  if (int e = check_range(dev, src, bytes, "copy_d2d")) return e;
   return check(cudaMemcpyAsync(addr(dst), addr(src), bytes, cudaMemcpyDeviceToDevice, st),
                "cudaMemcpyAsync (device to device)");
 }
@@ -182,6 +218,10 @@ int copy_d2d(void*, int dev, flx_mem dst, flx_mem src, size_t bytes, flx_stream 
 int copy_peer(void*, int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes, flx_stream s) {
   cudaStream_t dst_default;
   if (int e = enter(dst_dev, nullptr, &dst_default, "copy_peer")) return e;
+  if (bytes) {
+    if (int e = check_range(dst_dev, dst, bytes, "copy_peer")) return e;
+    if (int e = check_range(src_dev, src, bytes, "copy_peer")) return e;
+  }
   // Order the copy after the work queued on the destination's default stream.
   cudaEvent_t ev = nullptr;
   if (int e = check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags")) return e;

@@ -13,21 +13,21 @@
 namespace flx_cuda {
 namespace {
 
-// T is the storage type; values are made in C = compute_t<T> and stored,
-// as on the CPU. top: the largest value of T below b (uniform_bound.hpp),
-// exact in T.
+// T is the storage type; values are made in double and stored through
+// float for the halves, as on the CPU (a NaN, from NaN parameters, is
+// stored by the CPU's rules: store()). top: the largest value of T below b
+// (uniform_bound.hpp), exact in T.
 template <class T>
 __global__ void random_kernel(T* p, int64_t n, int32_t dist, uint64_t seed, uint64_t offset, double a, double b,
                               double top) {
-  using C = compute_t<T>;
-  const T top_t = store<T>(C(top));
+  const T top_t = store<T>(top);
   for (int64_t i = global_index(); i < n; i += global_stride()) {
     const flx::philox::U4 r = flx::philox::bits(seed, offset, uint64_t(i));
     if (dist == FLX_RANDOM_UNIFORM) {
-      const T v = store<T>(C(a + (b - a) * flx::philox::uniform01(r)));
+      const T v = store<T>(a + (b - a) * flx::philox::uniform01(r));
       p[i] = double(load(v)) >= b ? top_t : v;  // rounding may reach b: keep [a, b) half-open
     } else {
-      p[i] = store<T>(C(a + b * flx::philox::normal01(r)));
+      p[i] = store<T>(a + b * flx::philox::normal01(r));
     }
   }
 }
@@ -49,6 +49,8 @@ int random(void*, int dev, flx_mem dst, int32_t dtype, size_t n, int32_t dist, u
     return fail(FLX_ERR_INVALID_ARGUMENT,
                 "random: unknown distribution code " + std::to_string(dist) + " (expected UNIFORM or NORMAL)");
   if (n == 0) return FLX_OK;
+  if (dtype_bytes(dtype))
+    if (int e = check_elements(dev, dst, n, dtype_bytes(dtype), "random")) return e;
   switch (dtype) {
     case FLX_F32: launch<float>(dst, dtype, n, dist, seed, offset, a, b, st); break;
     case FLX_F64: launch<double>(dst, dtype, n, dist, seed, offset, a, b, st); break;

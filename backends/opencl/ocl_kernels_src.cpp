@@ -107,16 +107,23 @@ inline ushort f2h(float f) {
   return (ushort)(sign | (r >> 13));
 }
 inline float bf2f(ushort h) { return as_float((uint)h << 16); }
+// vload_half, but a NaN keeps its bits, signalling ones too, as
+// flx::half_to_float leaves them (vload_half quiets them).
+inline float h2f(global const ushort* p, long i) {
+  ushort h = p[i];
+  if ((h & 0x7fffu) > 0x7c00u) return as_float(((uint)(h & 0x8000u) << 16) | 0x7f800000u | ((uint)(h & 0x3ffu) << 13));
+  return vload_half((size_t)i, (global const half*)p);
+}
 inline ushort f2bf(float f) {
   uint u = as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)(((u >> 16) & 0x8000u) | 0x7fc0u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (ushort)(u >> 16);
 }
 
 inline CT ld(global const ST* p, long i) {
 #if DT == D_F16
-  return vload_half((size_t)i, (global const half*)p);
+  return h2f(p, i);
 #elif DT == D_BF16
   return bf2f(p[i]);
 #elif DT == D_BOOL
@@ -223,7 +230,7 @@ kernel void cast_k(int sdt, global const uchar* sb, long so, global uchar* ob, l
 #if HAS_FP64
       case D_F64: CASTV(CPTR(double, sb, so)[t]); break;
 #endif
-      case D_F16: CASTV(vload_half((size_t)t, CPTR(half, sb, so))); break;
+      case D_F16: CASTV(h2f(CPTR(ushort, sb, so), t)); break;
       case D_BF16: CASTV(bf2f(CPTR(ushort, sb, so)[t])); break;
       case D_I32: CASTV(CPTR(int, sb, so)[t]); break;
       case D_I64: CASTV(CPTR(long, sb, so)[t]); break;

@@ -350,7 +350,9 @@ typedef struct flx_compute_table {
   int (*optim_step)(void* ctx, int dev, const flx_optim_desc* d, flx_stream s);
 #if FLX_BACKEND_TARGET_MINOR >= 2
   /* minor 2, optional: a GEMM with a fused epilogue (flx_gemm_epilogue_desc);
-   * FLX_ERR_UNSUPPORTED makes libflx run the unfused ops instead. */
+   * any answer but FLX_OK makes libflx run the unfused ops instead (a
+   * failure other than FLX_ERR_UNSUPPORTED is logged once), so a failed
+   * call must leave the outputs to be overwritten and no error pending. */
   int (*gemm_epilogue)(void* ctx, int dev, const flx_gemm_epilogue_desc* d, flx_stream s);
 #endif
 } flx_compute_table;

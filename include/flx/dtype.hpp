@@ -58,7 +58,10 @@ struct BHalf {
 
 // Conversions between float and the bits of half / bfloat16 (round to
 // nearest even). Inline: backend plugins, which do not link libflx, use
-// them too.
+// them too. float_to_half and float_to_bf16 make a NaN the quiet NaN with
+// its sign and no payload (sign | 0x7E00, sign | 0x7FC0), on every backend:
+// a GPU's float NaNs carry no payload, so keeping one would make the bits
+// depend on the device.
 inline float half_to_float(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
   if (exp == 0) {
@@ -107,7 +110,7 @@ inline float bf16_to_float(uint16_t h) {
 inline uint16_t float_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t(((u >> 16) & 0x8000u) | 0x7fc0u);  // NaN
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
   return uint16_t(u >> 16);
 }

@@ -24,6 +24,9 @@
 
 namespace flx::detail {
 
+// The words for a backend status code (FLX_ERR_*), for messages.
+const char* status_name(int status);
+
 // An op as messages name it ("matmul", or a map op by its code, named only
 // when a message needs it) and the element type it ran on (-1: none).
 struct OpRef {
@@ -178,9 +181,9 @@ class Backend {
   void reduce(int dev, flx_reduce_desc& d) const;
   void gemm(int dev, const flx_gemm_desc& d) const;
   // The GEMM with a fused epilogue (ABI minor 2, optional): true when the
-  // backend ran it; false when it lacks gemm_epilogue or answered
-  // FLX_ERR_UNSUPPORTED (nothing was run: the caller runs the unfused ops);
-  // other failures throw as gemm's do.
+  // backend ran it; false when it lacks gemm_epilogue or answered anything
+  // but FLX_OK (the caller runs the unfused ops on the same device; a
+  // failure other than FLX_ERR_UNSUPPORTED is logged once per backend).
   bool has_gemm_epilogue() const { return has<&flx_compute_table::gemm_epilogue>(); }
   bool gemm_epilogue(int dev, const flx_gemm_epilogue_desc& d) const;
   void gather(int dev, const flx_index_desc& d) const;

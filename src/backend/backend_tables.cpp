@@ -13,8 +13,6 @@
 
 namespace flx::detail {
 
-namespace {
-
 const char* status_name(int s) {
   switch (s) {
     case FLX_ERR_OUT_OF_MEMORY: return "out of memory";
@@ -24,6 +22,8 @@ const char* status_name(int s) {
   }
   return "error";
 }
+
+namespace {
 
 // Whether the call at `offset` of a table of `size` bytes (as served) is set.
 bool call_set(const void* table, size_t size, size_t offset) {

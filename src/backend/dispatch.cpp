@@ -1,12 +1,14 @@
 // The dispatch layer (backend.hpp): the only code that calls a backend's
 // tables. Loading them and the errors are in backend_tables.cpp.
 #include <array>
+#include <atomic>
 #include <string>
 
 #include "backend/backend.hpp"
 #include "backend/descriptors.hpp"
 #include "backend/streams.hpp"
 #include "common/map_op_info.hpp"
+#include "devices/log.hpp"
 #include "flx/error.hpp"
 
 namespace flx::detail {
@@ -166,9 +168,19 @@ bool Backend::gemm_epilogue(int dev, const flx_gemm_epilogue_desc& d) const {
   const auto fn = compute_.calls.gemm_epilogue;
   if (!fn) return false;  // an older plugin, or one that fuses nothing
   const int st = fn(core_->ctx, dev, &d, current_stream(id_, dev));
-  if (st == FLX_ERR_UNSUPPORTED) return false;  // the caller runs the unfused ops
-  check(st, {"matmul with a fused epilogue", d.gemm.dtype});
-  return true;
+  if (st == FLX_OK) return true;
+  // Any other answer: the caller runs the unfused ops on the same device,
+  // which raise the error in turn if the device itself is at fault. A
+  // failure other than "unsupported" is reported once per backend.
+  if (st != FLX_ERR_UNSUPPORTED) {
+    static std::atomic<bool> reported[backend_id_count];
+    if (!reported[size_t(id_)].exchange(true))
+      log_warn_box({std::string("flx: ") + name() + " backend: a fused Dense product (gemm_epilogue) failed (" +
+                        status_name(st) + "): " + core_->last_error(core_->ctx),
+                    "The unfused ops (GEMM, bias, activation) ran instead, on the same device; later failures of "
+                    "gemm_epilogue are not reported."});
+  }
+  return false;
 }
 void Backend::gather(int dev, const flx_index_desc& d) const {
   run<&compute::gather>(compute_, {"gather", d.dtype}, dev, &d);

@@ -34,8 +34,11 @@ struct Registry {
   std::mutex mutex;
   std::array<Entry, backend_id_count> entries;
 };
+// Never destroyed: tensors at namespace scope (or otherwise alive after
+// main) are freed during exit through the Backend objects held here, which
+// must outlive them; the plugins stay loaded to the end anyway.
 Registry& registry() {
-  static Registry r;
+  static Registry& r = *new Registry;
   return r;
 }
 
@@ -157,7 +160,7 @@ Entry& entry_for(BackendId id) {
 }  // namespace
 
 const Backend& cpu_rt() {
-  static const Backend cpu{BackendId::CPU, cpu_backend::core(), "built in"};
+  static const Backend& cpu = *new Backend(BackendId::CPU, cpu_backend::core(), "built in");  // never destroyed, as above
   return cpu;
 }
 

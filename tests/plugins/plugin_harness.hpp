@@ -313,6 +313,41 @@ inline ::testing::AssertionResult close(int32_t t, const Bytes& cpu, const Bytes
   if (bad) return ::testing::AssertionFailure() << dname(t) << ": " << bad << " of " << n << " differ" << msg.str();
   return ::testing::AssertionSuccess();
 }
+// ---- NaN bits -----------------------------------------------------------------------
+// NaNs of floating dtype t as raw bits (no conversion makes most of them):
+// seven NaNs, positive and negative in turn, quiet and signalling, with and
+// without payloads, a GPU's canonical NaN (all ones) among them; then an
+// ordinary value, an infinity and -0.
+inline Bytes nan_patterns(int32_t t) {
+  auto pack = [](const auto& v) {
+    Bytes b(v.size() * sizeof(v[0]));
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  switch (t) {
+    case FLX_F32:
+      return pack(std::vector<uint32_t>{0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff812345u, 0x7fffffffu, 0xffe00001u,
+                                        0x7fa00000u, 0x3fc00000u, 0xff800000u, 0x80000000u});
+    case FLX_F64:
+      return pack(std::vector<uint64_t>{0x7ff8000000000000ull, 0xfff8000000000000ull, 0x7ff0000000000001ull,
+                                        0xfff4000012345678ull, 0x7fffffffffffffffull, 0xfff0000020000000ull,
+                                        0x7ff8000020000000ull, 0x3ff8000000000000ull, 0xfff0000000000000ull,
+                                        0x8000000000000000ull});
+    case FLX_F16:
+      return pack(std::vector<uint16_t>{0x7e00, 0xfe00, 0x7c01, 0xfd55, 0x7fff, 0xfe01, 0x7d00, 0x3e00, 0xfc00, 0x8000});
+    default:  // BFloat16
+      return pack(std::vector<uint16_t>{0x7fc0, 0xffc0, 0x7f81, 0xffa5, 0x7fff, 0xffc1, 0x7fa0, 0x3fc0, 0xff80, 0x8000});
+  }
+}
+// The bits element i of b (Float16 or BFloat16) has: NaN is stored quiet,
+// without payload, as 0x7E00 / 0x7FC0 with its sign on every backend.
+inline uint16_t half_bits(const Bytes& b, size_t i) {
+  uint16_t h;
+  std::memcpy(&h, b.data() + 2 * i, 2);
+  return h;
+}
+inline bool is_stored_half_nan(int32_t t, uint16_t h) { return (h & 0x7fffu) == (t == FLX_F16 ? 0x7e00u : 0x7fc0u); }
+
 inline ::testing::AssertionResult bitwise(const Bytes& a, const Bytes& b) {
   if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ";
   for (size_t i = 0; i < a.size(); ++i)

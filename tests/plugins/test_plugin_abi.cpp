@@ -118,9 +118,19 @@ TEST_F(PluginTest, CopiesHonourOffsets) {
   be->copy_d2d(0, a.mem(12), a.mem(8), 30);
   Bytes aa = a.read();
   for (size_t i = 0; i < 30; ++i) EXPECT_EQ(aa[12 + i], data[i]) << i;
-  // zero bytes is a no-op; past the end is an error with a message
+  // zero bytes is a no-op; past the end is an error with a message, the
+  // same on every backend (a CUDA pool allocation lies inside a larger
+  // mapped segment, so the driver would not refuse it)
   be->copy_h2d(0, a.mem(64), data.data(), 0);
-  EXPECT_BACKEND_ERROR(be->copy_h2d(0, a.mem(60), data.data(), 8), "invalid argument");
+  const char* past = "run past the buffer's 64 bytes";
+  EXPECT_BACKEND_ERROR(be->copy_h2d(0, a.mem(60), data.data(), 8), "invalid argument", "8 bytes at offset 60", past);
+  EXPECT_BACKEND_ERROR(be->copy_d2h(0, out.data(), a.mem(56), 10), "invalid argument", past);
+  EXPECT_BACKEND_ERROR(be->copy_d2d(0, b.mem(0), a.mem(32), 33), "invalid argument", past);
+  EXPECT_BACKEND_ERROR(be->copy_d2d(0, b.mem(40), a.mem(0), 25), "invalid argument", past);
+  EXPECT_BACKEND_ERROR(be->copy_peer(0, b.mem(40), 0, a.mem(0), 25), "invalid argument", past);
+  EXPECT_BACKEND_ERROR(be->fill(0, a.mem(8), flx::Float32, 15, 1.0), "invalid argument", past);
+  EXPECT_BACKEND_ERROR(be->copy_h2d(0, a.mem(65), data.data(), 1), "invalid argument", past);
+  EXPECT_EQ(b.read(), bb) << "a refused copy writes nothing";
   // a null host pointer with bytes to copy is refused, here and on the CPU
   EXPECT_BACKEND_ERROR(be->copy_h2d(0, a.mem(0), nullptr, 8), "invalid argument", "null pointer");
   EXPECT_BACKEND_ERROR(be->copy_d2h(0, nullptr, a.mem(0), 8), "invalid argument", "null pointer");
@@ -297,8 +307,10 @@ TEST_F(PluginTest, ConcurrentLaunchesFromSeveralThreads) {
 
 TEST_F(PluginTest, FillMatchesTheCpuForEveryDtype) {
   for (int32_t t : all_dtypes()) {
-    for (double value : {2.75, 0.0, 1.0, -3.25}) {
+    // NaN, either sign, into floating dtypes: the CPU's bits (0x7E00 / 0x7FC0 with the sign in the halves)
+    for (double value : {2.75, 0.0, 1.0, -3.25, std::nan(""), -std::nan("")}) {
       if (value < 0 && (t == FLX_U8)) continue;  // out of range for UInt8
+      if (std::isnan(value) && !dfloat(t)) continue;
       SCOPED_TRACE(std::string(dname(t)) + " value " + std::to_string(value));
       size_t es = dsize(t);
       Bytes init = make(t, values_for(t, 16, 1));
@@ -349,6 +361,27 @@ TEST_F(PluginTest, RandomIsTheCpuSequence) {
   EXPECT_NE(x.read(), y.read());
   EXPECT_BACKEND_ERROR(be->random(0, x.mem(), flx::Int32, 64, 0, 9, 1, 0, 1), "unsupported", "Int32");
   EXPECT_FALSE(attempt([&] { cpu().random(0, x.mem(), flx::Int32, 64, 0, 9, 1, 0, 1); }).ok);
+}
+
+// NaN parameters make NaN numbers; in Float16 and BFloat16 they are stored
+// with the CPU's bits (the arithmetic is in double, +NaN stays positive).
+TEST_F(PluginTest, RandomWithANanParameterStoresTheCpusNan) {
+  const size_t n = 40;
+  for (int32_t t : float_dtypes())
+    for (int dist : {FLX_RANDOM_UNIFORM, FLX_RANDOM_NORMAL}) {
+      SCOPED_TRACE(std::string(dname(t)) + (dist ? " normal" : " uniform"));
+      const double a = dist ? 0.0 : std::nan(""), b = dist ? std::nan("") : 1.0;
+      Outcome o = run_both(*be, {Bytes(n * dsize(t))}, [&](const Backend& bk, int dev, const std::vector<flx_mem>& m) {
+        bk.random(dev, m[0], dt(t), n, dist, 7, 1, a, b);
+      });
+      ASSERT_TRUE(o.cpu.ok) << o.cpu.err;
+      ASSERT_TRUE(o.dev.ok) << o.dev.err;
+      for (size_t i = 0; i < n; ++i) ASSERT_TRUE(std::isnan(value_at(t, o.dev_out[0], i))) << i;
+      if (t == FLX_F16 || t == FLX_BF16) {
+        EXPECT_TRUE(bitwise(o.cpu_out[0], o.dev_out[0]));
+        EXPECT_TRUE(is_stored_half_nan(t, half_bits(o.dev_out[0], 0))) << std::hex << half_bits(o.dev_out[0], 0);
+      }
+    }
 }
 
 // Uniform draws rounded to a half type can round up to the excluded bound:
@@ -403,5 +436,28 @@ TEST_F(PluginTest, CastMatchesTheCpuForEveryPairOfDtypes) {
                            });
       ASSERT_TRUE(o.dev.ok) << o.dev.err;
       EXPECT_TRUE(bitwise(o.cpu_out[1], o.dev_out[1])) << close(d, o.cpu_out[1], o.dev_out[1]).message();
+    }
+}
+
+// NaNs of every kind (nan_patterns: signalling, payloads, either sign)
+// between the floating dtypes: the CPU's bits, NaN and not. Into the halves
+// a NaN is quiet without payload, its sign kept.
+TEST_F(PluginTest, CastGivesNanTheCpusBits) {
+  for (int32_t s : float_dtypes())
+    for (int32_t d : float_dtypes()) {
+      SCOPED_TRACE(std::string(dname(s)) + " -> " + dname(d));
+      const Bytes src = nan_patterns(s);
+      const size_t n = src.size() / dsize(s);
+      Outcome o = run_both(*be, {src, Bytes(n * dsize(d), 0)},
+                           [&](const Backend& b, int dev, const std::vector<flx_mem>& m) {
+                             b.cast(dev, m[1], dt(d), m[0], dt(s), n);
+                           });
+      ASSERT_TRUE(o.dev.ok) << o.dev.err;
+      EXPECT_TRUE(bitwise(o.cpu_out[1], o.dev_out[1]));
+      if (d == FLX_F16 || d == FLX_BF16)
+        for (size_t i = 0; i < 7; ++i) {  // the NaNs
+          EXPECT_TRUE(is_stored_half_nan(d, half_bits(o.dev_out[1], i))) << i << ": " << std::hex << half_bits(o.dev_out[1], i);
+          EXPECT_EQ(half_bits(o.dev_out[1], i) & 0x8000, i % 2 ? 0x8000 : 0) << i << ": the sign is kept";
+        }
     }
 }

@@ -195,6 +195,67 @@ TEST_F(PluginTest, MapRefusesUnknownOpsAndNamesRefusedOnes) {
   }
 }
 
+// NaN through map's stores. COPY converts nothing but the halves' float
+// round trip: the CPU's bits for every NaN (nan_patterns), on the vector
+// path (16 contiguous elements and more) and the strided one. Arithmetic
+// with a NaN operand or scalar gives NaN; in Float16 and BFloat16 it is
+// stored quiet without payload (its sign is the hardware's: a GPU's NaNs
+// are positive, an x86 CPU's from a negative NaN negative).
+namespace {
+// op over n elements of dtype t: operand 0 from memory every `stride`
+// elements, operand 1 (binary ops) the scalar; run on both backends over
+// copies of `in`, into an output of out_bytes.
+Outcome run_map_1d(const Backend& be, int op, int32_t t, int64_t n, int64_t stride, double scalar, const Bytes& in,
+                   size_t out_bytes) {
+  flx_map_desc d{};
+  d.op = op;
+  d.ndim = 1;
+  d.shape[0] = n;
+  d.ninputs = mo::arity(op);
+  d.in_dtype = d.out_dtype = t;
+  d.in[0].strides[0] = stride;
+  if (d.ninputs > 1) {
+    d.in[1].is_scalar = 1;
+    d.in[1].scalar = scalar;
+  }
+  return run_both(be, {in, Bytes(out_bytes, 0)}, [&](const Backend& b, int dev, const std::vector<flx_mem>& m) {
+    flx_map_desc dd = d;
+    dd.in[0].mem = m[0];
+    dd.out = m[1];
+    b.map(dev, dd);
+  });
+}
+}  // namespace
+
+TEST_F(PluginTest, MapStoresNanWithTheCpusBits) {
+  for (int32_t t : float_dtypes()) {
+    SCOPED_TRACE(dname(t));
+    Bytes pattern = nan_patterns(t), src;
+    for (int rep = 0; rep < 8; ++rep) src.insert(src.end(), pattern.begin(), pattern.end());
+    const int64_t n = int64_t(src.size() / dsize(t));
+    for (int64_t stride : {1, 2}) {
+      Outcome o = run_map_1d(*be, FLX_OP_COPY, t, n / stride, stride, 0, src, src.size());
+      ASSERT_TRUE(o.dev.ok) << o.dev.err;
+      EXPECT_TRUE(bitwise(o.cpu_out[1], o.dev_out[1])) << "copy, stride " << stride;
+    }
+    for (int op : {int(FLX_OP_ADD), int(FLX_OP_MUL), int(FLX_OP_MAX)})
+      for (bool scalar_nan : {false, true}) {
+        SCOPED_TRACE(std::string(mo::info(op).name) + (scalar_nan ? " NaN scalar" : " NaN operand"));
+        const Bytes x = scalar_nan ? make(t, grid_values(size_t(n), -2, 2, 0.25, 3)) : src;
+        Outcome o = run_map_1d(*be, op, t, n, 1, scalar_nan ? std::nan("") : 1.5, x, src.size());
+        ASSERT_TRUE(o.dev.ok) << o.dev.err;
+        for (int64_t i = 0; i < n; ++i) {
+          if (!scalar_nan && i % 10 >= 7) continue;  // not one of nan_patterns' NaNs
+          ASSERT_TRUE(std::isnan(value_at(t, o.dev_out[1], size_t(i)))) << i;
+          if (t == FLX_F16 || t == FLX_BF16)
+            ASSERT_TRUE(is_stored_half_nan(t, half_bits(o.dev_out[1], size_t(i))))
+                << i << ": " << std::hex << half_bits(o.dev_out[1], size_t(i));
+        }
+        EXPECT_TRUE(close(t, o.cpu_out[1], o.dev_out[1]));
+      }
+  }
+}
+
 // ---- reductions ---------------------------------------------------------------
 namespace {
 void check_reduce(const Backend& be, int32_t t, int op, const std::vector<int64_t>& shape, uint32_t mask,
