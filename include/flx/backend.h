@@ -99,6 +99,11 @@ extern "C" {
 #define FLX_DESC_HAS(desc, type, field) \
   ((desc)->struct_size >= offsetof(type, field) + sizeof((desc)->field))
 
+/* Element types. Float16 and BFloat16 are stored as IEEE half and bfloat16
+ * bits, rounded to nearest even; from minor 3 on, every path that stores a
+ * NaN into them (cast, fill, map, random, reductions, ...) writes
+ * sign|0x7E00 (Float16) or sign|0x7FC0 (BFloat16), the CPU's bits, whatever
+ * the NaN's payload. */
 typedef enum flx_dtype {
   FLX_F32 = 0,
   FLX_F64 = 1,
