@@ -9,6 +9,7 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist
+  libopenmpi-dev openmpi-bin iproute2
   python3 python3-pip
 )
 

@@ -2,7 +2,9 @@
 // sort from the output down to the tape's own leaves, then gradients flow in
 // reverse order, kept in the pass itself (never in the nodes, which an
 // enclosing call's pass may visit as well).
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <unordered_map>
 
 #include "autograd.hpp"
@@ -51,6 +53,38 @@ Tensor refuse_second_order(const Tensor& gin, autograd::Node* n, const Tensor& g
 }  // namespace
 
 namespace autograd {
+namespace {
+// The registered observers. `g_observing` lets a pass skip the lock while
+// there are none (almost always).
+std::atomic<bool> g_observing{false};
+std::mutex g_observers_mu;
+std::vector<std::weak_ptr<GradientObserver>>& observers() {
+  static auto* v = new std::vector<std::weak_ptr<GradientObserver>>;  // never destroyed: passes may run at exit
+  return *v;
+}
+// The live observers, the expired ones dropped.
+std::vector<std::shared_ptr<GradientObserver>> live_observers() {
+  std::vector<std::shared_ptr<GradientObserver>> out;
+  if (!g_observing.load(std::memory_order_relaxed)) return out;
+  std::lock_guard lock(g_observers_mu);
+  auto& v = observers();
+  std::erase_if(v, [&](const std::weak_ptr<GradientObserver>& w) {
+    auto s = w.lock();
+    if (!s) return true;
+    out.push_back(std::move(s));
+    return false;
+  });
+  g_observing.store(!v.empty(), std::memory_order_relaxed);
+  return out;
+}
+}  // namespace
+
+void add_gradient_observer(const std::shared_ptr<GradientObserver>& o) {
+  std::lock_guard lock(g_observers_mu);
+  observers().push_back(o);
+  g_observing.store(true, std::memory_order_relaxed);
+}
+
 uint64_t next_id() { return g_next_id.fetch_add(1, std::memory_order_relaxed); }
 
 Tensor saved_output(const Tensor& y) {
@@ -74,7 +108,7 @@ Tape::Tape() : id_(autograd::next_id()) {}
 
 Tensor Tape::track(const Tensor& t) {
   Tensor r = share(t, t.shape(), t.impl()->offset);
-  auto leaf = std::make_shared<autograd::Leaf>(id_);
+  auto leaf = std::make_shared<autograd::Leaf>(id_, t.id());
   if (autograd::tracked(t)) leaf->inputs.push_back(t.impl()->node);  // an enclosing call's tensor
   r.impl()->node = std::move(leaf);
   return r;
@@ -122,35 +156,70 @@ void Tape::backward(const Tensor& out) {
   }
   if (!reaches.back()) return;  // the root is last: no path to a leaf
 
+  // Each node's consumers still to run (edges from nodes that pass a
+  // gradient on): a leaf of this tape is final once its count reaches 0,
+  // which is reported to observers at once, not at the leaf's turn in the
+  // order (a first layer's weight comes last in it, its last consumer early).
+  std::vector<uint32_t> pending(order.size(), 0);
+  for (size_t k = 0; k < order.size(); ++k)
+    if (reaches[k] && !mine(order[k]))
+      for (const auto& in : order[k]->inputs)
+        if (reach(in.get())) ++pending[pos[in.get()]];
+
+  const auto watchers = autograd::live_observers();
+  if (!watchers.empty()) {
+    std::vector<const void*> sources;
+    for (const Node* n : order)
+      if (mine(n)) sources.push_back(static_cast<const autograd::Leaf*>(n)->source);
+    for (const auto& w : watchers) w->pass_begins(sources);
+  }
+  std::vector<Tensor> grad(order.size());
+  std::vector<char> done(order.size(), 0);
+  // A leaf of this tape whose gradient is final: keep it, tell observers.
+  auto finish_leaf = [&](size_t k) {
+    done[k] = 1;
+    Tensor g = std::move(grad[k]);
+    if (!g.defined()) return;
+    grads_[order[k]] = g;
+    for (const auto& w : watchers) w->gradient_ready(static_cast<const autograd::Leaf*>(order[k])->source, g);
+  };
+
   // An enclosing call records this pass: its rules' ops are recorded too.
   const bool recorded = is_recording();
-  std::vector<Tensor> grad(order.size());
   grad.back() = ones(out.dtype(), out.shape()).to(out.device());
   std::vector<Tensor> gin;
   std::vector<char> needs;
   for (size_t k = order.size(); k-- > 0;) {  // reverse post-order: consumers first
     Node* n = order[k];
-    Tensor g = std::move(grad[k]);  // freed as soon as it has been used
-    if (!g.defined() || !reaches[k]) continue;
     if (mine(n)) {
-      grads_[n] = g;
+      if (!done[k]) finish_leaf(k);  // the output itself, or a leaf no consumer reached
       continue;
     }
+    if (!reaches[k]) continue;
+    Tensor g = std::move(grad[k]);  // freed as soon as it has been used
     size_t m = n->inputs.size();
-    gin.assign(m, Tensor{});
     needs.assign(m, 0);
     for (size_t j = 0; j < m; ++j) needs[j] = reach(n->inputs[j].get());
-    {
-      CurrentNode current(n);
-      n->backward(g, reinterpret_cast<const bool*>(needs.data()), gin.data());
+    if (g.defined()) {
+      gin.assign(m, Tensor{});
+      {
+        CurrentNode current(n);
+        n->backward(g, reinterpret_cast<const bool*>(needs.data()), gin.data());
+      }
+      for (size_t j = 0; j < m; ++j) {
+        if (!needs[j] || !gin[j].defined()) continue;
+        if (recorded && n->order == autograd::Order::FirstOnly) gin[j] = refuse_second_order(gin[j], n, g);
+        Tensor& acc = grad[pos[n->inputs[j].get()]];
+        acc = acc.defined() ? acc + gin[j] : gin[j];
+      }
     }
     for (size_t j = 0; j < m; ++j) {
-      if (!needs[j] || !gin[j].defined()) continue;
-      if (recorded && n->order == autograd::Order::FirstOnly) gin[j] = refuse_second_order(gin[j], n, g);
-      Tensor& acc = grad[pos[n->inputs[j].get()]];
-      acc = acc.defined() ? acc + gin[j] : gin[j];
+      if (!needs[j]) continue;
+      const size_t i = pos[n->inputs[j].get()];
+      if (--pending[i] == 0 && mine(order[i]) && !done[i]) finish_leaf(i);
     }
   }
+  for (const auto& w : watchers) w->pass_ends();
 }
 
 }  // namespace detail

@@ -46,7 +46,8 @@ struct Node : std::enable_shared_from_this<Node> {
 // here; for an enclosing call it is the identity from its source (inputs[0],
 // when the argument was itself tracked by that call).
 struct Leaf final : Node {
-  explicit Leaf(uint64_t tape_id) {
+  const void* source;  // the tracked tensor's id (Tensor::id), for observers
+  Leaf(uint64_t tape_id, const void* src) : source(src) {
     tape = tape_id;
     op = "argument";
     order = Order::Higher;
@@ -86,6 +87,24 @@ void record(const char* op, Order order, const Tensor& out, std::initializer_lis
 // cycle). While a backward pass is recorded it comes back attached to the
 // rule's node, so a Higher rule that uses it differentiates through it.
 Tensor saved_output(const Tensor& y);
+
+// Watches backward passes (DistributedOptimizer does, to start averaging a
+// gradient across processes while the rest of the pass computes). A pass
+// tells every observer which tensors it differentiates for (their ids,
+// Tensor::id), then each of their gradients as soon as it is final, on the
+// thread running the pass, then that it has ended. Observers are held
+// weakly: one that is destroyed is dropped. While none is registered a
+// pass pays one relaxed atomic load.
+class GradientObserver {
+ public:
+  virtual ~GradientObserver() = default;
+  virtual void pass_begins(const std::vector<const void*>& sources) = 0;
+  // grad is undefined never: a tracked tensor that gets no gradient is not
+  // reported (pass_ends says the pass is over).
+  virtual void gradient_ready(const void* source, const Tensor& grad) = 0;
+  virtual void pass_ends() = 0;
+};
+void add_gradient_observer(const std::shared_ptr<GradientObserver>& o);
 
 // Runs its scope with recording off (optimiser steps, checkpoints).
 class PauseScope {

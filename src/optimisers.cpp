@@ -172,6 +172,14 @@ Tensor OptimiserChain::apply(RuleState& st, const Tensor& x, const Tensor& dx) c
   for (size_t i = 0; i < rules.size(); ++i) d = rules[i]->apply(st.children[i], x, d);
   return d;
 }
+std::shared_ptr<GradientTransform> OptimiserChain::gradient_transform(const std::vector<Tensor>& params) const {
+  for (size_t i = 1; i < rules.size(); ++i)
+    FLX_CHECK(!rules[i]->transforms_gradients(), ArgumentError, "OptimiserChain: rule ", i + 1, " (", *rules[i],
+              ") changes the gradients of every parameter at once, so it must come first: the rules before it would "
+              "see gradients it has not changed yet. Put it first, or wrap the chain: DistributedOptimizer(backend, "
+              "OptimiserChain(...))");
+  return rules.empty() ? nullptr : rules[0]->gradient_transform(params);
+}
 void OptimiserChain::print(std::ostream& os) const {
   os << "OptimiserChain(";
   for (size_t i = 0; i < rules.size(); ++i) os << (i ? ", " : "") << *rules[i];
@@ -188,6 +196,9 @@ OptState::OptState(std::shared_ptr<const OptRule> rule, const std::vector<std::p
               " has element type ", t.dtype(), "; optimisers update floating tensors only");
     leaves_.push_back({path, t, rule_->init(t)});
   }
+  std::vector<Tensor> distinct;
+  for (const auto& l : leaves_) distinct.push_back(l.param);
+  transform_ = rule_->gradient_transform(distinct);
 }
 
 void OptState::adjust(double eta) {
@@ -253,6 +264,7 @@ void subtract(const Tensor& x, const Tensor& step) {
 void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
   autograd::PauseScope pause;
   std::vector<Tensor> grads = checked_gradients(param_grads);
+  if (transform_) transform_->transform(grads);
   if (rule_->may_refuse()) {
     // Stage: every step on a copy of its leaf's state, then commit them all.
     struct Staged {

@@ -104,6 +104,15 @@ auto getobs(const MappedData<F, D>& d, std::span<const int64_t> idx) {
 }
 
 namespace detail {
+// numobs(d) for any data, found by argument-dependent lookup too (data
+// types of other namespaces, e.g. distributed::DistributedDataContainer).
+template <class D>
+int64_t numobs_of(const D& d) {
+  return numobs(d);
+}
+}  // namespace detail
+
+namespace detail {
 
 // Which observations an epoch's batches hold.
 struct EpochPlan {
@@ -126,8 +135,11 @@ template <class... T>
 bool on_host(const std::tuple<T...>& d) {
   return std::apply([](const auto&... x) { return (on_host(x) && ...); }, d);
 }
-template <class F, class D>
-bool on_host(const MappedData<F, D>& d) {
+// Data that wraps other data in a member `data` (mapobs, a distributed
+// share): where that lives.
+template <class D>
+  requires requires(const D& d) { d.data; }
+bool on_host(const D& d) {
   return on_host(d.data);
 }
 
@@ -141,7 +153,7 @@ class DataLoader {
   DataLoader(D data, DataLoaderOptions opts = {})
       : data_(std::move(data)), opts_(opts), epoch_(std::make_shared<std::atomic<uint64_t>>(0)) {
     detail::check_options(opts_);
-    n_ = flx::numobs(data_);
+    n_ = detail::numobs_of(data_);
     seed_ = opts_.seed ? *opts_.seed : detail::draw_seed();
   }
 

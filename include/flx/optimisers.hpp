@@ -28,6 +28,17 @@ struct RuleState {
   std::vector<RuleState> children;
 };
 
+// A step's whole set of gradients, changed before any rule sees them:
+// DistributedOptimizer averages them across processes. An OptRule makes one
+// per setup(); the state keeps it.
+class GradientTransform {
+ public:
+  virtual ~GradientTransform() = default;
+  // grads[i] is the gradient of the state's i-th parameter (undefined:
+  // none); replaced in place.
+  virtual void transform(std::vector<Tensor>& grads) = 0;
+};
+
 class OptRule {
  public:
   virtual ~OptRule() = default;
@@ -45,6 +56,13 @@ class OptRule {
   virtual std::shared_ptr<OptRule> clone() const = 0;
   // Set the learning rate (rules without one ignore it; chains pass it on).
   virtual void set_eta(double) {}
+  // Whether this rule changes whole steps' gradients (gradient_transform
+  // gives a transform), and that transform for the parameters `params`
+  // (setup's order); most rules act leaf by leaf.
+  virtual bool transforms_gradients() const { return false; }
+  virtual std::shared_ptr<GradientTransform> gradient_transform(const std::vector<Tensor>& /*params*/) const {
+    return nullptr;
+  }
 };
 std::ostream& operator<<(std::ostream& os, const OptRule& r);
 
@@ -134,6 +152,10 @@ struct OptimiserChain : OptRule {
   bool may_refuse() const override {
     return std::any_of(rules.begin(), rules.end(), [](const auto& r) { return r->may_refuse(); });
   }
+  // The first rule's; a later rule with one is an error (it would change
+  // gradients the earlier rules have already used).
+  bool transforms_gradients() const override { return !rules.empty() && rules[0]->transforms_gradients(); }
+  std::shared_ptr<GradientTransform> gradient_transform(const std::vector<Tensor>& params) const override;
   FLX_RULE_METHODS(OptimiserChain)
 };
 #undef FLX_RULE_METHODS
@@ -149,6 +171,8 @@ class OptState {
   };
   OptState(std::shared_ptr<const OptRule> rule, const std::vector<std::pair<std::string, Tensor>>& params);
   const OptRule& rule() const { return *rule_; }
+  // The rule's transform of whole steps (null for most rules).
+  const std::shared_ptr<GradientTransform>& gradient_transform() const { return transform_; }
   const std::vector<Leaf>& entries() const { return leaves_; }
   std::vector<Leaf>& entries() { return leaves_; }
   // One step from (parameter, gradient) pairs in walk order. All or nothing:
@@ -163,6 +187,7 @@ class OptState {
 
   std::shared_ptr<const OptRule> rule_;
   std::vector<Leaf> leaves_;
+  std::shared_ptr<GradientTransform> transform_;
 };
 
 template <class R, class M>

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/preferences.hpp"
 #include "flx/devices.hpp"
 #include "../common/atomic_file.hpp"
 #include "flx/error.hpp"
@@ -195,6 +196,21 @@ std::optional<std::string> edit_preference(const std::string& text, const toml::
 }
 
 }  // namespace
+
+std::optional<bool> preference_bool(const std::string& key, std::string* source) {
+  auto p = find_file();
+  if (!p) return std::nullopt;
+  toml::table t = parse_file(*p);
+  const toml::node* flux = t.get("Flux");
+  if (!flux || !flux->is_table()) return std::nullopt;
+  const toml::node* v = flux->as_table()->get(key);
+  if (!v) return std::nullopt;
+  FLX_CHECK(v->is_boolean(), ArgumentError, p->string(), ": [Flux] ", key, " is ", describe(*v),
+            "; expected true or false");
+  if (source) *source = p->string() + ", [Flux] " + key;
+  return v->as_boolean()->get();
+}
+
 }  // namespace detail
 
 std::string gpu_backend() {
