@@ -223,6 +223,21 @@ step_examples() {
     else record "example $ex on CUDA" FAIL "$(rc_text); $(grep -q 'found no functional GPU' "$out" &&
       echo "fell back to the CPU: $(grep -m1 'Preferred backend' "$out" | cut -c1-200)" || echo 'not on CUDA'); see $out"; fi
   done
+  # The seed's distributed example with one rank on the GPU (NCCLBackend;
+  # its collectives through the CUDA plugin's comm table). Limit: 0.5 s
+  # here on the CPU (MPI's start); CUDA's start and NCCL's init add ~2-5 s.
+  if [ "$HAVE_GPU" = 0 ]; then record "example ddp on CUDA (NCCL, 1 rank)" "skipped: no GPU" ""
+  elif [ ! -x "$BUILD_DIR/examples/ddp" ] || ! command -v mpiexec >/dev/null; then
+    record "example ddp on CUDA (NCCL, 1 rank)" FAIL "not built, or no mpiexec (OpenMPI: .gpu-deps carries it)"
+  else
+    run_step example-ddp 60 mpiexec --allow-run-as-root -n 1 "$BUILD_DIR/examples/ddp"
+    out=$LOGS/example-ddp.log
+    if [ "$RC" = -1 ]; then record "example ddp on CUDA (NCCL, 1 rank)" "skipped: out of time budget" ""
+    elif [ "$RC" = 0 ] && grep -q '^NCCLBackend: 1 workers, rank 0 on CUDA:0' "$out" &&
+       grep -q 'ranks hold the same parameters: yes' "$out"; then
+      record "example ddp on CUDA (NCCL, 1 rank)" PASS "$(grep -m1 'Epoch 100' "$out")"
+    else record "example ddp on CUDA (NCCL, 1 rank)" FAIL "$(rc_text); $(grep -m1 -iE 'error|backend' "$out" | cut -c1-200); see $out"; fi
+  fi
   # The pages' snippet programs (docs/snippets, built as docs/doc_*), in a scratch
   # dir (select_backend writes LocalPreferences.toml there): they must run
   # and not fall back to the CPU.

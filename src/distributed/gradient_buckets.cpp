@@ -217,8 +217,9 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
       presence[size_t(k)] = b.packed[size_t(k)] ? 1 : 0;
       if (!b.packed[size_t(k)]) be.fill(dev, at(b, b.offsets[size_t(k)]), b.dtype, size_t(params_[b.params[size_t(k)]].numel()), 0.0);
     }
-    const Tensor flags = tensor(presence).to(b.device);
-    be.cast(dev, at(b, b.grad_numel), b.dtype, flx::detail::mem(flags), DType::Float64, size_t(n));
+    // Converted on the host: a device need not have Float64.
+    const Tensor flags = tensor(presence).to(b.dtype).to(b.device);
+    be.copy_d2d(dev, at(b, b.grad_numel), flx::detail::mem(flags), size_t(n) * dtype_size(b.dtype));
     std::ostringstream what;
     what << "allreduce of gradient bucket " << i + 1 << " of " << buckets_.size() << " ("
          << double(b.grad_numel) * double(dtype_size(b.dtype)) / (1024.0 * 1024.0) << " MiB of " << b.dtype << " on "

@@ -12,6 +12,8 @@
    other than the built-in CPU backend's entry and the shared op list.
 3. Public headers (include/flx/*.hpp) do not expose the ABI (backend.h or
    op codes) to user programs.
+4. Only flx::distributed (src/distributed/) includes MPI, and no public
+   header does: a program that does not use it neither links nor loads MPI.
 
 Usage: check_layers.py REPO_ROOT
 """
@@ -51,6 +53,17 @@ for p in (root / "include" / "flx").rglob("*.hpp"):
     for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
         if re.search(r'#\s*include\s*"flx/backend', line) or re.search(r"\bFLX_(OP|REDUCE)_[A-Z]", line.split("//")[0]):
             problems.append(f"{rel}:{n}: a public header exposes the backend ABI: {line.strip()}")
+
+MPI_HEADER = re.compile(r'#\s*include\s*[<"]mpi(-ext)?\.h[>"]')
+for p in list((root / "src").rglob("*")) + list((root / "include").rglob("*")):
+    if p.suffix not in (".cpp", ".hpp", ".h"):
+        continue
+    rel = p.relative_to(root).as_posix()
+    if rel.startswith("src/distributed/"):
+        continue
+    for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+        if MPI_HEADER.search(line):
+            problems.append(f"{rel}:{n}: MPI included outside src/distributed/: {line.strip()}")
 
 if problems:
     print("\n".join(problems))

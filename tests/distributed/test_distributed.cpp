@@ -72,16 +72,19 @@ struct Case {
 // process on the whole batches: the same parameters. With op Avg each
 // rank's loss is the mean over its share (exact when the shares are equal);
 // with Sum each rank scales its share's summed loss by the global batch.
-void check_matches_one_process(const Case& c, DType t, double tolerance) {
+void check_matches_one_process(const Case& c, DType t, double tolerance, Device dev = Device::cpu()) {
   auto b = backend();
   set_seed(7 + uint64_t(b.rank()));  // different on every rank: synchronize makes them one
-  Mlp model = dist::synchronize(b, dist::FluxDistributedModel(to_dtype(Chain(Dense(4, 8, flx::tanh), Dense(8, 3)), t)), 0);
+  Mlp model = dist::synchronize(
+      b, dist::FluxDistributedModel(dev(to_dtype(Chain(Dense(4, 8, flx::tanh), Dense(8, 3)), t))), 0);
   Mlp reference = deep_copy(model);
   OptState opt = setup(dist::DistributedOptimizer(b, *c.rule, c.opts), model);
   OptState ref_opt = setup(*c.rule, reference);
   const bool mean = c.opts.op == dist::ReduceOp::Avg;
   for (int step = 0; step < 5; ++step) {
     auto [x, y] = global_batch(step, c.batch, t);
+    x = x.to(dev);
+    y = y.to(dev);
     auto [lo, hi] = dist::share_of(c.batch, b.rank(), b.size());
     Tensor xs = x.slice_last(lo, hi), ys = y.slice_last(lo, hi);
     auto [l, g] = withgradient(
@@ -90,7 +93,8 @@ void check_matches_one_process(const Case& c, DType t, double tolerance) {
     auto [rl, rg] = withgradient([&](const Mlp& m) { return mse(m(x), y); }, reference);
     update(ref_opt, reference, std::get<0>(rg));
   }
-  EXPECT_LE(relative_difference(model, reference), tolerance) << c.name << " on " << b.size() << " ranks, " << t;
+  EXPECT_LE(relative_difference(model, reference), tolerance)
+      << c.name << " on " << b.size() << " ranks, " << t << " on " << dev;
   for (const Tensor& p : leaves(model)) EXPECT_TRUE(same_on_every_rank(b, p)) << c.name;
 }
 
@@ -118,6 +122,14 @@ TEST(DistributedOptimizer, RanksOnSharesMatchOneProcessInFloat64) {
 
 TEST(DistributedOptimizer, RanksOnSharesMatchOneProcessInFloat32) {
   for (const auto& c : cases()) check_matches_one_process(c, Float32, 1e-4);
+}
+
+// A device with memory of its own (OpenCL on PoCL): the buckets travel
+// through pinned host memory.
+TEST(DistributedOptimizer, RanksOnSharesMatchOneProcessOnOpenCl) {
+  if (!functional("OpenCL")) GTEST_SKIP() << "no OpenCL device (PoCL) here";
+  const Device dev = get_device("OpenCL", 0);
+  for (const auto& c : cases()) check_matches_one_process(c, Float32, 1e-4, dev);
 }
 
 // synchronize gives every rank root's model and optimiser state (moments
