@@ -72,7 +72,14 @@ bool g_abort_on_uncaught = true;
   const std::string who = engine ? "flx::distributed: rank " + std::to_string(engine->rank()) + " of " +
                                        std::to_string(engine->size())
                                  : std::string("flx::distributed");
-  const std::string msg = who + ": uncaught exception: " + what + "\n" + who + ": ending the job on every rank (MPI_Abort)";
+  // A failed collective's message is on stderr already (the engine wrote
+  // it when the collective failed): say that it was not caught rather than
+  // repeat it.
+  const std::string failure = engine ? engine->failure() : "";
+  const std::string why = !failure.empty() && what.find(failure) != std::string::npos
+                              ? "the error above was not caught"
+                              : "uncaught exception: " + what;
+  const std::string msg = who + ": " + why + "\n" + who + ": ending the job on every rank (MPI_Abort)";
   if (engine && g_abort_on_uncaught) engine->abort(msg, 1);
   std::fprintf(stderr, "%s\n", msg.c_str());
   std::abort();

@@ -35,6 +35,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// "1.3 KiB", "25.0 MiB": a bucket's size in messages.
+std::string bytes_text(double n) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  if (n < 1024) os << int64_t(n) << " bytes";
+  else if (n < 1024.0 * 1024) os << n / 1024 << " KiB";
+  else os << n / (1024.0 * 1024) << " MiB";
+  return os.str();
+}
+
 class GradientBuckets final : public GradientTransform, public autograd::GradientObserver {
  public:
   GradientBuckets(std::shared_ptr<Communicator> comm, const DistributedOptions& o, const std::vector<Tensor>& params)
@@ -221,8 +232,8 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
     const Tensor flags = tensor(presence).to(b.dtype).to(b.device);
     be.copy_d2d(dev, at(b, b.grad_numel), flx::detail::mem(flags), size_t(n) * dtype_size(b.dtype));
     std::ostringstream what;
-    what << "allreduce of gradient bucket " << i + 1 << " of " << buckets_.size() << " ("
-         << double(b.grad_numel) * double(dtype_size(b.dtype)) / (1024.0 * 1024.0) << " MiB of " << b.dtype << " on "
+    what << "allreduce of gradient bucket " << i + 1 << " of " << buckets_.size() << " (" << b.grad_numel << " "
+         << b.dtype << " values, " << bytes_text(double(b.grad_numel) * double(dtype_size(b.dtype))) << ", on "
          << b.device << ")";
     b.launched_at = Clock::now();
     b.launched_in_pass = in_pass_;

@@ -7,6 +7,7 @@
 #endif
 #include <sched.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -126,10 +127,31 @@ bool MpiEngine::start_mpi(std::string& error) {
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
   cuda_aware_ = MPIX_Query_cuda_support() == 1;
 #endif
+  gather_where();
   pong_out_.assign(2 * size_t(size_), 0);
   pong_sends_.assign(size_t(size_), MPI_REQUEST_NULL);
   MPI_Irecv(&ping_in_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagPing, health_, &ping_req_);
   return true;
+}
+
+// Every rank's pid and host, so that a message blaming a rank says which
+// process to look at.
+void MpiEngine::gather_where() {
+  struct Where {
+    int64_t pid;
+    char host[MPI_MAX_PROCESSOR_NAME];
+  };
+  Where mine{int64_t(getpid()), {}};
+  int len = 0;
+  if (MPI_Get_processor_name(mine.host, &len) != MPI_SUCCESS) len = 0;
+  mine.host[std::clamp(len, 0, MPI_MAX_PROCESSOR_NAME - 1)] = '\0';
+  std::vector<Where> all(static_cast<size_t>(size_));
+  where_.assign(size_t(size_), "");
+  if (MPI_Allgather(&mine, int(sizeof(Where)), MPI_BYTE, all.data(), int(sizeof(Where)), MPI_BYTE,
+                    MPI_COMM_WORLD) != MPI_SUCCESS)
+    return;  // the messages then name ranks only
+  for (int q = 0; q < size_; ++q)
+    where_[size_t(q)] = "pid " + std::to_string(all[size_t(q)].pid) + " on " + all[size_t(q)].host;
 }
 
 void MpiEngine::run() {
@@ -178,12 +200,16 @@ std::shared_ptr<MpiEngine::Op> MpiEngine::submit(std::string what,
   auto op = std::make_shared<Op>();
   op->what = std::move(what);
   op->launch = std::move(launch);
+  std::string broken;
   {
     std::lock_guard lock(mu_);
-    FLX_CHECK(broken_.empty(), DistributedError, "flx::distributed: rank ", rank_, " of ", size_, ": ", op->what,
-              " refused: an earlier collective failed, and this job cannot go on. It failed with: ", broken_);
-    queued_.push_back(op);
+    broken = broken_;
+    if (broken.empty()) queued_.push_back(op);
   }
+  // Thrown with mu_ free: uncaught, it reaches the terminate handler, which
+  // reads failure() without the stack having been unwound.
+  FLX_CHECK(broken.empty(), DistributedError, "flx::distributed: rank ", rank_, " of ", size_, ": ", op->what,
+            " refused: an earlier collective failed, and this job cannot go on. It failed with: ", broken);
   work_cv_.notify_one();
   return op;
 }
@@ -203,7 +229,9 @@ void MpiEngine::wait(Op& op) {
               "; ending the job",
           1);
   }
-  if (!op.error.empty()) throw DistributedError(op.error);
+  const std::string error = op.error;
+  lock.unlock();  // before throwing: see submit()
+  if (!error.empty()) throw DistributedError(error);
 }
 
 void MpiEngine::finish(Op& op, const std::string& error) {
@@ -337,16 +365,20 @@ void MpiEngine::progress_diagnosis() {
   msg << "flx::distributed: rank " << rank_ << " of " << size_ << ": " << d.op->what << " (collective #"
       << d.op->seq << ") " << d.cause << ".";
   bool blamed = false;
+  auto rank_q = [&](int q) {
+    const std::string& w = where_[size_t(q)];
+    return "Rank " + std::to_string(q) + (w.empty() ? "" : " (" + w + ")");
+  };
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     if (d.state[q] == Diagnosis::Waiting) {
-      msg << " Rank " << q << " does not answer: it is stopped, hung outside flx, or gone (look at that process).";
+      msg << " " << rank_q(q) << " does not answer: it is stopped, hung outside flx, or gone.";
       blamed = true;
     } else if (d.state[q] == Diagnosis::Unreachable) {
-      msg << " Rank " << q << " cannot be reached (" << d.unreachable_why[q] << "): its process has probably died.";
+      msg << " " << rank_q(q) << " cannot be reached (" << d.unreachable_why[q] << "): its process has probably died.";
       blamed = true;
     } else if (d.pong_in[2 * size_t(q)] < d.op->seq) {
-      msg << " Rank " << q << " answers but has started only " << d.pong_in[2 * size_t(q)]
+      msg << " " << rank_q(q) << " answers but has started only " << d.pong_in[2 * size_t(q)]
           << " collectives, so it has not reached this one: it is slower or stuck in its own code, or it makes "
              "other collectives (every rank must make the same ones in the same order, e.g. the same number of "
              "batches).";
@@ -392,6 +424,9 @@ std::string MpiEngine::failure() const {
 void MpiEngine::abort(const std::string& message, int code) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
+  // The launcher forwards this stderr and MPI_Abort's own notice by
+  // different paths: a moment's pause lets the explanation come first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);  // MPI_Abort does not return; if it did, still end
 }

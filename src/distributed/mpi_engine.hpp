@@ -69,6 +69,7 @@ class MpiEngine {
   explicit MpiEngine(double timeout);
   void run();
   bool start_mpi(std::string& error);
+  void gather_where();
   void launch_queued();
   bool progress_active();
   void serve_pings();
@@ -82,6 +83,7 @@ class MpiEngine {
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1;
   bool cuda_aware_ = false;
   bool we_initialised_ = false;
+  std::vector<std::string> where_;  // per rank, for messages: "pid 1234 on node7"
   MPI_Comm coll_ = MPI_COMM_NULL;    // collectives
   MPI_Comm health_ = MPI_COMM_NULL;  // pings
 
