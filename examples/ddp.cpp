@@ -41,7 +41,7 @@ int train(const dist::DistributedBackend& backend, Device dev) {
   for (int epoch = 1; epoch <= 100; ++epoch) {
     auto [l, grad] = withgradient([&](const auto& m) { return mse(m(xs), ys); }, model);
     const double global = dist::allreduce(backend, l.item<double>(), dist::ReduceOp::Avg);
-    if (root && (epoch <= 3 || epoch % 10 == 0)) std::printf("Epoch %d: Loss %.7g\n", epoch, global);
+    if (root && (epoch <= 3 || epoch % 10 == 0)) std::printf("Epoch %d: Loss %.6f\n", epoch, global);
     update(opt, model, std::get<0>(grad));
   }
 

@@ -20,13 +20,19 @@ namespace flx_train {
 std::string usage_text() {
   return "usage: flx-train [--epochs N] [--batchsize N] [--seed N] [--device NAME[:ORDINAL]]\n"
          "                 [--lr X] [--decay X] [--checkpoint-dir DIR] [--resume] [--metrics FILE] [--limit N]\n"
+         "                 [--distributed]\n"
          "Trains a 784-256-256-10 MLP on Fashion-MNIST (Adam, learning rate lr * decay^(epoch-1)).\n"
          "The device defaults to get_device(): the GPU backend preference, else a functional GPU, else the CPU.\n"
          "Progress goes to stderr; one JSON object per epoch to stdout (and appended to --metrics FILE).\n"
          "After each epoch: DIR/checkpoint.safetensors (model, optimiser state and epoch, in one file written\n"
          "atomically: --resume continues from it) and DIR/model.safetensors (the model alone, for loadmodel).\n"
          "Defaults: --epochs 10 --batchsize 64 --seed 1 --lr 1e-3 --decay 0.75 --checkpoint-dir checkpoints\n"
-         "--limit 0 (all training images). Exit status: 0 done, 1 failed, 2 bad arguments.\n";
+         "--limit 0 (all training images). Exit status: 0 done, 1 failed, 2 bad arguments.\n"
+         "--distributed: data-parallel training under an MPI launcher (mpiexec -n N flx-train --distributed):\n"
+         "each rank trains on its share of the images (MPI; NCCL when the device is CUDA, one GPU per rank,\n"
+         "each taking GPU node_rank % ndevices) and gradients are averaged across ranks. --batchsize is per\n"
+         "rank, as in PyTorch's DDP: a step takes N x batchsize images. Rank 0 alone prints and writes the\n"
+         "checkpoints (--resume reads them on rank 0 only).\n";
 }
 
 namespace {
@@ -70,6 +76,7 @@ void parse_device(const std::string& v, Args& a) {
     auto [ptr, ec] = std::from_chars(ord.data(), ord.data() + ord.size(), x);
     if (ord.empty() || ec != std::errc() || ptr != ord.data() + ord.size() || x < 0) bad("--device", v, expected);
     a.ordinal = x;
+    a.ordinal_given = true;
   }
 }
 
@@ -154,10 +161,21 @@ Args parse(int argc, char** argv) {
       if (a.metrics.empty()) bad(f, "", "a file name");
     } else if (f == "--limit") {
       a.limit = at_least<int64_t>(f, value(), 0, "a number of training images >= 0 (0: all)");
+    } else if (f == "--distributed") {
+#if FLX_HAVE_DISTRIBUTED
+      a.distributed = true;
+#else
+      throw UsageError("--distributed: this flx-train was built without MPI (flx::distributed is built when "
+                       "OpenMPI is installed: Debian's libopenmpi-dev and openmpi-bin; then rebuild)");
+#endif
     } else {
       throw UsageError("unknown option " + f);
     }
   }
+  if (a.distributed && a.device == "CUDA" && a.ordinal_given)
+    throw UsageError("--device CUDA:" + std::to_string(a.ordinal) +
+                     " with --distributed: each rank takes the GPU node_rank % ndevices of its machine; give "
+                     "--device CUDA, and hide GPUs with CUDA_VISIBLE_DEVICES");
   return a;
 }
 

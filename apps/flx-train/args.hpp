@@ -14,12 +14,14 @@ struct Args {
   uint64_t seed = 1;
   std::string device;  // backend name; empty: get_device()
   int ordinal = 0;     // of device
+  bool ordinal_given = false;  // NAME:ORDINAL, not NAME
   double lr = 1e-3;
   double decay = 0.75;  // learning rate factor per epoch
   std::string checkpoint_dir = "checkpoints";
   bool resume = false;
   std::string metrics;
   int64_t limit = 0;  // train on the first N examples only (0: all)
+  bool distributed = false;  // data-parallel over the ranks of an MPI job
 };
 
 // A bad command line: main prints it and exits with status 2.

@@ -1,10 +1,11 @@
 // flx-train: the main job. Trains an MLP on Fashion-MNIST on any device,
 // with a progress bar (stderr), test accuracy after each epoch, a checkpoint
 // each epoch, --resume, and metrics as JSON lines (stdout, and --metrics FILE).
+// With --distributed, under mpiexec, data-parallel over the ranks of the job.
 //
 //   flx-train [--epochs 10] [--batchsize 64] [--seed 1] [--device OpenCL[:1]]
 //             [--lr 1e-3] [--decay 0.75] [--checkpoint-dir DIR] [--resume]
-//             [--metrics FILE] [--limit N]
+//             [--metrics FILE] [--limit N] [--distributed]
 #include <flx/flx.hpp>
 #include <unistd.h>
 
@@ -12,12 +13,17 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "args.hpp"
 #include "checkpoint.hpp"
 #include "progress.hpp"
+#include "team.hpp"
+#if FLX_HAVE_DISTRIBUTED
+#include "team_mpi.hpp"
+#endif
 
 using namespace flx;
 using namespace flx_train;
@@ -27,16 +33,18 @@ namespace {
 
 using Model = decltype(Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10)));
 
-// Fraction of the test set the model classifies correctly; the UInt8 images
-// are widened 1000 at a time, on the device.
-double accuracy(const Model& model, const Tensor& pixels, const Tensor& y) {
-  int64_t n = pixels.size(1), correct = 0;
+// How many images of `test` (UInt8 pixels, labels) the model classifies
+// correctly; the pixels are widened 1000 at a time, on the device.
+template <class Data>
+int64_t correct(const Model& model, const Data& test) {
+  const int64_t n = numobs(test);
+  int64_t right = 0;
   for (int64_t i = 0; i < n; i += 1000) {
-    int64_t j = std::min(n, i + 1000);
-    const Tensor x = datasets::scaled_pixels(pixels.slice_last(i, j));
-    correct += sum(onecold(model(x)) == y.slice_last(i, j)).item<int64_t>();
+    auto [pixels, y] = getobs(test, i, std::min(n, i + 1000));
+    const Tensor hits = onecold(model(datasets::scaled_pixels(pixels))) == y;
+    right += sum(hits).item<int64_t>();
   }
-  return double(correct) / double(n);
+  return right;
 }
 
 // A training batch as the model takes it, made on the loader's background
@@ -55,94 +63,148 @@ Args checked_args(int argc, char** argv) {
   return a;
 }
 
+// Trains as the team says: alone, or as one rank of a data-parallel job,
+// where only the leader prints and writes files.
+template <class Team>
+int train(const Args& args, const Team& team) {
+  if (args.limit > 0 && args.limit < team.size()) {
+    if (team.leader())
+      std::fprintf(stderr, "flx-train: --limit %lld: fewer training images than the %d ranks; each needs one\n",
+                   static_cast<long long>(args.limit), team.size());
+    return 2;
+  }
+  set_seed(args.seed);
+  const Device dev = team.device();
+  Model model = Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10)) | dev;
+  OptState opt = setup(team.rule(Adam(args.lr)), model);
+  const CheckpointDir checkpoints(args.checkpoint_dir);
+  int first_epoch = 1;
+  int64_t step = 0;
+  // The leader alone reads the checkpoint and writes files; when it cannot,
+  // every rank stops (status 1), before training.
+  std::optional<MetricsLog> metrics;
+  std::string failed;
+  if (team.leader()) {
+    try {
+      if (args.resume) {  // everything checked before anything is written
+        Checkpoint c = checkpoints.load();
+        c.restore(model, opt);
+        first_epoch = c.epoch + 1;
+        step = c.step;
+      }
+      checkpoints.prepare();
+      if (args.resume) {
+        checkpoints.save_model(state(model), first_epoch - 1, step);
+        std::fprintf(stderr, "flx-train: resumed after epoch %d\n", first_epoch - 1);
+      }
+      if (!args.metrics.empty()) fs::create_directories(fs::absolute(args.metrics).parent_path());
+      metrics.emplace(args.metrics);
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
+  }
+  if (!team.all(failed.empty())) {
+    if (team.leader()) std::fprintf(stderr, "flx-train: %s\n", failed.c_str());
+    return 1;
+  }
+  team.synchronize(model, opt, first_epoch, step);
+
+  // The images stay UInt8, as stored (a quarter of Float32's memory);
+  // each batch is widened on its way to the device (training_batch).
+  auto [xtr4, ytr] = datasets::fashion_mnist("train", UInt8);
+  auto [xte4, yte] = datasets::fashion_mnist("test", UInt8);
+  Tensor xtr = reshape(xtr4, {784, -1}), xte = reshape(xte4, {784, -1});
+  int64_t ntrain = args.limit > 0 ? std::min(args.limit, xtr.size(1)) : xtr.size(1);
+  // Equal shares, so that every rank takes the same steps of the same size:
+  // at most size - 1 images are left out (PyTorch's drop_last for shares).
+  ntrain -= ntrain % team.size();
+  if (ntrain < xtr.size(1)) {
+    xtr = xtr.slice_last(0, ntrain);
+    ytr = ytr.slice_last(0, ntrain);
+  }
+  const auto train_data = team.share(std::tuple{xtr, ytr});
+  const auto test_data = team.share(std::tuple{xte | dev, yte | dev});  // the test set fits: moved once
+  if (team.leader())
+    std::fprintf(stderr, "flx-train: Fashion-MNIST, %lld training and %lld test images, on %s%s\n",
+                 static_cast<long long>(ntrain), static_cast<long long>(xte.size(1)), dev.str().c_str(),
+                 team.describe().c_str());
+
+  const bool terminal = isatty(STDERR_FILENO);
+  double acc = 0;
+  for (int epoch = first_epoch; epoch <= args.epochs; ++epoch) {
+    adjust(opt, args.lr * std::pow(args.decay, epoch - 1));
+    // One seeded shuffle per epoch, so a resumed run sees the same batches.
+    DataLoader loader(mapobs(training_batch, train_data),
+                      {.batchsize = args.batchsize, .shuffle = true, .seed = args.seed * 1000003 + uint64_t(epoch)});
+    std::optional<ProgressBar> bar;
+    if (team.leader()) bar.emplace(epoch, args.epochs, loader.size(), terminal);
+    const auto t0 = std::chrono::steady_clock::now();
+    // The running loss stays on the device: reading it every step would
+    // make a GPU wait for each step to finish before queueing the next.
+    Tensor loss_sum = zeros(Float32, Shape{}) | dev;
+    int64_t seen = 0, batch = 0;
+    for (auto [x, y] : loader | dev) {
+      auto [l, grads] = withgradient([&](const Model& m) { return logitcrossentropy(m(x), y); }, model);
+      update(opt, model, std::get<0>(grads));
+      int64_t b = x.size(1);
+      loss_sum = loss_sum + l * double(b);
+      seen += b;
+      ++step;
+      ++batch;  // the bar shows the leader's own running loss
+      if (bar && bar->due(batch)) bar->step(batch, loss_sum.item<double>() / double(seen), seen * team.size());
+    }
+    const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    acc = team.sum(double(correct(model, test_data))) / double(xte.size(1));
+    const double samples = team.sum(double(seen));
+    const double mean_loss = team.sum(loss_sum.item<double>()) / samples;
+    if (!team.leader()) continue;
+    bar->finish(mean_loss, acc, int64_t(samples));
+    std::ostringstream js;
+    js << "{\"epoch\":" << epoch << ",\"step\":" << step << ",\"loss\":" << mean_loss
+       << ",\"test_accuracy\":" << acc << ",\"samples\":" << int64_t(samples) << ",\"train_seconds\":" << train_s
+       << ",\"samples_per_second\":" << samples / train_s << ",\"device\":\"" << dev.str() << "\"";
+    if constexpr (Team::distributed) js << ",\"workers\":" << team.size();
+    js << "}";
+    metrics->write(js.str());
+    std::printf("%s\n", js.str().c_str());
+    std::fflush(stdout);
+    checkpoints.save(state(model), state(opt), epoch, step);
+  }
+  if (!team.leader()) return 0;
+  if (first_epoch > args.epochs)
+    std::fprintf(stderr, "flx-train: the checkpoint is already at epoch %d of %d; nothing to do\n", first_epoch - 1,
+                 args.epochs);
+  else
+    std::fprintf(stderr, "flx-train: test accuracy %.4f after %d epochs\n", acc, args.epochs);
+  return 0;
+}
+
+// Makes the team (the device; MPI with --distributed) and trains. A failure
+// at run time ends this process with status 1, and with --distributed the
+// whole job (MPI_Abort), so that no rank is left waiting for it.
+template <class Team>
+int run(const Args& args) {
+  std::optional<Team> team;
+  try {
+    team.emplace(args);
+    return train(args, *team);
+  } catch (const std::exception& e) {
+    return team ? team->fail(e.what()) : Team::fail_to_start(e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args args;
-  try {
+  try {  // on every rank, before MPI starts
     args = checked_args(argc, argv);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "flx-train: %s\n\n%s", e.what(), usage_text().c_str());
     return 2;
   }
-  try {
-    set_seed(args.seed);
-    Device dev = args.device.empty() ? get_device() : get_device(args.device, args.ordinal);
-    Model model = Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10)) | dev;
-    OptState opt = setup(Adam(args.lr), model);
-    const CheckpointDir checkpoints(args.checkpoint_dir);
-    int first_epoch = 1;
-    int64_t step = 0;
-    if (args.resume) {  // everything checked before anything is written
-      Checkpoint c = checkpoints.load();
-      c.restore(model, opt);
-      first_epoch = c.epoch + 1;
-      step = c.step;
-    }
-    checkpoints.prepare();
-    if (args.resume) {
-      checkpoints.save_model(state(model), first_epoch - 1, step);
-      std::fprintf(stderr, "flx-train: resumed after epoch %d\n", first_epoch - 1);
-    }
-    if (!args.metrics.empty()) fs::create_directories(fs::absolute(args.metrics).parent_path());
-    MetricsLog metrics(args.metrics);
-
-    // The images stay UInt8, as stored (a quarter of Float32's memory);
-    // each batch is widened on its way to the device (training_batch).
-    auto [xtr4, ytr] = datasets::fashion_mnist("train", UInt8);
-    auto [xte4, yte] = datasets::fashion_mnist("test", UInt8);
-    Tensor xtr = reshape(xtr4, {784, -1}), xte = reshape(xte4, {784, -1});
-    if (args.limit > 0 && args.limit < xtr.size(1)) {
-      xtr = xtr.slice_last(0, args.limit);
-      ytr = ytr.slice_last(0, args.limit);
-    }
-    std::fprintf(stderr, "flx-train: Fashion-MNIST, %lld training and %lld test images, on %s\n",
-                 static_cast<long long>(xtr.size(1)), static_cast<long long>(xte.size(1)), dev.str().c_str());
-
-    Tensor xte_d = xte | dev, yte_d = yte | dev;  // the test set fits: move it once
-    const bool terminal = isatty(STDERR_FILENO);
-    double acc = 0;
-    for (int epoch = first_epoch; epoch <= args.epochs; ++epoch) {
-      adjust(opt, args.lr * std::pow(args.decay, epoch - 1));
-      // One seeded shuffle per epoch, so a resumed run sees the same batches.
-      DataLoader loader(mapobs(training_batch, std::tuple{xtr, ytr}),
-                        {.batchsize = args.batchsize, .shuffle = true, .seed = args.seed * 1000003 + uint64_t(epoch)});
-      flx_train::ProgressBar bar(epoch, args.epochs, loader.size(), terminal);
-      const auto t0 = std::chrono::steady_clock::now();
-      // The running loss stays on the device: reading it every step would
-      // make a GPU wait for each step to finish before queueing the next.
-      Tensor loss_sum = zeros(Float32, Shape{}) | dev;
-      int64_t seen = 0, batch = 0;
-      for (auto [x, y] : loader | dev) {
-        auto [l, grads] = withgradient([&](const Model& m) { return logitcrossentropy(m(x), y); }, model);
-        update(opt, model, std::get<0>(grads));
-        int64_t b = x.size(1);
-        loss_sum = loss_sum + l * double(b);
-        seen += b;
-        ++step;
-        if (bar.due(++batch)) bar.step(batch, loss_sum.item<double>() / double(seen), seen);
-      }
-      const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      acc = accuracy(model, xte_d, yte_d);
-      const double mean_loss = loss_sum.item<double>() / double(seen);
-      bar.finish(mean_loss, acc, seen);
-      std::ostringstream js;
-      js << "{\"epoch\":" << epoch << ",\"step\":" << step << ",\"loss\":" << mean_loss
-         << ",\"test_accuracy\":" << acc << ",\"samples\":" << seen << ",\"train_seconds\":" << train_s
-         << ",\"samples_per_second\":" << double(seen) / train_s << ",\"device\":\"" << dev.str() << "\"}";
-      metrics.write(js.str());
-      std::printf("%s\n", js.str().c_str());
-      std::fflush(stdout);
-      checkpoints.save(state(model), state(opt), epoch, step);
-    }
-    if (first_epoch > args.epochs)
-      std::fprintf(stderr, "flx-train: the checkpoint is already at epoch %d of %d; nothing to do\n", first_epoch - 1,
-                   args.epochs);
-    else
-      std::fprintf(stderr, "flx-train: test accuracy %.4f after %d epochs\n", acc, args.epochs);
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "flx-train: %s\n", e.what());
-    return 1;
-  }
+#if FLX_HAVE_DISTRIBUTED
+  if (args.distributed) return run<MpiTeam>(args);
+#endif
+  return run<SoloTeam>(args);
 }

@@ -273,6 +273,7 @@ class DistributedOptimizer : public OptRule {
   std::shared_ptr<OptRule> clone() const override;
   void set_eta(double e) override;
   bool transforms_gradients() const override { return true; }
+  const OptRule& state_rule() const override { return rule_->state_rule(); }
   std::shared_ptr<GradientTransform> gradient_transform(const std::vector<Tensor>& params) const override;
 
  private:

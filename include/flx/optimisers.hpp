@@ -63,6 +63,11 @@ class OptRule {
   virtual std::shared_ptr<GradientTransform> gradient_transform(const std::vector<Tensor>& /*params*/) const {
     return nullptr;
   }
+  // The rule whose state this one keeps: itself, or for a wrapper that only
+  // changes the gradients it passes on (DistributedOptimizer), the wrapped
+  // rule's. Saved optimiser states name it, so such a state loads with or
+  // without the wrapper (a checkpoint of 2 ranks resumes in one process).
+  virtual const OptRule& state_rule() const { return *this; }
 };
 std::ostream& operator<<(std::ostream& os, const OptRule& r);
 

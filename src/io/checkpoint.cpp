@@ -239,7 +239,7 @@ State state(const OptState& opt) {
       opt, [&](const std::string& name, const Tensor& t) { s.insert(name, t); },
       [&](const std::string& name, const std::vector<double>& v) { s.insert(name, scalars_tensor(v)); });
   s.metadata()[kKind] = kOptKind;
-  s.metadata()[kRule] = rule_text(opt.rule());
+  s.metadata()[kRule] = rule_text(opt.rule().state_rule());
   return s;
 }
 
@@ -248,7 +248,7 @@ void loadmodel(OptState& opt, const State& s) {
   FLX_CHECK(kind != s.metadata().end() && kind->second == kOptKind, CheckpointError,
             "loadmodel: this checkpoint holds no optimiser state (its metadata has no \"", kKind, "\": \"", kOptKind,
             "\"); load it into a model instead, or load the file that save(path, opt_state) wrote");
-  const std::string mine = rule_text(opt.rule());
+  const std::string mine = rule_text(opt.rule().state_rule());
   auto rule = s.metadata().find(kRule);
   const std::string theirs = rule == s.metadata().end() ? "(none)" : rule->second;
   FLX_CHECK(rule_name(theirs) == rule_name(mine), CheckpointError, "loadmodel: the checkpoint holds the state of ",

@@ -5,11 +5,16 @@ what the code really does.
 Each fenced block is checked by its language, with a marker comment on the
 line before it (`<!-- KIND: ARG -->`) where the block needs one:
 
-  cpp     `snippet: NAME [env: VAR=value]`: the block is docs/snippets/NAME.cpp,
-          which the build compiles (BUILD_DIR/docs/doc_NAME) and this script
-          runs in an empty directory (with VAR set).
-          `part of: NAME [env: ...]`: the block appears verbatim (indented
+  cpp     `snippet: NAME [mpiexec: N] [status: S] [env: VAR=value]`: the block
+          is docs/snippets/NAME.cpp, which the build compiles
+          (BUILD_DIR/docs/doc_NAME) and this script runs in an empty
+          directory (with VAR set; under MPIEXEC -n N; expecting exit status
+          S, 0 by default).
+          `part of: NAME [...]`: the block appears verbatim (indented
           alike) in docs/snippets/NAME.cpp, a program that gives it context.
+          NAME may be examples/X: the program examples/X.cpp (BUILD_DIR/examples/X).
+          A program under mpiexec (flx::distributed) is skipped, saying so,
+          when this script is given no MPIEXEC (flx built without MPI).
           Where the page shows no output block for NAME and a line
           `std::cout << ...;` carries a comment, the comment is what the line
           prints: those comments, in order, are the program's standard output
@@ -18,8 +23,8 @@ line before it (`<!-- KIND: ARG -->`) where the block needs one:
   text    `output: PROG` / `stderr: PROG`: PROG's standard output / error
   (and    (PROG is a snippet, or flx-info) equals the block, where `(...)`
   plain)  stands for any text within a line.
-          `output excerpt: PROG`: the block's lines appear, consecutively, in
-          PROG's standard output.
+          `output excerpt: PROG` / `stderr excerpt: PROG`: the block's lines
+          appear, consecutively, in PROG's standard output / error.
           `figure`: a drawing; it is only checked for paths (below).
   c       `from: FILE`: every line of the block but `...` is a line of FILE
           (spaces aside).
@@ -28,7 +33,8 @@ line before it (`<!-- KIND: ARG -->`) where the block needs one:
           are together in one quoted list there (the one it checks them with).
   cmake   built: a project of the block (the targets it names built from a
           small program) is configured, built and run against flx installed
-          in PREFIX (the consumer_project test's private prefix).
+          in PREFIX (the consumer_project test's private prefix); skipped,
+          saying so, when it links flx::distributed and there is no MPIEXEC.
   toml    a LocalPreferences.toml: flx-info run beside it must report the
           [Flux] gpu_backend it sets as the preference, from that file.
   python  must compile (the examples need PyTorch, which the tests lack).
@@ -38,7 +44,7 @@ is part of PROG's output (standard output or error), e.g. a quoted error
 message. Every path of a source file (src/..., tests/..., docs/...) on a
 page must exist. Every docs/snippets/*.cpp must be used by a page.
 
-usage: check_docs.py REPO_ROOT BUILD_DIR FLX_INFO CMAKE PREFIX
+usage: check_docs.py REPO_ROOT BUILD_DIR FLX_INFO CMAKE PREFIX [MPIEXEC [FLAGS...]]
 """
 import ast
 import glob
@@ -50,8 +56,10 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from typing import NamedTuple
 
 root, build_dir, flx_info, cmake, prefix = sys.argv[1:6]
+mpiexec = sys.argv[6:]  # empty: flx::distributed is not built
 root, build_dir, flx_info, prefix = map(os.path.abspath, (root, build_dir, flx_info, prefix))
 snippet_dir = os.path.join(root, "docs", "snippets")
 pages = ["README.md"] + sorted("docs/" + f for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
@@ -69,35 +77,70 @@ def base_env():
     return {k: v for k, v in os.environ.items() if k != "FLX_GPU_BACKEND"}
 
 
+class How(NamedTuple):
+    """How a program runs: its environment variable, its number of MPI
+    processes (0: no mpiexec) and the exit status it must end with."""
+    env: str = ""
+    ranks: int = 0
+    status: int = 0
+
+
+CPP_MARKER = re.compile(r"(snippet|part of): ([\w/]+)((?: (?:mpiexec|status): \d+)*)(?: env: (.*))?")
+
+
+def how_of_marker(m):
+    opts = dict(re.findall(r"(mpiexec|status): (\d+)", m.group(3)))
+    return How(m.group(4) or "", int(opts.get("mpiexec", 0)), int(opts.get("status", 0)))
+
+
+def executable(prog):
+    if prog == "flx-info":
+        return flx_info
+    if prog.startswith("examples/"):
+        return os.path.join(build_dir, prog)
+    return os.path.join(build_dir, "docs", "doc_" + prog)
+
+
 runs = {}
 
 
-def run(prog, env_spec=""):
-    """(returncode, stdout, stderr) of a snippet program or flx-info, run once
-    per environment in an empty directory (whose empty LocalPreferences.toml
-    keeps any file further up from counting)."""
-    key = (prog, env_spec)
+def run(prog, how=How()):
+    """(returncode, stdout, stderr) of a snippet program, an example or
+    flx-info, run once per way of running it in an empty directory (whose
+    empty LocalPreferences.toml keeps any file further up from counting)."""
+    key = (prog, how)
     if key not in runs:
-        exe = flx_info if prog == "flx-info" else os.path.join(build_dir, "docs", "doc_" + prog)
+        exe = executable(prog)
         env = base_env()
-        if env_spec:
-            var, _, value = env_spec.partition("=")
+        if how.env:
+            var, _, value = how.env.partition("=")
             env[var.strip()] = value.strip()
+        argv = [*mpiexec, "-n", str(how.ranks), exe] if how.ranks else [exe]
         if not os.access(exe, os.X_OK):
             runs[key] = (None, "", f"{exe} is not built (docs/CMakeLists.txt builds every snippet)")
         else:
             with tempfile.TemporaryDirectory() as cwd:
                 open(os.path.join(cwd, "LocalPreferences.toml"), "w").close()
-                r = subprocess.run([exe], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+                r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
             runs[key] = (r.returncode, r.stdout, r.stderr)
     return runs[key]
 
 
-def ran(where, prog, env_spec=""):
-    """The program's output, or None (and a failure) when it did not exit 0."""
-    rc, out, err = run(prog, env_spec)
-    if rc != 0:
-        fail(where, f"{prog} exited with {rc}\n{err}")
+skipped = set()
+
+
+def ran(where, prog, how=How()):
+    """The program's output, or None: when it did not exit as it must (a
+    failure), or when it needs mpiexec and flx::distributed is not built (a
+    skip, said once)."""
+    if how.ranks and not mpiexec:
+        if prog not in skipped:
+            print(f"SKIP {where}: {prog} runs under mpiexec, and flx::distributed is not built (no MPI)")
+            skipped.add(prog)
+        return None
+    rc, out, err = run(prog, how)
+    if rc != how.status:
+        fail(where, f"{prog} exited with {rc}, expected {how.status}\n{err}")
         return None
     return out, err
 
@@ -114,9 +157,10 @@ used_snippets = set()
 
 
 def snippet_source(where, name):
-    path = os.path.join(snippet_dir, name + ".cpp")
+    rel = name + ".cpp" if name.startswith("examples/") else "docs/snippets/" + name + ".cpp"
+    path = os.path.join(root, rel)
     if not os.path.exists(path):
-        fail(where, f"no program docs/snippets/{name}.cpp")
+        fail(where, f"no program {rel}")
         return None
     used_snippets.add(name)
     return open(path, encoding="utf-8").read()
@@ -155,43 +199,43 @@ def check_printed_comments(where, block, out):
 
 
 def check_cpp(where, marker, block, shown_output):
-    m = re.fullmatch(r"(snippet|part of): (\w+)(?: env: (.*))?", marker or "")
+    m = CPP_MARKER.fullmatch(marker or "")
     if not m:
         fail(where, "a C++ block needs <!-- snippet: NAME --> or <!-- part of: NAME --> (a program in docs/snippets)")
         return
-    kind, name, env_spec = m.group(1), m.group(2), m.group(3) or ""
+    kind, name, how = m.group(1), m.group(2), how_of_marker(m)
     source = snippet_source(where, name)
     if source is None:
         return
     if kind == "snippet" and block != source:
-        fail(where, f"the block differs from docs/snippets/{name}.cpp")
+        fail(where, f"the block differs from the program {name}.cpp")
         return
     if kind == "part of" and not contains_indented(block, source):
-        fail(where, f"the block is not in docs/snippets/{name}.cpp as shown")
+        fail(where, f"the block is not in the program {name}.cpp as shown")
         return
-    result = ran(where, name, env_spec)
+    result = ran(where, name, how)
     if result:
         if name not in shown_output:  # else the output block is checked
             check_printed_comments(where, block, result[0])
         print(f"{where}: {name} compiles and runs")
 
 
-def check_text(where, marker, block, env_of):
+def check_text(where, marker, block, how_of):
     if marker == "figure":
         return
-    m = re.fullmatch(r"(output|stderr|output excerpt): ([\w-]+)", marker or "")
+    m = re.fullmatch(r"(output|stderr|output excerpt|stderr excerpt): ([\w/-]+)", marker or "")
     if not m:
         fail(where, "a text block needs <!-- output: PROG -->, <!-- stderr: PROG -->, "
-                    "<!-- output excerpt: PROG --> or <!-- figure -->")
+                    "<!-- output excerpt: PROG -->, <!-- stderr excerpt: PROG --> or <!-- figure -->")
         return
     kind, prog = m.groups()
     if prog != "flx-info" and snippet_source(where, prog) is None:
         return
-    result = ran(where, prog, env_of.get(prog, ""))
+    result = ran(where, prog, how_of.get(prog, How()))
     if not result:
         return
-    actual = result[1] if kind == "stderr" else result[0]
-    if kind == "output excerpt":
+    actual = result[1] if kind.startswith("stderr") else result[0]
+    if kind.endswith("excerpt"):
         want = [line.rstrip() for line in block.rstrip("\n").split("\n")]
         have = [line.rstrip() for line in actual.split("\n")]
         ok = any(have[i:i + len(want)] == want for i in range(len(have)))
@@ -261,6 +305,9 @@ def check_toml(where, block):
 
 
 def check_cmake(where, block):
+    if "flx::distributed" in block and not mpiexec:
+        print(f"SKIP {where}: the block links flx::distributed, which is not built (no MPI)")
+        return
     work = os.path.join(build_dir, "docs", "cmake_check")
     shutil.rmtree(work, ignore_errors=True)
     project = os.path.join(work, "project")
@@ -301,10 +348,10 @@ PATH = re.compile(r"(?<![\w./-])((?:src|backends|include|tests|docs|apps|scripts
 for page in pages:
     text = open(os.path.join(root, page), encoding="utf-8").read()
     line_of = lambda pos: text.count("\n", 0, pos) + 1
-    # the environment each snippet runs in, for the output blocks after it
-    env_of = {m.group(2): m.group(3) or "" for m in
-              re.finditer(r"<!-- (snippet|part of): (\w+)(?: env: (.*?))? -->", text)}
-    shown_output = set(re.findall(r"<!-- output: ([\w-]+) -->", text))
+    # how each program runs (environment, mpiexec), for the output blocks after it
+    how_of = {m.group(2): how_of_marker(m) for m in
+              (CPP_MARKER.fullmatch(c) for c in re.findall(r"<!-- ((?:snippet|part of): .*?) -->", text)) if m}
+    shown_output = set(re.findall(r"<!-- output: ([\w/-]+) -->", text))
     for m in FENCE.finditer(text):
         indent, lang, body = m.groups()
         block = "".join(line[len(indent):] + "\n" for line in body.rstrip("\n").split("\n"))
@@ -314,7 +361,7 @@ for page in pages:
         if lang == "cpp":
             check_cpp(where, marker, block, shown_output)
         elif lang in ("text", ""):
-            check_text(where, marker, block, env_of)
+            check_text(where, marker, block, how_of)
         elif lang == "c":
             check_c(where, marker, block)
         elif lang == "sh":
@@ -327,9 +374,9 @@ for page in pages:
             check_python(where, block)
         else:
             fail(where, f"no check for ```{lang} blocks; add one to tests/docs/check_docs.py")
-    for m in re.finditer(r"<!-- quotes: ([\w-]+) -->\n(.*?)(?:\n\n|\Z)", text, re.S):
+    for m in re.finditer(r"<!-- quotes: ([\w/-]+) -->\n(.*?)(?:\n\n|\Z)", text, re.S):
         where = f"{page}:{line_of(m.start())}"
-        result = ran(where, m.group(1), env_of.get(m.group(1), ""))
+        result = ran(where, m.group(1), how_of.get(m.group(1), How()))
         if result:
             said = " ".join((result[0] + result[1]).split())
             for span in re.findall(r"`([^`]+)`", m.group(2)):
