@@ -187,10 +187,14 @@ bool initialized<NCCLBackend>() {
 
 void abort(const DistributedBackend& b, const std::string& message, int code) {
   FLX_CHECK(b.communicator(), DistributedError, "abort: the distributed backend has not been initialised");
-  b.communicator()->abort(detail::rank_label(*b.communicator()) + ": " + message +
-                              "\n" + detail::rank_label(*b.communicator()) +
-                              ": ending the job on every rank (MPI_Abort)",
-                          code);
+  const std::string label = detail::rank_label(*b.communicator());
+  // A failed collective's message is on stderr already: refer to it
+  // rather than print it again inside this one.
+  auto* engine = detail::MpiEngine::existing();
+  const std::string failure = engine ? engine->failure() : "";
+  const size_t at = failure.empty() ? std::string::npos : message.find(failure);
+  const std::string text = at == std::string::npos ? message : message.substr(0, at) + "the failed collective above";
+  b.communicator()->abort(label + ": " + text + "\n" + label + ": ending the job on every rank (MPI_Abort)", code);
   std::_Exit(code);  // abort() does not return
 }
 

@@ -13,7 +13,9 @@
 namespace flx::distributed {
 namespace {
 
+// "a (4) Float32 tensor on CPU", for messages.
 std::string describe(const Tensor& x) {
+  if (!x.defined()) return "an undefined tensor";
   std::ostringstream os;
   os << "a " << x.shape() << " " << x.dtype() << " tensor on " << x.device();
   return os.str();
@@ -37,17 +39,16 @@ void copy_region(const Tensor& dst, uint64_t dst_offset, const Tensor& src, uint
 }  // namespace
 
 Tensor allreduce(const DistributedBackend& b, const Tensor& x, ReduceOp op) {
-  comm_of(b).run(detail::Collective::Allreduce, x, op, 0, "allreduce (" + std::string(x.defined() ? describe(x) : "") + ")");
+  comm_of(b).run(detail::Collective::Allreduce, x, op, 0, "allreduce of " + describe(x));
   return x;
 }
 Tensor bcast(const DistributedBackend& b, const Tensor& x, int root) {
   comm_of(b).run(detail::Collective::Broadcast, x, ReduceOp::Sum, root,
-                 "bcast from rank " + std::to_string(root) + " (" + (x.defined() ? describe(x) : "") + ")");
+                 "bcast from rank " + std::to_string(root) + " of " + describe(x));
   return x;
 }
 Tensor reduce(const DistributedBackend& b, const Tensor& x, ReduceOp op, int root) {
-  comm_of(b).run(detail::Collective::Reduce, x, op, root,
-                 "reduce to rank " + std::to_string(root) + " (" + (x.defined() ? describe(x) : "") + ")");
+  comm_of(b).run(detail::Collective::Reduce, x, op, root, "reduce to rank " + std::to_string(root) + " of " + describe(x));
   return x;
 }
 double allreduce(const DistributedBackend& b, double v, ReduceOp op) {

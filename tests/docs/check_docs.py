@@ -24,7 +24,8 @@ line before it (`<!-- KIND: ARG -->`) where the block needs one:
   (and    (PROG is a snippet, or flx-info) equals the block, where `(...)`
   plain)  stands for any text within a line.
           `output excerpt: PROG` / `stderr excerpt: PROG`: the block's lines
-          appear, consecutively, in PROG's standard output / error.
+          appear, consecutively, in PROG's standard output / error (each
+          `(...)` standing for any text within its line).
           `figure`: a drawing; it is only checked for paths (below).
   c       `from: FILE`: every line of the block but `...` is a line of FILE
           (spaces aside).
@@ -238,7 +239,8 @@ def check_text(where, marker, block, how_of):
     if kind.endswith("excerpt"):
         want = [line.rstrip() for line in block.rstrip("\n").split("\n")]
         have = [line.rstrip() for line in actual.split("\n")]
-        ok = any(have[i:i + len(want)] == want for i in range(len(have)))
+        ok = any(len(have) - i >= len(want) and all(matches(w, h) for w, h in zip(want, have[i:i + len(want)]))
+                 for i in range(len(have)))
     else:
         ok = matches(block, actual)
     if ok:
