@@ -21,6 +21,10 @@ namespace {
 
 constexpr int kTagPing = 1, kTagPong = 2;
 
+// Allreduces of at least this many bytes take libnbc's ring (find_iallreduce_algorithm).
+constexpr size_t kRingBytes = 64 * 1024;
+constexpr int kNbcDefault = 0, kNbcRing = 1;
+
 std::string mpi_error(int rc) {
   char buf[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -126,10 +130,60 @@ bool MpiEngine::start_mpi(std::string& error) {
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
   cuda_aware_ = MPIX_Query_cuda_support() == 1;
 #endif
+  find_iallreduce_algorithm();
   pong_out_.assign(2 * size_t(size_), 0);
   pong_sends_.assign(size_t(size_), MPI_REQUEST_NULL);
   MPI_Irecv(&ping_in_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagPing, health_, &ping_req_);
   return true;
+}
+
+// OpenMPI's libnbc runs every MPI_Iallreduce in place (flx's are), and any
+// on fewer than 4 ranks, as a binomial tree: every rank's buffer travels to
+// rank 0, then the sum travels back, one after the other, each transfer and
+// the sum by a single rank. The ring (reduce-scatter, then allgather) has
+// every rank send and sum 1/n of the buffer at once per step: with 2 ranks
+// and the 1 MiB bucket of bench_ddp's MLP, measured: half the binomial
+// tree's time or less. For buffers of kRingBytes and more (libnbc's own
+// threshold for the ring out of place), flx sets libnbc's algorithm to the
+// ring through its MPI_T control variable just before the call (only this
+// thread calls MPI) and back to libnbc's choice right after. Where
+// the user has chosen an algorithm (--mca coll_libnbc_iallreduce_algorithm
+// N, or OMPI_MCA_...) or MPI is not OpenMPI, nothing is changed. Every rank
+// decides alike: by the size, which is the same everywhere.
+void MpiEngine::find_iallreduce_algorithm() {
+  int provided = 0, n = 0;
+  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return;
+  mpi_t_ = true;
+  if (MPI_T_cvar_get_num(&n) != MPI_SUCCESS) return;
+  for (int i = 0; i < n; ++i) {
+    char name[256];
+    int len = sizeof name, verbosity = 0, bind = 0, scope = 0, count = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_T_enum values{};
+    if (MPI_T_cvar_get_info(i, name, &len, &verbosity, &type, &values, nullptr, nullptr, &bind, &scope) !=
+            MPI_SUCCESS ||
+        std::string(name) != "coll_libnbc_iallreduce_algorithm" || type != MPI_INT)
+      continue;
+    MPI_T_cvar_handle h = MPI_T_CVAR_HANDLE_NULL;
+    if (MPI_T_cvar_handle_alloc(i, nullptr, &h, &count) != MPI_SUCCESS) return;
+    int now = -1;
+    if (count == 1 && MPI_T_cvar_read(h, &now) == MPI_SUCCESS && now == kNbcDefault) {
+      nbc_algorithm_ = h;  // libnbc decides: flx may
+    } else {
+      MPI_T_cvar_handle_free(&h);  // the user has chosen
+    }
+    return;
+  }
+}
+
+int MpiEngine::iallreduce(void* data, int count, MPI_Datatype type, MPI_Op op, size_t bytes, MPI_Comm c,
+                          MPI_Request* r) {
+  const bool ring = nbc_algorithm_ != MPI_T_CVAR_HANDLE_NULL && bytes >= kRingBytes && size_ > 1;
+  const int chosen = kNbcRing, libnbc_choice = kNbcDefault;
+  if (ring) MPI_T_cvar_write(nbc_algorithm_, &chosen);  // libnbc reads it when the call starts
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, c, r);
+  if (ring) MPI_T_cvar_write(nbc_algorithm_, &libnbc_choice);  // the program's own calls: libnbc's choice
+  return rc;
 }
 
 void MpiEngine::run() {
@@ -167,6 +221,8 @@ void MpiEngine::run() {
     if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
   MPI_Comm_free(&coll_);
   MPI_Comm_free(&health_);
+  if (nbc_algorithm_ != MPI_T_CVAR_HANDLE_NULL) MPI_T_cvar_handle_free(&nbc_algorithm_);
+  if (mpi_t_) MPI_T_finalize();
   if (we_initialised_) MPI_Finalize();
   std::lock_guard lock(mu_);
   exited_ = true;
