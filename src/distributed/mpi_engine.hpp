@@ -99,6 +99,7 @@ class MpiEngine {
   std::deque<std::shared_ptr<Op>> queued_;
   std::vector<std::shared_ptr<Op>> active_;  // engine thread only
   int waiters_ = 0;                          // threads blocked in wait()
+  Clock::time_point wait_began_{};           // when waiters_ last left 0
   bool stop_ = false;
   bool exited_ = false;  // the thread has finalised MPI
   std::string broken_;
