@@ -29,7 +29,12 @@ ratios (two runs of one round saw the same load). Targets:
                   communication                                          <= 1.2
   speed-up        samples/s of the 2 ranks over one process of 2 threads  (reported)
 
-The same figures with overlap off are printed beside them. Missed targets
+The same figures with overlap off are printed beside them, and flx's CPU
+time per step (every thread of a rank: the step's, flx's communication
+thread, MPI's), ddp over comm-off: a measure of what communication costs
+that depends less on how much of the machine other jobs leave to each run
+(on a shared 2-core machine, the comm-off ranks were seen getting half a
+core each while the ddp ranks got nearly a core each). Missed targets
 are reported, not failures. Each round also records the load average: on a
 shared machine, compare runs made under the same load.
 
@@ -126,9 +131,9 @@ def main():
     ap.add_argument("--build", help="CMake build directory holding bench/bench_ddp (default ./build)")
     ap.add_argument("--binary", help="path of bench_ddp (overrides --build)")
     ap.add_argument("--mpiexec", help="the MPI launcher (default: mpiexec or mpirun on PATH)")
-    ap.add_argument("--bind-to", default="none",
-                    help="mpiexec --bind-to for the flx ranks (default none: unbound, as PyTorch's processes are; "
-                         "'' leaves OpenMPI's default, cores for 2 ranks)")
+    ap.add_argument("--bind-to", default="",
+                    help="mpiexec --bind-to for the flx ranks (default: mpiexec's own, as a user gets it: OpenMPI "
+                         "binds 2 ranks to a core each; 'none' leaves them unbound, as PyTorch's processes are)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians over them (default 5)")
     ap.add_argument("--steps", type=int, default=100, help="timed steps per run (default 100)")
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
@@ -176,12 +181,13 @@ def report(a, runs):
     print(f"\n{a.ranks} ranks x {a.rank_threads} thread(s), batch {a.batch} per rank, vs one process of "
           f"{a.single_threads} threads at batch {a.batch * a.ranks}; {a.steps} timed steps per run after {a.warmup}; "
           f"median of {a.rounds} interleaved rounds; load average {min(loads):.2f}..{max(loads):.2f} "
-          f"(median {med(loads):.2f}) on {os.cpu_count()} CPUs")
-    print(f"{'':20}{'step ms':>9}{'min..max':>15}{'samples/s':>11}{'wait ms':>9}{'wait %':>8}"
+          f"(median {med(loads):.2f}) on {os.cpu_count()} CPUs; flx ranks bound: {a.bind_to or 'mpiexec default'}")
+    print(f"{'':20}{'step ms':>9}{'min..max':>15}{'samples/s':>11}{'cpu ms':>8}{'wait ms':>9}{'wait %':>8}"
           f"{'skew ms':>9}{'tail ms':>9}  buckets/overlapped")
     for label in labels:
-        step = col(label, "step_ms")
+        step, cpu = col(label, "step_ms"), col(label, "cpu_ms")
         line = f"{label:20}{med(step):9.2f}{spread(step):>15}{med(col(label, 'samples_per_s')):11.0f}"
+        line += f"{med(cpu):8.2f}" if cpu else f"{'':8}"
         if label in ("flx ddp", "flx no-overlap"):
             line += (f"{med(col(label, 'wait_ms')):9.2f}{100 * med(col(label, 'wait_share')):7.1f}%"
                      f"{med(col(label, 'skew_ms')):9.2f}{med(col(label, 'tail_ms')):9.2f}"
@@ -207,6 +213,7 @@ def report(a, runs):
         row("flx no-overlap step / PyTorch DDP step", ratio("flx no-overlap", "PyTorch ddp"))
     row("flx ddp step / flx comm-off step", ratio("flx ddp", "flx comm-off"), TARGET_VS_COMM_OFF)
     row("flx no-overlap step / flx comm-off step", ratio("flx no-overlap", "flx comm-off"))
+    row("flx ddp CPU per step / flx comm-off CPU per step", ratio("flx ddp", "flx comm-off", "cpu_ms"))
     row("flx speed-up: ddp samples/s / one process", ratio("flx ddp", "flx single", "samples_per_s"))
     row("flx speed-up: no-overlap / one process", ratio("flx no-overlap", "flx single", "samples_per_s"))
     if not a.no_torch:
