@@ -202,7 +202,7 @@ def report(a, runs):
     def row(name, values, target=None):
         m = med(values)
         summary[name] = {"median": m, "rounds": values, "target": target}
-        rows.append(f"  {name:46}{m:7.3f}  [{spread(values)}]" +
+        rows.append(f"  {name:50}{m:7.3f}  [{spread(values)}]" +
                     (f"  target <= {target}: {verdict(m, target)}" if target is not None else ""))
 
     print("\nper-round ratios (median [min..max] over rounds):")
