@@ -157,7 +157,9 @@ std::unique_ptr<Work> MpiCommunicator::start(Collective kind, const Tensor& x, R
   std::function<int(MPI_Comm, MPI_Request*)> launch;
   switch (kind) {
     case Collective::Allreduce:
-      launch = [=](MPI_Comm c, MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, data, count, type, mop, c, r); };
+      launch = [=, &engine = engine_](MPI_Comm c, MPI_Request* r) {
+        return engine.iallreduce(data, count, type, mop, nbytes, c, r);
+      };
       break;
     case Collective::Broadcast:
       launch = [=](MPI_Comm c, MPI_Request* r) { return MPI_Ibcast(data, count, type, root, c, r); };

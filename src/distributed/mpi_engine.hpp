@@ -56,6 +56,10 @@ class MpiEngine {
   std::shared_ptr<Op> submit(std::string what, std::function<int(MPI_Comm, MPI_Request*)> launch);
   // Until op is finished; DistributedError with its message when it failed.
   void wait(Op& op);
+  // MPI_Iallreduce in place of `bytes` bytes at data, with OpenMPI's
+  // algorithm picked for its size (find_iallreduce_algorithm). Engine
+  // thread only: from an Op's launch.
+  int iallreduce(void* data, int count, MPI_Datatype type, MPI_Op op, size_t bytes, MPI_Comm c, MPI_Request* r);
   // Write message and end the job on every rank (MPI_Abort).
   [[noreturn]] void abort(const std::string& message, int code);
   // At exit: MPI_Finalize on the engine's thread, or MPI_Abort when a
@@ -77,6 +81,7 @@ class MpiEngine {
   void begin_diagnosis(const std::shared_ptr<Op>& op, std::string cause);
   void progress_diagnosis();
   void fail_all(const std::string& message);
+  void find_iallreduce_algorithm();
   void finish(Op& op, const std::string& error);
 
   double timeout_;
@@ -86,6 +91,9 @@ class MpiEngine {
   std::vector<std::string> where_;  // per rank, for messages: "pid 1234 on node7"
   MPI_Comm coll_ = MPI_COMM_NULL;    // collectives
   MPI_Comm health_ = MPI_COMM_NULL;  // pings
+  // OpenMPI's coll_libnbc_iallreduce_algorithm (MPI_T), when flx picks it.
+  bool mpi_t_ = false;
+  MPI_T_cvar_handle nbc_algorithm_ = MPI_T_CVAR_HANDLE_NULL;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // the engine: something to do
@@ -93,6 +101,7 @@ class MpiEngine {
   std::deque<std::shared_ptr<Op>> queued_;
   std::vector<std::shared_ptr<Op>> active_;  // engine thread only
   int waiters_ = 0;                          // threads blocked in wait()
+  Clock::time_point wait_began_{};           // when waiters_ last left 0
   bool stop_ = false;
   bool exited_ = false;  // the thread has finalised MPI
   std::string broken_;
