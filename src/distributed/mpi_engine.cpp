@@ -161,6 +161,7 @@ void MpiEngine::gather_where() {
     return;  // the messages then name ranks only
   for (int q = 0; q < size_; ++q)
     where_[size_t(q)] = "pid " + std::to_string(all[size_t(q)].pid) + " on " + all[size_t(q)].host;
+}
 
 // OpenMPI's libnbc runs every MPI_Iallreduce in place (flx's are), and any
 // on fewer than 4 ranks, as a binomial tree: every rank's buffer travels to
