@@ -13,6 +13,10 @@
 
 using namespace plugintest;
 
+#ifndef FLX_TEST_PLUGIN_COMM
+#define FLX_TEST_PLUGIN_COMM 0  // the plugin serves the comm table (set by the build)
+#endif
+
 namespace {
 // Reads function pointer `offset` of a table (no call: the tests call
 // only through Backend).
@@ -64,10 +68,11 @@ TEST(Plugin, EveryCoreAndComputeEntryIsSet) {
     if (c.name && c.need == flx::abi::Need::required && c.since <= uint32_t(FLX_TEST_PLUGIN_MINOR))
       EXPECT_TRUE(entry_set(p.core, c.offset)) << "core call " << c.name;
   // The compute table, with every required function (the optional ones,
-  // such as reduce_workspace, are checked by what they do), and no other
-  // table: as the plugin lists them (minor 3), and as libflx finds them.
+  // such as reduce_workspace, are checked by what they do), then the comm
+  // table where the plugin has one (test_plugin_comm.cpp checks it), and no
+  // other table: as the plugin lists them (minor 3), and as libflx finds them.
   auto tables = p.be->tables();
-  ASSERT_EQ(tables.size(), 1u);
+  ASSERT_EQ(tables.size(), FLX_TEST_PLUGIN_COMM ? 2u : 1u);
   EXPECT_EQ(tables[0].name, FLX_TABLE_COMPUTE);
   EXPECT_EQ(tables[0].version, FLX_TABLE_COMPUTE_VERSION);
   EXPECT_TRUE(tables[0].known);
