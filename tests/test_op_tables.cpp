@@ -16,6 +16,7 @@
 #include "backend/backend.hpp"
 #include "backend/streams.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "not_implemented.hpp"
 #include "probe_table.h"
 #include "tensor_impl.hpp"
 #include "test_util.hpp"
@@ -58,21 +59,7 @@ const Device kProbe(BackendId::Metal, 0), kOld(BackendId::AMDGPU, 0);
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// The message of the NotImplemented that f throws (a failure when it throws
-// nothing or something else).
-template <class F>
-std::string not_implemented(F&& f) {
-  try {
-    f();
-  } catch (const NotImplemented& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a NotImplemented: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "nothing thrown";
-  return "";
-}
+using flx::testing::not_implemented;
 
 // The Metal plugin's log of allocations, frees and probe calls.
 struct ProbeLog {

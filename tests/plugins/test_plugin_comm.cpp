@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "not_implemented.hpp"
 #include "plugin_harness.hpp"
 
 using namespace plugintest;
@@ -37,20 +38,7 @@ bool nccl_mapped() {
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// The message of the NotImplemented that f throws ("" and a failure otherwise).
-template <class F>
-std::string not_implemented(F&& f) {
-  try {
-    f();
-  } catch (const flx::NotImplemented& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a NotImplemented: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "nothing thrown";
-  return "";
-}
+using flx::testing::not_implemented;
 
 const flx_comm kBogus = reinterpret_cast<flx_comm>(uintptr_t(0x5eed));
 
@@ -346,15 +334,7 @@ TEST_F(PluginTest, EventQuery) {
   // Work enough to take a while, then poll: done before long, and done after a synchronize.
   const size_t n = 1 << 24;
   DevBuf x(*be, 0, Bytes(n * 4, 0));
-  flx_map_desc d{};
-  d.op = FLX_OP_EXP;
-  d.ndim = 1;
-  d.shape[0] = int64_t(n);
-  d.ninputs = 1;
-  d.in_dtype = d.out_dtype = FLX_F32;
-  d.in[0].mem = x.mem();
-  d.in[0].strides[0] = 1;
-  d.out = x.mem();
+  flx_map_desc d = unary_map(FLX_OP_EXP, FLX_F32, int64_t(n), x.mem(), x.mem());
   for (int i = 0; i < 20; ++i) be->map(0, d);
   be->event_record(0, e);
   bool seen_pending = false, done = false;
