@@ -392,7 +392,10 @@ typedef struct flx_table_ref {
  *      with a communicator that is not ready yet;
  *   3. every rank polls comm_poll until it answers ready. A rank that never
  *      joins keeps the others waiting: the caller decides how long to wait,
- *      then calls comm_abort.
+ *      then calls comm_abort. A thread makes one communicator at a time:
+ *      it polls one ready (or aborts it) before its next comm_init or
+ *      collective (older NCCL releases keep one pending non-blocking
+ *      operation per thread and refuse another meanwhile).
  * Collectives are queued on a stream of the communicator's device, and
  * every rank must queue the same collectives in the same order, with the
  * same kind, dtype, op, root and count: a mismatch hangs or gives wrong
