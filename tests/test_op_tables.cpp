@@ -16,6 +16,7 @@
 #include "backend/backend.hpp"
 #include "backend/streams.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "not_implemented.hpp"
 #include "probe_table.h"
 #include "tensor_impl.hpp"
 #include "test_util.hpp"
@@ -58,21 +59,7 @@ const Device kProbe(BackendId::Metal, 0), kOld(BackendId::AMDGPU, 0);
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// The message of the NotImplemented that f throws (a failure when it throws
-// nothing or something else).
-template <class F>
-std::string not_implemented(F&& f) {
-  try {
-    f();
-  } catch (const NotImplemented& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a NotImplemented: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "nothing thrown";
-  return "";
-}
+using flx::testing::not_implemented;
 
 // The Metal plugin's log of allocations, frees and probe calls.
 struct ProbeLog {
@@ -181,4 +168,43 @@ TEST(OpTables, RequiredCoreCallsAreRequiredFromTheirMinorOn) {
   core.abi_minor = 2;
   core.struct_size = uint32_t(offsetof(flx_backend, list_tables));
   EXPECT_GT(detail::Backend(BackendId::Metal, &core, "a test table").functional(&reason), 0) << reason;
+}
+
+// The comm table (minor 4) through the dispatch layer, on backends that do
+// not serve it: the CPU (flx::distributed uses MPI there), which implements
+// minor 4, and the plugin of ABI 2.2, before the table came. Every call of
+// it is NotImplemented naming the table; comm_abort and comm_destroy have
+// nothing to free and throw nothing. event_query (minor 4, optional): the
+// CPU's events are always done; the 2.2 plugin predates the call.
+TEST(OpTables, TheCommTableAndTheCoreCallsOfMinor4) {
+  const detail::Backend& cpu = detail::backend_of(Device::cpu());
+  const detail::Backend& old = detail::backend_of(kOld);
+  EXPECT_FALSE(cpu.has_comm());
+  EXPECT_FALSE(old.has_comm());
+  std::string m = not_implemented([&] { cpu.comm_id(); });
+  EXPECT_TRUE(has(m, "comm_id cannot run on CPU: its backend (built in, ABI 2.4) provides no \"comm\" table version 1. "))
+      << m;
+  m = not_implemented([&] { old.comm_init(0, 1, 0, flx_comm_id{}); });
+  EXPECT_TRUE(has(m, "comm_init cannot run on AMDGPU: its backend (plugin ")) << m;
+  EXPECT_TRUE(has(m, "ABI 2.2) provides no \"comm\" table version 1 (the table came with ABI 2.4)")) << m;
+  flx_collective_desc d{};
+  d.kind = FLX_COLLECTIVE_ALLREDUCE;
+  d.dtype = FLX_F32;
+  m = not_implemented([&] { cpu.collective(0, nullptr, d); });
+  EXPECT_TRUE(has(m, "allreduce (sum) of Float32 cannot run on CPU")) << m;
+  m = not_implemented([&] { cpu.comm_poll(nullptr); });
+  EXPECT_TRUE(has(m, "comm_poll cannot run on CPU")) << m;
+  cpu.comm_abort(nullptr);
+  cpu.comm_destroy(nullptr);
+
+  EXPECT_TRUE(cpu.has_event_query());
+  flx_event e = cpu.event_create(0);
+  cpu.event_record(0, e);
+  EXPECT_TRUE(cpu.event_query(0, e));
+  cpu.event_destroy(0, e);
+  EXPECT_EQ(cpu.device_address(0, flx_mem{}), nullptr) << "the CPU has no device_address";
+  EXPECT_FALSE(old.has_event_query());
+  m = not_implemented([&] { old.event_query(0, nullptr); });
+  EXPECT_TRUE(has(m, "event_query cannot run on AMDGPU")) << m;
+  EXPECT_TRUE(has(m, "predates the core call `event_query`, which came with ABI 2.4")) << m;
 }

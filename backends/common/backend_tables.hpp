@@ -46,7 +46,12 @@
 #else
 #define FLX_SINCE_3(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 3, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 4
+#define FLX_SINCE_4(...) __VA_ARGS__
+#else
+#define FLX_SINCE_4(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 4, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off
@@ -64,7 +69,8 @@ static_assert(FLX_BACKEND_ABI_MINOR == 3, "a new ABI minor version: add its FLX_
   X(copy_peer, 0, required, __VA_ARGS__) \
   X(release_cached, 1, optional, __VA_ARGS__) \
   X(memory_info, 2, optional, __VA_ARGS__) \
-  X(list_tables, 3, required, __VA_ARGS__)
+  X(list_tables, 3, required, __VA_ARGS__) \
+  X(event_query, 4, optional, __VA_ARGS__) X(device_address, 4, optional, __VA_ARGS__)
 
 #define FLX_COMPUTE_CALLS(X, ...) \
   X(fill, 0, required, __VA_ARGS__) X(random, 0, required, __VA_ARGS__) X(cast, 0, required, __VA_ARGS__) \
@@ -75,10 +81,16 @@ static_assert(FLX_BACKEND_ABI_MINOR == 3, "a new ABI minor version: add its FLX_
   X(softmax_backward, 0, required, __VA_ARGS__) X(optim_step, 0, required, __VA_ARGS__) \
   X(gemm_epilogue, 2, optional, __VA_ARGS__)
 
+#define FLX_COMM_CALLS(X, ...) \
+  X(comm_id, 4, required, __VA_ARGS__) X(comm_init, 4, required, __VA_ARGS__) \
+  X(comm_poll, 4, required, __VA_ARGS__) X(collective, 4, required, __VA_ARGS__) \
+  X(comm_abort, 4, required, __VA_ARGS__) X(comm_destroy, 4, required, __VA_ARGS__)
+
 // The op tables libflx uses: T(id, struct, ...), each declared below with
 // FLX_DECLARE_TABLE. The dispatch layer keeps one slot per entry (id_).
 #define FLX_OP_TABLES(T, ...) \
-  T(compute, flx_compute_table, __VA_ARGS__)
+  T(compute, flx_compute_table, __VA_ARGS__) \
+  T(comm, flx_comm_table, __VA_ARGS__)
 // clang-format on
 
 // ---- what the declarations become ------------------------------------------------
@@ -140,6 +152,7 @@ constexpr bool covers_every_call(const CallDecl (&calls)[N]) {
 
 FLX_TABLE_DECL_(flx_backend, nullptr, 0, 0, FLX_CORE_CALLS)
 FLX_DECLARE_TABLE(flx_compute_table, FLX_TABLE_COMPUTE, FLX_TABLE_COMPUTE_VERSION, 0, FLX_COMPUTE_CALLS)
+FLX_DECLARE_TABLE(flx_comm_table, FLX_TABLE_COMM, FLX_TABLE_COMM_VERSION, 4, FLX_COMM_CALLS)
 
 // ---- for backends ------------------------------------------------------------------
 #define FLX_IF_required(...) __VA_ARGS__
@@ -164,6 +177,7 @@ FLX_DECLARE_TABLE(flx_compute_table, FLX_TABLE_COMPUTE, FLX_TABLE_COMPUTE_VERSIO
 #define FLX_SET_REQUIRED_CALLS(CALLS, t, ns) CALLS(FLX_SET_REQUIRED_, t, ns)
 #define FLX_SET_CORE_CALLS(t, ns) FLX_SET_REQUIRED_CALLS(FLX_CORE_CALLS, t, ns)
 #define FLX_SET_COMPUTE_CALLS(t, ns) FLX_SET_REQUIRED_CALLS(FLX_COMPUTE_CALLS, t, ns)
+#define FLX_SET_COMM_CALLS(t, ns) FLX_SET_REQUIRED_CALLS(FLX_COMM_CALLS, t, ns)
 
 namespace flx::abi {
 

@@ -64,5 +64,12 @@ FLX_DECLARE_BACKEND_CALLS
 int release_cached(void*, int dev);
 int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* d, flx_stream s);  // minor 2, optional
 int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes);
+#if FLX_BACKEND_TARGET_MINOR >= 4
+FLX_DECLARE_CALL(flx_backend, event_query)     // minor 4, optional
+FLX_DECLARE_CALL(flx_backend, device_address)  // minor 4, optional
+#endif
+#if FLX_CUDA_HAVE_NCCL
+FLX_DECLARE_REQUIRED_CALLS(FLX_COMM_CALLS, flx_comm_table)  // cuda_comm.cpp, on NCCL
+#endif
 
 }  // namespace flx_cuda

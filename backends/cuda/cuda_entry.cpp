@@ -1,6 +1,9 @@
 // The backend's tables and the one exported symbol: the core table
-// (devices, memory, streams, events, copies) and, through get_table, the
-// "compute" table version 1, every call set (gemm_epilogue, optional, too).
+// (devices, memory, streams, events, copies; event_query and
+// device_address, optional, too) and, through get_table, the "compute"
+// table version 1, every call set (gemm_epilogue, optional, too), and the
+// "comm" table version 1 on NCCL (cuda_comm.cpp) when the build found
+// nccl.h (FLX_CUDA_HAVE_NCCL).
 #include "cuda_common.hpp"
 #include "cuda_device.hpp"
 
@@ -17,6 +20,14 @@ const flx_compute_table compute_table = [] {
   return t;
 }();
 
+#if FLX_CUDA_HAVE_NCCL
+const flx_comm_table comm_table = [] {
+  auto t = flx::abi::table_header<flx_comm_table>();
+  FLX_SET_COMM_CALLS(t, flx_cuda)
+  return t;
+}();
+#endif
+
 const flx_backend core_table = [] {
   flx_backend f = flx::abi::core_table_header("CUDA");
   FLX_SET_CORE_CALLS(f, flx_cuda)
@@ -26,12 +37,20 @@ const flx_backend core_table = [] {
 #if FLX_BACKEND_TARGET_MINOR >= 2
   f.memory_info = memory_info;
 #endif
+#if FLX_BACKEND_TARGET_MINOR >= 4
+  f.event_query = event_query;
+  f.device_address = device_address;
+#endif
   return f;
 }();
 
 }  // namespace
 
+#if FLX_CUDA_HAVE_NCCL
+FLX_SERVE_TABLES(compute_table, comm_table)
+#else
 FLX_SERVE_TABLES(compute_table)
+#endif
 
 }  // namespace flx_cuda
 

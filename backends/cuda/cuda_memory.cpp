@@ -180,6 +180,35 @@ int event_synchronize(void*, int dev, flx_event e) {
   return check(cudaEventSynchronize(as_event(e)), "cudaEventSynchronize");
 }
 
+// Minor 4. cudaEventQuery answers cudaErrorNotReady while the work before
+// the record runs, and records it as the thread's last error: cleared, so
+// the next launch check does not report it.
+int event_query(void*, int dev, flx_event e, int32_t* done) {
+  if (!e || !done) return fail(FLX_ERR_INVALID_ARGUMENT, "event_query: the event or the output is a null pointer");
+  DeviceState* ds = nullptr;
+  if (int r = device_state(dev, "event_query", &ds)) return r;
+  const cudaError_t q = cudaEventQuery(as_event(e));
+  if (q == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    *done = 0;
+    return FLX_OK;
+  }
+  if (int r = check(q, "cudaEventQuery")) return r;
+  *done = 1;
+  return FLX_OK;
+}
+
+// Minor 4: a buffer is the device pointer itself (cudaMallocAsync), so the
+// address is the buffer plus the offset; no CUDA call.
+int device_address(void*, int dev, flx_mem m, void** out) {
+  if (!out) return fail(FLX_ERR_INVALID_ARGUMENT, "device_address: the output is a null pointer");
+  *out = nullptr;
+  if (!m.buf) return FLX_OK;
+  if (int e = check_range(dev, m, 0, "device_address")) return e;
+  *out = addr(m);
+  return FLX_OK;
+}
+
 int copy_h2d(void*, int dev, flx_mem dst, const void* src, size_t bytes, flx_stream s) {
   cudaStream_t st;
   if (int e = enter(dev, s, &st, "copy_h2d")) return e;

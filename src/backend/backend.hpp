@@ -193,6 +193,29 @@ class Backend {
   void softmax_backward(int dev, const flx_softmax_desc& d) const;
   void optim_step(int dev, const flx_optim_desc& d) const;
 
+  // ---- collectives (the "comm" table, ABI minor 4; backend.h has the
+  // protocol: comm_id on rank 0, comm_init everywhere, comm_poll until ready)
+  bool has_comm() const { return comm_.served; }  // the backend serves the comm table
+  flx_comm_id comm_id() const;                     // NotImplemented without the table
+  flx_comm comm_init(int dev, int nranks, int rank, const flx_comm_id& id) const;
+  // true once ready; BackendError carrying the backend's message on an
+  // async error (then only comm_abort is left).
+  bool comm_poll(flx_comm c) const;
+  // On the current stream of dev; d.struct_size is set here.
+  void collective(int dev, flx_comm c, const flx_collective_desc& d) const;
+  // Both free c and never throw (a backend without the table has no
+  // communicator to free); comm_destroy waits for c's queued work, and a
+  // failure is logged once per backend.
+  void comm_abort(flx_comm c) const noexcept;
+  void comm_destroy(flx_comm c) const noexcept;
+
+  // ---- core calls of minor 4 (optional)
+  bool has_event_query() const { return FLX_HAS_FN(core_, flx_backend, event_query); }
+  bool event_query(int dev, flx_event e) const;  // true once done; NotImplemented when the backend lacks it
+  // The device pointer of m for libraries of the backend's runtime (CUDA-aware
+  // MPI); nullptr when the backend has no such call or m has no device pointer.
+  void* device_address(int dev, flx_mem m) const;
+
  private:
   void check(int status, OpRef op) const {
     if (status != FLX_OK) [[unlikely]]
@@ -204,6 +227,15 @@ class Backend {
     if (!fn) [[unlikely]]
       lacks(abi::Decl<T>::info, call_offset<Field>(), t.served, op);
     return fn(core_->ctx, dev, args..., current_stream(id_, dev));
+  }
+  // Call Field of t with (ctx, args...): the calls that take no device and
+  // stream (the comm table's). NotImplemented naming `op` when t lacks it.
+  template <auto Field, class T, class... A>
+  int status_no_stream(const LoadedTable<T>& t, OpRef op, A... args) const {
+    const auto fn = t.calls.*Field;
+    if (!fn) [[unlikely]]
+      lacks(abi::Decl<T>::info, call_offset<Field>(), t.served, op);
+    return fn(core_->ctx, args...);
   }
   template <auto Field>
   static size_t call_offset() {

@@ -3,7 +3,7 @@
 
 1. No backend table is called outside the dispatch layer (src/backend/):
    no other file of libflx, the apps, the benchmarks or the tests reads a
-   table's `ctx`, looks up a table, or names the compute table. Backends
+   table's `ctx`, looks up a table, or names the compute or comm table. Backends
    (backends/), test plugins (tests/plugins/*.c) and test backends
    (tests/plugins/*_backend.cpp, which wrap the CPU backend's tables)
    implement tables, and the frozen headers of older ABI versions
@@ -24,7 +24,7 @@ from pathlib import Path
 root = Path(sys.argv[1])
 problems = []
 
-RAW_CALL = re.compile(r"(->|\.)ctx\b|\bget_table\b|\bflx_compute_table\b")
+RAW_CALL = re.compile(r"(->|\.)ctx\b|\bget_table\b|\bflx_(compute|comm)_table\b")
 callers = [p for d in ("src", "apps", "bench", "tests", "examples") for p in (root / d).rglob("*")
            if p.suffix in (".cpp", ".hpp", ".h", ".cc")]
 for p in callers:

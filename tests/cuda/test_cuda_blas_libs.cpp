@@ -6,32 +6,14 @@
 // The plugin's fail() is replaced here by one that keeps the message.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 
 #include "common/vendor_library.hpp"
 #include "cuda/cuda_blas_libs.hpp"
 #include "flx/backend.h"
+#include "vendor_library_test.hpp"
 
-namespace flx_cuda {
-std::string g_last_error;
-int fail(int status, const std::string& msg) {
-  g_last_error = msg;
-  return status;
-}
-}  // namespace flx_cuda
-
-namespace {
-
-bool mapped(const std::string& name) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line))
-    if (line.find("/" + name) != std::string::npos) return true;
-  return false;
-}
-
-}  // namespace
+using flx_cuda_test::mapped;
 
 // One test, in order: which library is mapped is a property of the process.
 // cuBLAS first: its own dependency on cuBLASLt must resolve (through its

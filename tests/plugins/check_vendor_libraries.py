@@ -3,15 +3,17 @@
 cuDNN, NCCL, CLBlast): a plugin opens them when a device first needs them,
 so CPU-only programs, and flx-info, never pay for them.
 
-1. probe_backend NAME vendor_maps: libflx loads NAME's plugin and asks
-   functional() (and, where it is functional, the devices, as flx-info
-   does); the process then maps the plugin and no vendor library. OpenCL
+1. probe_backend NAME vendor_maps: libflx loads NAME's plugin, looks up
+   its op tables and asks functional() (and, where it is functional, the
+   devices, as flx-info does); the process then maps the plugin and no
+   vendor library. NAME=TABLE arguments say a table the plugin must list
+   (CUDA=comm: its comm table was looked up, and still no NCCL). OpenCL
    is probed with no ICD (OCL_ICD_VENDORS on an empty directory: not
    functional) and with the installed one (PoCL here: functional).
 2. flx-info, under the dynamic loader's LD_DEBUG=files trace, loads every
    plugin and no vendor library.
 
-Usage: check_vendor_libraries.py PROBE FLX_INFO BACKEND...
+Usage: check_vendor_libraries.py PROBE FLX_INFO BACKEND[=TABLE,...]...
 """
 import os
 import re
@@ -20,7 +22,12 @@ import sys
 import tempfile
 
 VENDOR = re.compile(r"/?(libcublas\.so|libcublasLt\.so|libcudnn[^/]*\.so|libnccl\.so|libclblast\.so)[^/]*$")
-probe, flx_info, backends = sys.argv[1], sys.argv[2], sys.argv[3:]
+probe, flx_info = sys.argv[1], sys.argv[2]
+backends, expect_tables = [], {}
+for arg in sys.argv[3:]:
+    name, _, tables = arg.partition("=")
+    backends.append(name)
+    expect_tables[name] = [t for t in tables.split(",") if t]
 failures = []
 
 
@@ -44,6 +51,11 @@ with tempfile.TemporaryDirectory() as no_icd:
             failures.append(f"{where}: the plugin was not found: {out}")
         if "\nplugin " not in "\n" + out:
             failures.append(f"{where}: the plugin is not mapped (the check would prove nothing): {out}")
+        listed = next((l[len("tables="):] for l in out.splitlines() if l.startswith("tables=")), "")
+        for table in expect_tables.get(name, []):
+            if not re.search(rf"(^|; ){table} v\d+", listed):
+                failures.append(f"{where}: the {table} table is not listed (tables={listed}): the check would prove "
+                                f"nothing of it")
         mapped = sorted({l for l in out.splitlines() if l.startswith("mapped ")})
         if mapped:
             failures.append(f"{where} ({state}): vendor libraries mapped by probing:\n  " + "\n  ".join(mapped))

@@ -149,6 +149,20 @@ Result attempt(F&& f) {
     EXPECT_TRUE(thrown_) << #call " did not throw a BackendError";                                  \
   } while (0)
 
+// A contiguous elementwise map of one input: out[i] = op(in[i]), i < n.
+inline flx_map_desc unary_map(int32_t op, int32_t dtype, int64_t n, flx_mem in, flx_mem out) {
+  flx_map_desc d{};
+  d.op = op;
+  d.ndim = 1;
+  d.shape[0] = n;
+  d.ninputs = 1;
+  d.in_dtype = d.out_dtype = dtype;
+  d.in[0].mem = in;
+  d.in[0].strides[0] = 1;
+  d.out = out;
+  return d;
+}
+
 // ---- device buffers ------------------------------------------------------------
 struct DevBuf {
   const Backend* be;
@@ -204,15 +218,7 @@ class PluginTest : public ::testing::Test {
   static bool device_has_fp64(const Backend& b) {
     Result r = attempt([&] {
       DevBuf x(b, 0, Bytes(8));
-      flx_map_desc d{};
-      d.op = FLX_OP_COPY;
-      d.ndim = 1;
-      d.shape[0] = 1;
-      d.ninputs = 1;
-      d.in_dtype = d.out_dtype = FLX_F64;
-      d.in[0].mem = x.mem();
-      d.in[0].strides[0] = 1;
-      d.out = x.mem();
+      flx_map_desc d = unary_map(FLX_OP_COPY, FLX_F64, 1, x.mem(), x.mem());
       b.map(0, d);
       b.synchronize(0);
     });

@@ -5,8 +5,10 @@
 // op tables. ops: a round trip through NAME:0, then zeros and x + x there.
 // devices: how many devices NAME has.
 // memory: memory_stats of NAME:0 with and without a 1000-float tensor there.
-// vendor_maps: NAME's devices where it is functional (as flx-info lists
-// them), then "plugin <path>" for each mapping of NAME's plugin and
+// vendor_maps: "tables=<its op tables>" (libflx looked each up when it
+// loaded the plugin: the comm table too), NAME's devices where it is
+// functional (as flx-info lists them), then "plugin <path>" for each
+// mapping of NAME's plugin and
 // "mapped <path>" for each vendor compute library mapped into the process
 // (cuBLAS, cuBLASLt, cuDNN, NCCL, CLBlast), which probing must not map.
 // A flx::Error is printed as "<Type>: <message>".
@@ -81,6 +83,9 @@ int main(int argc, char** argv) {
     }
     if (what == "devices") std::printf("devices=%zu\n", flx::devices(argv[1]).size());
     if (what == "vendor_maps") {
+      std::string tables;
+      for (const auto& t : s.tables) tables += (tables.empty() ? "" : "; ") + t;
+      std::printf("tables=%s\n", tables.c_str());
       if (s.functional)
         for (const auto& d : flx::devices(argv[1]))
           std::printf("device %s: %s\n", d.device.str().c_str(), d.name.c_str());

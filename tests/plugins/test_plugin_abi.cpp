@@ -13,6 +13,10 @@
 
 using namespace plugintest;
 
+#ifndef FLX_TEST_PLUGIN_COMM
+#define FLX_TEST_PLUGIN_COMM 0  // the plugin serves the comm table (set by the build)
+#endif
+
 namespace {
 // Reads function pointer `offset` of a table (no call: the tests call
 // only through Backend).
@@ -64,10 +68,11 @@ TEST(Plugin, EveryCoreAndComputeEntryIsSet) {
     if (c.name && c.need == flx::abi::Need::required && c.since <= uint32_t(FLX_TEST_PLUGIN_MINOR))
       EXPECT_TRUE(entry_set(p.core, c.offset)) << "core call " << c.name;
   // The compute table, with every required function (the optional ones,
-  // such as reduce_workspace, are checked by what they do), and no other
-  // table: as the plugin lists them (minor 3), and as libflx finds them.
+  // such as reduce_workspace, are checked by what they do), then the comm
+  // table where the plugin has one (test_plugin_comm.cpp checks it), and no
+  // other table: as the plugin lists them (minor 3), and as libflx finds them.
   auto tables = p.be->tables();
-  ASSERT_EQ(tables.size(), 1u);
+  ASSERT_EQ(tables.size(), FLX_TEST_PLUGIN_COMM ? 2u : 1u);
   EXPECT_EQ(tables[0].name, FLX_TABLE_COMPUTE);
   EXPECT_EQ(tables[0].version, FLX_TABLE_COMPUTE_VERSION);
   EXPECT_TRUE(tables[0].known);
@@ -164,15 +169,7 @@ TEST_F(PluginTest, FreeWhileWorkIsEnqueuedIsSafe) {
   for (int round = 0; round < 3; ++round) {
     flx_buffer x = be->alloc(0, size_t(n) * 4);
     be->copy_h2d(0, {x, 0}, make(FLX_F32, v).data(), size_t(n) * 4);
-    flx_map_desc d{};
-    d.op = FLX_OP_SQUARE;
-    d.ndim = 1;
-    d.shape[0] = n;
-    d.ninputs = 1;
-    d.in_dtype = d.out_dtype = FLX_F32;
-    d.in[0].mem = {x, 0};
-    d.in[0].strides[0] = 1;
-    d.out = y.mem();
+    flx_map_desc d = unary_map(FLX_OP_SQUARE, FLX_F32, n, {x, 0}, y.mem());
     for (int i = 0; i < 4; ++i) be->map(0, d);
     be->free(0, x);  // before the maps have run
     // new allocations may take its place at once
@@ -198,15 +195,7 @@ TEST_F(PluginTest, PinnedMemoryStreamsAndEvents) {
     be->event_record(0, e);
   }
   be->stream_wait_event(0, e);
-  flx_map_desc d{};
-  d.op = FLX_OP_NEG;
-  d.ndim = 1;
-  d.shape[0] = int64_t(n);
-  d.ninputs = 1;
-  d.in_dtype = d.out_dtype = FLX_F32;
-  d.in[0].mem = x.mem();
-  d.in[0].strides[0] = 1;
-  d.out = y.mem();
+  flx_map_desc d = unary_map(FLX_OP_NEG, FLX_F32, int64_t(n), x.mem(), y.mem());
   be->map(0, d);
   be->event_record(0, e);
   {
@@ -233,15 +222,7 @@ TEST_F(PluginTest, PeerCopyBetweenTwoDevices) {
   DevBuf a(*be, 0, data), b(*be, 1, Bytes(data.size() + 16, 0)), c(*be, 0, Bytes(data.size(), 0));
   be->copy_peer(1, b.mem(16), 0, a.mem(8), data.size() - 8);
   // compute on device 1, then bring the result back to device 0
-  flx_map_desc d{};
-  d.op = FLX_OP_SQUARE;
-  d.ndim = 1;
-  d.shape[0] = int64_t(v.size() - 2);
-  d.ninputs = 1;
-  d.in_dtype = d.out_dtype = FLX_F32;
-  d.in[0].mem = b.mem(16);
-  d.in[0].strides[0] = 1;
-  d.out = b.mem(16);
+  flx_map_desc d = unary_map(FLX_OP_SQUARE, FLX_F32, int64_t(v.size() - 2), b.mem(16), b.mem(16));
   be->map(1, d);
   be->copy_peer(0, c.mem(0), 1, b.mem(16), data.size() - 8);
   be->synchronize(1);

@@ -340,15 +340,7 @@ TEST_F(PluginTest, ComputeOnASideStream) {
         StreamGuard g(&b == &cpu() ? flx::BackendId::CPU : id, dev, s);
         flx_reduce_desc d = flx::detail::reduce_desc(FLX_REDUCE_SUM, t, 1, &n, 1u, 0.5, m[0], m[1]);
         b.reduce(dev, d);
-        flx_map_desc md{};
-        md.op = FLX_OP_SQUARE;
-        md.ndim = 1;
-        md.shape[0] = 1;
-        md.ninputs = 1;
-        md.in_dtype = md.out_dtype = t;
-        md.in[0].mem = m[1];
-        md.in[0].strides[0] = 1;
-        md.out = m[2];
+        flx_map_desc md = unary_map(FLX_OP_SQUARE, t, 1, m[1], m[2]);
         b.map(dev, md);
         b.synchronize(dev);
       }
