@@ -8,6 +8,9 @@
 #include "distributed/nccl_communicator.hpp"
 
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "autograd.hpp"
@@ -39,6 +42,71 @@ int32_t collective_kind(Collective c) {
   }
 }
 
+// Ends the job when a call into the plugin has not returned by its
+// deadline: the first collective on a communicator waits inside NCCL until
+// every rank has connected, and a rank that never comes would hold it there.
+class CallWatchdog {
+ public:
+  explicit CallWatchdog(std::function<void(const std::string&)> expired)
+      : expired_(std::move(expired)), thread_([this] { run(); }) {}
+  ~CallWatchdog() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // Watches the caller's scope: `what` must return within `seconds`.
+  class Scope {
+   public:
+    Scope(CallWatchdog& w, std::string what, double seconds) : w_(w) {
+      {
+        std::lock_guard lock(w_.mu_);
+        w_.what_ = std::move(what);
+        w_.deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+        w_.active_ = true;
+      }
+      w_.cv_.notify_all();
+    }
+    ~Scope() {
+      {
+        std::lock_guard lock(w_.mu_);
+        w_.active_ = false;
+      }
+      w_.cv_.notify_all();
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    CallWatchdog& w_;
+  };
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      if (!active_) {
+        cv_.wait(lock);
+        continue;
+      }
+      if (cv_.wait_until(lock, deadline_, [&] { return stop_ || !active_; })) continue;
+      const std::string what = what_;
+      lock.unlock();
+      expired_(what);  // ends the process
+      lock.lock();
+    }
+  }
+  std::function<void(const std::string&)> expired_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool active_ = false, stop_ = false;
+  std::string what_;
+  Clock::time_point deadline_{};
+  std::thread thread_;
+};
+
 class NcclCommunicator;
 
 class NcclWork final : public Work {
@@ -66,6 +134,12 @@ class NcclCommunicator final : public Communicator {
     node_size = mpi.node_size;
     timeout = mpi.timeout;
     stream_ = be_.stream_create(device_.ordinal());
+    watchdog_ = std::make_unique<CallWatchdog>([this](const std::string& what) {
+      mpi_.abort(rank_label(*this) + ": " + what + " has not returned from NCCL within " + std::to_string(timeout) +
+                     " s (the deadline): a rank has not joined it (stopped, gone, or making other collectives). "
+                     "This job cannot go on: every rank ends it.",
+                 1);
+    });
   }
   std::string name() const override { return "NCCLBackend"; }
 
@@ -97,6 +171,7 @@ class NcclCommunicator final : public Communicator {
       d.root = root;
       d.count = uint64_t(x.numel());
       d.send = d.recv = flx::detail::mem(x);
+      CallWatchdog::Scope watched(*watchdog_, what, timeout);
       be_.collective(dev, comm_, d);
       be_.event_record(dev, done);
     }
@@ -149,6 +224,7 @@ class NcclCommunicator final : public Communicator {
   flx_comm comm_;
   flx_stream stream_ = nullptr;
   bool broken_ = false;
+  std::unique_ptr<CallWatchdog> watchdog_;
 };
 
 NcclWork::~NcclWork() {
