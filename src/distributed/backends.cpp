@@ -69,9 +69,7 @@ bool g_abort_on_uncaught = true;
     what = "std::terminate without an exception";
   }
   auto* engine = detail::MpiEngine::existing();
-  const std::string who = engine ? "flx::distributed: rank " + std::to_string(engine->rank()) + " of " +
-                                       std::to_string(engine->size())
-                                 : std::string("flx::distributed");
+  const std::string who = engine ? engine->label() : std::string("flx::distributed");
   // A failed collective's message is on stderr already (the engine wrote
   // it when the collective failed): say that it was not caught rather than
   // repeat it.

@@ -8,6 +8,7 @@
 #include "autograd.hpp"
 #include "distributed/communicator.hpp"
 #include "flx/distributed.hpp"
+#include "io/opt_state_walk.hpp"
 #include "tensor_impl.hpp"
 
 namespace flx::distributed {
@@ -139,14 +140,11 @@ void broadcast_tree(const DistributedBackend& b, const std::vector<std::pair<std
 OptState synchronize(const DistributedBackend& b, OptState& state, int root) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::vector<double*> numbers;
-  auto walk = [&](auto& self, RuleState& st, const std::string& prefix) -> void {
-    for (size_t i = 0; i < st.tensors.size(); ++i)
-      if (st.tensors[i].defined()) tensors.emplace_back(prefix + "t" + std::to_string(i), st.tensors[i]);
-    for (double& d : st.scalars) numbers.push_back(&d);
-    for (size_t j = 0; j < st.children.size(); ++j)
-      self(self, st.children[j], prefix + "child" + std::to_string(j) + ".");
-  };
-  for (auto& leaf : state.entries()) walk(walk, leaf.state, (leaf.path.empty() ? "tensor" : leaf.path) + ".state.");
+  flx::detail::walk_opt_state(
+      state, [&](const std::string& name, const Tensor& t) { tensors.emplace_back(name, t); },
+      [&](const std::string&, std::vector<double>& v) {
+        for (double& d : v) numbers.push_back(&d);
+      });
   detail::broadcast_tree(b, tensors, numbers, root);
   return state;
 }

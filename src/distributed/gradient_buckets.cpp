@@ -103,8 +103,7 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
       if (!same) {
         if (b.work) b.work->wait();  // started everywhere: finish it, then redo
         b.work.reset();
-        b.flat = empty(b.dtype, Shape{b.grad_numel + int64_t(b.params.size())}, b.device);
-        std::fill(b.packed.begin(), b.packed.end(), nullptr);
+        fresh_buffer(b);
         for (size_t k = 0; k < b.params.size(); ++k)
           if (grads[b.params[k]].defined()) pack(b, k, grads[b.params[k]]);
       }
@@ -180,15 +179,20 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
     for (auto& b : buckets_) {
       if (b.work) b.work->wait();  // a round whose update never came
       b.work.reset();
-      b.flat = empty(b.dtype, Shape{b.grad_numel + int64_t(b.params.size())}, b.device);
-      b.packed.assign(b.params.size(), nullptr);
-      b.filled = 0;
-      b.launched_in_pass = false;
+      fresh_buffer(b);
     }
     next_ = 0;
     sent_ = 0;
     round_open_ = true;
     pass_ended_ = false;
+  }
+
+  // A new flat buffer for b (gradients, then presence flags), nothing packed.
+  static void fresh_buffer(Bucket& b) {
+    b.flat = empty(b.dtype, Shape{b.grad_numel + int64_t(b.params.size())}, b.device);
+    b.packed.assign(b.params.size(), nullptr);
+    b.filled = 0;
+    b.launched_in_pass = false;
   }
 
   flx_mem at(const Bucket& b, int64_t element) const {

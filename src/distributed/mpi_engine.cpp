@@ -276,7 +276,7 @@ std::shared_ptr<MpiEngine::Op> MpiEngine::submit(std::string what,
   }
   // Thrown with mu_ free: uncaught, it reaches the terminate handler, which
   // reads failure() without the stack having been unwound.
-  FLX_CHECK(broken.empty(), DistributedError, "flx::distributed: rank ", rank_, " of ", size_, ": ", op->what,
+  FLX_CHECK(broken.empty(), DistributedError, label(), ": ", op->what,
             " refused: an earlier collective failed, and this job cannot go on. It failed with: ", broken);
   work_cv_.notify_one();
   return op;
@@ -292,7 +292,7 @@ void MpiEngine::wait(Op& op) {
   --waiters_;
   if (!finished) {
     lock.unlock();
-    abort("flx::distributed: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " + op.what +
+    abort(label() + ": " + op.what +
               ": the communication thread has not returned from MPI for " + seconds(limit.count()) +
               "; ending the job",
           1);
@@ -430,7 +430,7 @@ void MpiEngine::progress_diagnosis() {
   if (waiting && Clock::now() < d.until) return;
 
   std::ostringstream msg;
-  msg << "flx::distributed: rank " << rank_ << " of " << size_ << ": " << d.op->what << " (collective #"
+  msg << label() << ": " << d.op->what << " (collective #"
       << d.op->seq << ") " << d.cause << ".";
   bool blamed = false;
   auto rank_q = [&](int q) {
@@ -484,6 +484,10 @@ void MpiEngine::fail_all(const std::string& message) {
   std::fflush(stderr);
 }
 
+std::string MpiEngine::label() const {
+  return "flx::distributed: rank " + std::to_string(rank_) + " of " + std::to_string(size_);
+}
+
 std::string MpiEngine::failure() const {
   std::lock_guard lock(mu_);
   return broken_;
@@ -502,8 +506,7 @@ void MpiEngine::abort(const std::string& message, int code) {
 void MpiEngine::shutdown() {
   const std::string failed = failure();
   if (!failed.empty())
-    abort("flx::distributed: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-              ": exiting after a failed collective, so ending the job on every rank (MPI_Abort)",
+    abort(label() + ": exiting after a failed collective, so ending the job on every rank (MPI_Abort)",
           1);
   std::unique_lock lock(mu_);
   stop_ = true;
@@ -511,8 +514,7 @@ void MpiEngine::shutdown() {
   const auto limit = std::chrono::duration<double>(std::max(timeout_, 1.0));
   if (!done_cv_.wait_for(lock, limit, [&] { return exited_; })) {
     lock.unlock();
-    abort("flx::distributed: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-              ": MPI_Finalize has not returned within " + seconds(limit.count()) +
+    abort(label() + ": MPI_Finalize has not returned within " + seconds(limit.count()) +
               " (another rank has not reached the end of the program, or is gone); ending the job",
           1);
   }

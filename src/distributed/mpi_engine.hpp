@@ -50,6 +50,8 @@ class MpiEngine {
   int node_size() const { return node_size_; }
   bool cuda_aware_reported() const { return cuda_aware_; }  // MPIX_Query_cuda_support
   double timeout() const { return timeout_; }
+  // "flx::distributed: rank 0 of 2": how this process's messages begin.
+  std::string label() const;
 
   // Queue a collective; the engine starts queued ones in order. Refused
   // (DistributedError) once a collective has failed.

@@ -18,6 +18,7 @@
 #include "flx/ops.hpp"
 #include "files.hpp"
 #include "key_mapping.hpp"
+#include "opt_state_walk.hpp"
 #include "safetensors.hpp"
 
 namespace flx {
@@ -213,29 +214,13 @@ std::string rule_text(const OptRule& r) {
 }
 std::string rule_name(const std::string& text) { return text.substr(0, text.find('(')); }
 
-// The parts of each leaf's rule state, named after the parameter:
-// <path>.state.t<i> for its tensors, <path>.state.scalars (Float64) for its
-// host numbers, <path>.state.child<j>. for sub-rules. Opt is const or not;
-// on_scalars gets the vector itself, so loading can write it back.
-template <class Opt, class OnTensor, class OnScalars>
-void walk_opt_state(Opt& opt, OnTensor on_tensor, OnScalars on_scalars) {
-  auto walk = [&](auto& self, auto& st, const std::string& prefix) -> void {
-    for (size_t i = 0; i < st.tensors.size(); ++i)
-      if (st.tensors[i].defined()) on_tensor(prefix + "t" + std::to_string(i), st.tensors[i]);
-    if (!st.scalars.empty()) on_scalars(prefix + "scalars", st.scalars);
-    for (size_t j = 0; j < st.children.size(); ++j)
-      self(self, st.children[j], prefix + "child" + std::to_string(j) + ".");
-  };
-  for (auto& leaf : opt.entries()) walk(walk, leaf.state, (leaf.path.empty() ? "tensor" : leaf.path) + ".state.");
-}
-
 Tensor scalars_tensor(const std::vector<double>& v) { return tensor(v, Shape{int64_t(v.size())}); }
 
 }  // namespace
 
 State state(const OptState& opt) {
   State s;
-  walk_opt_state(
+  detail::walk_opt_state(
       opt, [&](const std::string& name, const Tensor& t) { s.insert(name, t); },
       [&](const std::string& name, const std::vector<double>& v) { s.insert(name, scalars_tensor(v)); });
   s.metadata()[kKind] = kOptKind;
@@ -257,7 +242,7 @@ void loadmodel(OptState& opt, const State& s) {
   // and copied with the rest, then go back into the rule states.
   std::vector<State::Entry> targets;
   std::vector<std::pair<Tensor, std::vector<double>*>> scalars;
-  walk_opt_state(
+  detail::walk_opt_state(
       opt, [&](const std::string& name, const Tensor& t) { targets.emplace_back(name, t); },
       [&](const std::string& name, std::vector<double>& v) {
         targets.emplace_back(name, scalars_tensor(v));
