@@ -9,19 +9,25 @@
 # It runs ../shared/tools/gpu-deps.sh with the pthreads OpenBLAS flx links and
 # the Fashion-MNIST dataset (benchmark (e), flx-train's tests) and Python's
 # safetensors (the checkpoint interop tests), then drops the
-# packages flx does not use yet (the OpenMP OpenBLAS, oneDNN, OpenMPI and
-# what only they need): with them the set is ~69 MiB, over the limit.
+# packages flx does not use (the OpenMP OpenBLAS, oneDNN): with them the set
+# is over the limit. OpenMPI stays: flx::distributed and examples/ddp need it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tool=${GPU_DEPS_TOOL:-../shared/tools/gpu-deps.sh}
 [ -f "$tool" ] || { echo "gpu-carry: $tool not found (set GPU_DEPS_TOOL)" >&2; exit 2; }
 mkdir -p "$(git rev-parse --git-dir)/info"  # gpu-deps.sh adds .gpu-deps to .git/info/exclude
-bash "$tool" libopenblas0-pthread libopenblas-pthread-dev dataset-fashion-mnist
-unused=(libopenblas0-openmp libopenblas-openmp-dev libdnnl2 libdnnl-dev libgomp1
-        libopenmpi3 libopenmpi-dev openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7
-        libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0 libibverbs1 librdmacm1 libnl-3-200
-        libnl-route-3-200 libpsm2-2 libpsm-infinipath1 libxnvctrl0 libmunge2)
+bash "$tool" libopenblas0-pthread libopenblas-pthread-dev dataset-fashion-mnist zlib1g
+unused=(libopenblas0-openmp libopenblas-openmp-dev libdnnl2 libdnnl-dev libgomp1)
 for p in "${unused[@]}"; do rm -f .gpu-deps/"${p}"_*.deb; done
+# Debian's -dev symlinks can be absolute (libz.so -> /lib/x86_64-linux-gnu/libz.so.1.2.13),
+# dangling once unpacked into /opt/gpu-deps: CMake then takes libz.a, which cannot
+# go into libflx.so. unpack.sh re-points them inside the prefix (zlib1g travels for that).
+cat >>.gpu-deps/unpack.sh <<'EOS'
+# (scripts/gpu-carry.sh) absolute symlinks re-pointed into the prefix
+find /opt/gpu-deps -xtype l | while read -r _s; do
+  _t=$(readlink "$_s"); case $_t in /*) [ -e "/opt/gpu-deps$_t" ] && ln -sf "/opt/gpu-deps$_t" "$_s" ;; esac
+done
+EOS
 # Python's safetensors for the checkpoint interop tests (PyTorch's Python
 # there may lack it): the abi3 wheel, unpacked (its module is compiled, so
 # it cannot be imported from the zip); cuda-check.sh puts it on PYTHONPATH.

@@ -417,6 +417,22 @@ TEST_P(Conformance, RandomNumbersMatchTheCpu) {
   }
 }
 
+TEST_P(Conformance, IntegerBoundsOutsideTheTypeSaturate) {
+  skip_without_accelerator(GetParam());
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
+  // clamp's bounds and a scalar operand outside an integer type's range
+  // saturate into it on every device (-1 is UInt8's 0, not 255 as x86's
+  // undefined conversion gave, while a GPU gave 0: found on an H100).
+  const Device dev = GetParam().device;
+  Tensor u8 = tensor(std::vector<uint8_t>{0, 1, 5, 200});
+  for (Device d : {Device::cpu(), dev}) {
+    EXPECT_EQ(clamp(u8.to(d), -1, 1.5).to_vector<double>(), (std::vector<double>{0, 1, 1, 1})) << d;
+    EXPECT_EQ(clamp(u8.to(d), -300, 300).to_vector<double>(), (std::vector<double>{0, 1, 5, 200})) << d;
+    Tensor i32 = tensor(std::vector<int32_t>{-7, 0, 7}).to(d);
+    EXPECT_EQ(clamp(i32, -1e12, 3.5).to_vector<double>(), (std::vector<double>{-7, 0, 3})) << d;
+  }
+}
+
 TEST_P(Conformance, PrintingWorksOnTheDevice) {
   skip_without_accelerator(GetParam());
   if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -35,6 +36,16 @@ std::string probe(const std::string& env, const std::string& args) {
 std::string plugin_dir(const char* kind) { return std::string("FLX_BACKEND_PATH=") + FLX_TEST_PLUGIN_DIR + "/" + kind; }
 
 using flx::testing::TempDir;
+
+// The build tree holds the real CUDA plugin beside libflx, where the loader
+// also looks, and a GPU machine can run it: an environment that loads a copy
+// of libflx from the folder lib instead (LD_LIBRARY_PATH's other folders,
+// where flx's dependencies may lie, kept after it).
+std::string alone(const TempDir& lib) {
+  fs::copy_file(FLX_TEST_LIBFLX, lib.path / FLX_TEST_LIBFLX_SONAME);
+  const char* rest = std::getenv("LD_LIBRARY_PATH");
+  return "LD_LIBRARY_PATH=" + lib.path.string() + (rest && *rest ? std::string(":") + rest : std::string());
+}
 
 bool has(const std::string& out, const std::string& s) { return out.find(s) != std::string::npos; }
 
@@ -117,12 +128,8 @@ TEST(PluginLoader, NotFunctionalKeepsThePluginsReason) {
 }
 
 TEST(PluginLoader, MissingPluginSaysWhereItLooked) {
-  TempDir empty;
-  // The build tree may hold the real CUDA plugin beside libflx, where the
-  // loader also looks: run against a copy of libflx in a folder of its own.
-  TempDir lib;
-  fs::copy_file(FLX_TEST_LIBFLX, lib.path / FLX_TEST_LIBFLX_SONAME);
-  std::string out = probe("LD_LIBRARY_PATH=" + lib.path.string() + " FLX_BACKEND_PATH=" + empty.path.string(), "CUDA");
+  TempDir empty, lib;
+  std::string out = probe(alone(lib) + " FLX_BACKEND_PATH=" + empty.path.string(), "CUDA");
   EXPECT_TRUE(has(out, "found=0 functional=0")) << out;
   EXPECT_TRUE(has(out, "libflx_backend_cuda.so not found")) << out;
   EXPECT_TRUE(has(out, empty.path.string())) << out;
@@ -153,13 +160,14 @@ TEST(PluginLoader, FunctionalAnswersPerBackend) {
 }
 
 TEST(Selection, FallbackLogsLikeTheSeed) {
-  TempDir empty;
-  std::string out = probe("FLX_BACKEND_PATH=" + empty.path.string(), "CUDA get_device");
+  TempDir empty, lib;
+  const std::string env = alone(lib) + " FLX_BACKEND_PATH=" + empty.path.string();
+  std::string out = probe(env, "CUDA get_device");
   EXPECT_TRUE(has(out, "[ Info: Using backend set in preferences: CUDA.")) << out;
   EXPECT_TRUE(has(out, "┌ Warning: Trying to use backend: CUDA but it is not functional")) << out;
   EXPECT_TRUE(has(out, "[ Info: Using backend: CPU.")) << out;
   EXPECT_TRUE(has(out, "device CPU")) << out;
-  out = probe("FLX_BACKEND_PATH=" + empty.path.string(), "CUDA force");
+  out = probe(env, "CUDA force");
   EXPECT_TRUE(has(out, "BackendUnavailable: get_device: the preferred backend CUDA is not functional")) << out;
 }
 

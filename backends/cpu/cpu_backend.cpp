@@ -4,6 +4,7 @@
 // streams and events are no-ops.
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -11,6 +12,8 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include <sys/sysinfo.h>
 
 #include "common/philox.hpp"
 #include "common/uniform_bound.hpp"
@@ -97,9 +100,26 @@ inline SmallCache* small_cache() {
   if (t_small_gone) return nullptr;
   return t_small_fast = &t_small;  // first use on this thread
 }
+// RAM and swap together: no allocation past it can ever be filled. Where the
+// kernel overcommits without limit (vm.overcommit_memory=1, as on some GPU
+// machines) malloc would grant a terabyte and the first fill would end in
+// the OOM killer; past this it is a typed error instead.
+size_t host_memory_bytes() {
+  static const size_t total = [] {
+    struct sysinfo si {};
+    if (sysinfo(&si) != 0) return SIZE_MAX;
+    return size_t((uint64_t(si.totalram) + si.totalswap) * si.mem_unit);
+  }();
+  return total;
+}
+
 }  // namespace
 
 int alloc(void*, int, size_t bytes, flx_stream, flx_buffer* out) {
+  if (bytes > host_memory_bytes())
+    return fail(FLX_ERR_OUT_OF_MEMORY, "out of host memory allocating " + std::to_string(bytes) +
+                                           " bytes: more than this machine's RAM and swap together (" +
+                                           std::to_string(host_memory_bytes()) + " bytes)");
   size_t cls = size_class(bytes ? bytes : 1);
   void* block = nullptr;
   SmallCache* small = cls <= kSmallMax ? small_cache() : nullptr;
@@ -216,7 +236,7 @@ int copy_peer(void*, int, flx_mem dst, int, flx_mem src, size_t bytes, flx_strea
 int fill(void*, int, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream) {
   bool ok = dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    T v = store<T>(static_cast<compute_t<T>>(value));
+    T v = store<T>(saturating_cast<compute_t<T>>(value));
     T* p = reinterpret_cast<T*>(addr(dst));
     parallel_for(int64_t(n), parallel_grain, [&](int64_t lo, int64_t hi) { std::fill(p + lo, p + hi, v); });
   });

@@ -8,11 +8,14 @@
 #include <type_traits>
 
 #include "common/backend_tables.hpp"
+#include "common/saturating_cast.hpp"
 #include "flx/backend.h"
 #include "cpu_pool.hpp"
 #include "flx/dtype.hpp"
 
 namespace flx::cpu_backend {
+
+using flx::backend_common::saturating_cast;
 
 // Set the calling thread's error message and return the status.
 int fail(int status, const std::string& msg);

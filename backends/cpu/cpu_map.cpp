@@ -63,7 +63,7 @@ void run(const flx_map_desc& d, const F& f) {
   const T* base[2] = {nullptr, nullptr};
   for (int i = 0; i < N; ++i) {
     if (d.in[i].is_scalar) {
-      scalars[i] = store<T>(static_cast<compute_t<T>>(d.in[i].scalar));
+      scalars[i] = store<T>(saturating_cast<compute_t<T>>(d.in[i].scalar));
       base[i] = &scalars[i];
     } else {
       base[i] = reinterpret_cast<const T*>(addr(d.in[i].mem));
@@ -110,7 +110,7 @@ int run_where(const flx_map_desc& d) {
   const T* pa = reinterpret_cast<const T*>(addr(d.in[1].mem));
   const T* pb = reinterpret_cast<const T*>(addr(d.in[2].mem));
   const bool* pc = reinterpret_cast<const bool*>(addr(d.in[0].mem));
-  T sa = store<T>(static_cast<compute_t<T>>(d.in[1].scalar)), sb = store<T>(static_cast<compute_t<T>>(d.in[2].scalar));
+  T sa = store<T>(saturating_cast<compute_t<T>>(d.in[1].scalar)), sb = store<T>(saturating_cast<compute_t<T>>(d.in[2].scalar));
   bool sc = d.in[0].scalar != 0;
   T* out = reinterpret_cast<T*>(addr(d.out));
   parallel_for(d.numel, parallel_grain, [&](int64_t lo, int64_t hi) {

@@ -36,7 +36,7 @@ int fill(void*, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx
   if (int e = check_elements(dev, dst, n, dtype_bytes(dtype), "fill")) return e;
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T v = store<T>(value);  // as the CPU: halves from the value rounded to float first
+    const T v = store<T>(saturating_cast<compute_t<T>>(value));  // as the CPU
     fill_kernel<T><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<T*>(addr(dst)), int64_t(n), v);
   });
   return launched("fill kernel");

@@ -14,8 +14,11 @@
 
 #include "cuda_common.hpp"
 #include "cuda_nan_bits.hpp"
+#include "common/saturating_cast.hpp"
 
 namespace flx_cuda {
+
+using flx::backend_common::saturating_cast;
 
 // Call f(T{}) with the storage type of dtype t; false when t is unknown.
 template <class F>

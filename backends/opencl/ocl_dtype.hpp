@@ -9,8 +9,11 @@
 
 #include "flx/dtype.hpp"
 #include "ocl_common.hpp"
+#include "common/saturating_cast.hpp"
 
 namespace flx_ocl {
+
+using flx::backend_common::saturating_cast;
 
 inline bool valid_dtype(int32_t t) { return t >= FLX_F32 && t <= FLX_BOOL; }
 inline bool is_float(int32_t t) { return t == FLX_F32 || t == FLX_F64 || t == FLX_F16 || t == FLX_BF16; }
@@ -38,9 +41,9 @@ inline Scalar compute_scalar(int32_t t, double v) {
     case FLX_F32:
     case FLX_F16:
     case FLX_BF16: return Scalar::of(float(v));
-    case FLX_I32: return Scalar::of(static_cast<int32_t>(v));
-    case FLX_I64: return Scalar::of(static_cast<int64_t>(v));
-    case FLX_U8: return Scalar::of(static_cast<uint8_t>(v));
+    case FLX_I32: return Scalar::of(saturating_cast<int32_t>(v));
+    case FLX_I64: return Scalar::of(saturating_cast<int64_t>(v));
+    case FLX_U8: return Scalar::of(saturating_cast<uint8_t>(v));
     default: return Scalar::of(uint8_t(v != 0));
   }
 }

@@ -135,6 +135,13 @@ bad = os.path.join(work, "damaged", "fashion-mnist")
 os.makedirs(bad)
 with open(os.path.join(bad, "train-images-idx3-ubyte"), "wb") as f:
     f.write(b"\x01\x02\x03\x04 not an IDX file")
+# The other three files are the real ones (FLX_DATA's where it is set, as on
+# a GPU machine that carries the dataset, else the Debian package's), so the
+# damaged images are what rank 1 stops at.
+real = os.path.join(os.environ["FLX_DATA"], "fashion-mnist") if os.environ.get("FLX_DATA") else \
+    "/usr/share/datasets/fashion-mnist"
+for name in ("train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+    os.symlink(os.path.join(real, name + ".gz"), os.path.join(bad, name + ".gz"))
 out, err, took = ranks([*ckpt("damaged0")], rank1_env=[f"FLX_DATA={os.path.dirname(bad)}"], expect=1)
 assert "rank 1 of 2: flx-train: Fashion-MNIST" in err and "IDX magic" in err and "MPI_Abort" in err, err
 assert took < 60, f"the job took {took:.0f} s to end"

@@ -57,10 +57,13 @@ int main() {
   std::printf("loader %lld of %lld batches %lld, mapobs %.0f, checkpoint round trip %s\n", (long long)seen, 9LL,
               (long long)loader.size(), total, same ? "ok" : "DIFFERS");
   if (seen != 9 || total != 30 || !same) return 3;
+  // cu moves to CUDA where a GPU is functional, and says it cannot elsewhere.
+  const bool have_cuda = functional("CUDA");
   try {
-    (void)(x | cu);
+    Tensor on_cuda = x | cu;
+    std::printf("cu -> %s%s\n", on_cuda.device().str().c_str(), have_cuda ? " as expected" : " UNEXPECTED");
   } catch (const BackendUnavailable& e) {
-    std::printf("cu unavailable\n");
+    std::printf("cu unavailable%s\n", have_cuda ? " UNEXPECTED" : " as expected");
   } catch (const Error&) {
     return 2;
   }
