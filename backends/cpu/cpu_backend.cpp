@@ -4,7 +4,6 @@
 // streams and events are no-ops.
 #include <array>
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -13,8 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <sys/sysinfo.h>
-
+#include "common/host_memory.hpp"
 #include "common/philox.hpp"
 #include "common/uniform_bound.hpp"
 #include "cpu_backend.hpp"
@@ -100,26 +98,14 @@ inline SmallCache* small_cache() {
   if (t_small_gone) return nullptr;
   return t_small_fast = &t_small;  // first use on this thread
 }
-// RAM and swap together: no allocation past it can ever be filled. Where the
-// kernel overcommits without limit (vm.overcommit_memory=1, as on some GPU
-// machines) malloc would grant a terabyte and the first fill would end in
-// the OOM killer; past this it is a typed error instead.
-size_t host_memory_bytes() {
-  static const size_t total = [] {
-    struct sysinfo si {};
-    if (sysinfo(&si) != 0) return SIZE_MAX;
-    return size_t((uint64_t(si.totalram) + si.totalswap) * si.mem_unit);
-  }();
-  return total;
-}
-
 }  // namespace
 
 int alloc(void*, int, size_t bytes, flx_stream, flx_buffer* out) {
-  if (bytes > host_memory_bytes())
+  if (bytes > flx::backend_common::host_memory_limit())
     return fail(FLX_ERR_OUT_OF_MEMORY, "out of host memory allocating " + std::to_string(bytes) +
-                                           " bytes: more than this machine's RAM and swap together (" +
-                                           std::to_string(host_memory_bytes()) + " bytes)");
+                                           " bytes: more than this process can ever hold (RAM and swap, or its "
+                                           "cgroup's limit: " +
+                                           std::to_string(flx::backend_common::host_memory_limit()) + " bytes)");
   size_t cls = size_class(bytes ? bytes : 1);
   void* block = nullptr;
   SmallCache* small = cls <= kSmallMax ? small_cache() : nullptr;

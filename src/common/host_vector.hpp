@@ -1,12 +1,14 @@
 // Host buffers whose size comes from user input (class counts, file
 // headers, tensor sizes): an allocation that fails is a typed
-// flx::OutOfMemory naming what it was for, never a std::bad_alloc.
+// flx::OutOfMemory naming what it was for, never a std::bad_alloc, and so
+// is one larger than the process could ever fill (common/host_memory.hpp).
 #pragma once
 
 #include <new>
 #include <stdexcept>
 #include <vector>
 
+#include "common/host_memory.hpp"
 #include "flx/error.hpp"
 
 namespace flx::detail {
@@ -14,7 +16,7 @@ namespace flx::detail {
 template <class T>
 std::vector<T> host_vector(size_t n, const char* what) {
   try {
-    return std::vector<T>(n);
+    if (n <= flx::backend_common::host_memory_limit() / sizeof(T)) return std::vector<T>(n);
   } catch (const std::bad_alloc&) {
   } catch (const std::length_error&) {
   }
