@@ -51,7 +51,12 @@
 #else
 #define FLX_SINCE_4(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 4, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 5
+#define FLX_SINCE_5(...) __VA_ARGS__
+#else
+#define FLX_SINCE_5(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 5, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off
@@ -86,11 +91,19 @@ static_assert(FLX_BACKEND_ABI_MINOR == 4, "a new ABI minor version: add its FLX_
   X(comm_poll, 4, required, __VA_ARGS__) X(collective, 4, required, __VA_ARGS__) \
   X(comm_abort, 4, required, __VA_ARGS__) X(comm_destroy, 4, required, __VA_ARGS__)
 
+#define FLX_DNN_CALLS(X, ...) \
+  X(conv_workspace, 5, optional, __VA_ARGS__) X(conv_forward, 5, required, __VA_ARGS__) \
+  X(conv_backward_data, 5, required, __VA_ARGS__) X(conv_backward_filter, 5, required, __VA_ARGS__) \
+  X(pool_reserve_size, 5, optional, __VA_ARGS__) X(pool_forward, 5, required, __VA_ARGS__) \
+  X(pool_backward, 5, required, __VA_ARGS__) X(batchnorm_forward, 5, required, __VA_ARGS__) \
+  X(batchnorm_backward, 5, required, __VA_ARGS__)
+
 // The op tables libflx uses: T(id, struct, ...), each declared below with
 // FLX_DECLARE_TABLE. The dispatch layer keeps one slot per entry (id_).
 #define FLX_OP_TABLES(T, ...) \
   T(compute, flx_compute_table, __VA_ARGS__) \
-  T(comm, flx_comm_table, __VA_ARGS__)
+  T(comm, flx_comm_table, __VA_ARGS__) \
+  T(dnn, flx_dnn_table, __VA_ARGS__)
 // clang-format on
 
 // ---- what the declarations become ------------------------------------------------
@@ -153,6 +166,7 @@ constexpr bool covers_every_call(const CallDecl (&calls)[N]) {
 FLX_TABLE_DECL_(flx_backend, nullptr, 0, 0, FLX_CORE_CALLS)
 FLX_DECLARE_TABLE(flx_compute_table, FLX_TABLE_COMPUTE, FLX_TABLE_COMPUTE_VERSION, 0, FLX_COMPUTE_CALLS)
 FLX_DECLARE_TABLE(flx_comm_table, FLX_TABLE_COMM, FLX_TABLE_COMM_VERSION, 4, FLX_COMM_CALLS)
+FLX_DECLARE_TABLE(flx_dnn_table, FLX_TABLE_DNN, FLX_TABLE_DNN_VERSION, 5, FLX_DNN_CALLS)
 
 // ---- for backends ------------------------------------------------------------------
 #define FLX_IF_required(...) __VA_ARGS__
@@ -178,6 +192,7 @@ FLX_DECLARE_TABLE(flx_comm_table, FLX_TABLE_COMM, FLX_TABLE_COMM_VERSION, 4, FLX
 #define FLX_SET_CORE_CALLS(t, ns) FLX_SET_REQUIRED_CALLS(FLX_CORE_CALLS, t, ns)
 #define FLX_SET_COMPUTE_CALLS(t, ns) FLX_SET_REQUIRED_CALLS(FLX_COMPUTE_CALLS, t, ns)
 #define FLX_SET_COMM_CALLS(t, ns) FLX_SET_REQUIRED_CALLS(FLX_COMM_CALLS, t, ns)
+#define FLX_SET_DNN_CALLS(t, ns) FLX_SET_REQUIRED_CALLS(FLX_DNN_CALLS, t, ns)
 
 namespace flx::abi {
 

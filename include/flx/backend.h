@@ -9,8 +9,9 @@
  * the op tables by name and version: "compute" (flx_compute_table: fill,
  * random, cast, map, reduce, GEMM, gather/scatter, permute, softmax,
  * optimiser steps); "comm" (flx_comm_table, minor 4: communicators and
- * collectives across processes, NCCL's model); "dnn" (convolution,
- * pooling, normalisation) is reserved for the table that comes next.
+ * collectives across processes, NCCL's model); "dnn" (flx_dnn_table,
+ * minor 5: convolution, pooling, batch normalisation, as cuDNN and oneDNN
+ * offer them).
  *
  * Conventions
  *  - Every call takes the backend's own context pointer first.
@@ -77,7 +78,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 4u
+#define FLX_BACKEND_ABI_MINOR 5u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
@@ -87,7 +88,8 @@ extern "C" {
 /* Op table names and the versions this header describes. */
 #define FLX_TABLE_COMPUTE "compute"
 #define FLX_TABLE_COMPUTE_VERSION 1u
-#define FLX_TABLE_DNN "dnn"   /* reserved: convolution, pooling, normalisation */
+#define FLX_TABLE_DNN "dnn" /* convolution, pooling, normalisation (minor 5) */
+#define FLX_TABLE_DNN_VERSION 1u
 #define FLX_TABLE_COMM "comm" /* collectives (minor 4) */
 #define FLX_TABLE_COMM_VERSION 1u
 
@@ -487,6 +489,138 @@ typedef struct flx_comm_table {
    * the call fails. */
   int (*comm_destroy)(void* ctx, flx_comm c);
 } flx_comm_table;
+
+/* ---- convolution, pooling, normalisation: the dnn table, get_table("dnn", 1)
+ * (minor 5) ------------------------------------------------------------------
+ * Tensors are contiguous and laid out as flx's WHCN (column-major (W, H, C,
+ * N), which is row-major NCHW, the layout cuDNN and oneDNN take): an image
+ * batch is (spatial..., channels, batch) with spatial dim 0 (W) fastest.
+ * Spatial sizes, kernels, strides, paddings and dilations are listed in that
+ * order, dim 0 first, for nspatial (1 to FLX_DNN_MAX_SPATIAL) dims. Every
+ * descriptor's output sizes are computed by libflx and checked (>= 1):
+ *   out = (in + pad_lo + pad_hi - dilation * (kernel - 1) - 1) / stride + 1
+ * Padding may differ between the two sides of a dim (Flux's SamePad for an
+ * even kernel): a backend whose library pads both sides alike pads the
+ * input itself. Outputs are overwritten (never accumulated). dtypes: F32
+ * and F64 are required; F16 and BF16 are optional (FLX_ERR_UNSUPPORTED,
+ * before anything is queued, where a backend lacks them). Scratch memory
+ * follows "workspace and reserve space" above. */
+#define FLX_DNN_MAX_SPATIAL 3
+
+/* Cross-correlation (cuDNN's CROSS_CORRELATION mode, oneDNN's convolution;
+ * Flux's Conv flips the kernel in libflx), with groups:
+ *   x  (in_size..., in_channels, batch)
+ *   w  (kernel..., in_channels / groups, out_channels): row-major OIHW
+ *   b  out_channels elements, or a NULL buf for none
+ *   y  (out_size..., out_channels, batch)
+ * y[o, co, n] = b[co] + sum over g's input channels ci and window k of
+ *   x[o * stride - pad_lo + k * dilation, ci, n] * w[k, ci - g * cin_g, co]
+ * (g = co / (out_channels / groups), cin_g = in_channels / groups; x is 0
+ * outside its bounds). Both channel counts are multiples of groups.
+ * Backward: conv_backward_data writes dx (the size of x) from dy (the size
+ * of y) and w; conv_backward_filter writes dw (the size of w) from x and
+ * dy, and db = sum of dy over everything but its channel dim when db.buf is
+ * set. */
+typedef enum flx_conv_pass {
+  FLX_CONV_FORWARD = 0,
+  FLX_CONV_BACKWARD_DATA = 1,
+  FLX_CONV_BACKWARD_FILTER = 2
+} flx_conv_pass;
+
+typedef struct flx_conv_desc {
+  uint32_t struct_size; /* sizeof(flx_conv_desc) as the caller was built */
+  int32_t dtype;
+  int32_t nspatial;
+  int32_t groups;        /* >= 1 */
+  int32_t deterministic; /* 1: algorithms whose results do not vary from run to run */
+  int32_t reserved;      /* 0 */
+  int64_t batch, in_channels, out_channels;
+  int64_t in_size[FLX_DNN_MAX_SPATIAL], out_size[FLX_DNN_MAX_SPATIAL], kernel[FLX_DNN_MAX_SPATIAL];
+  int64_t stride[FLX_DNN_MAX_SPATIAL], dilation[FLX_DNN_MAX_SPATIAL];
+  int64_t pad_lo[FLX_DNN_MAX_SPATIAL], pad_hi[FLX_DNN_MAX_SPATIAL];
+  flx_mem x, w, b, y;     /* forward: y = conv(x, w) + b */
+  flx_mem dy, dx, dw, db; /* backward */
+  flx_mem workspace;      /* of workspace_bytes, as conv_workspace said for this pass */
+  uint64_t workspace_bytes;
+} flx_conv_desc;
+
+/* Pooling over windows of each channel:
+ *   MAX   the largest element of the window; padding never wins (-Inf); a
+ *         NaN in the window gives NaN. Backward sends dy to the first
+ *         largest element of each window (the libraries' choice: cuDNN and
+ *         oneDNN pick the first in row-major window order).
+ *   MEAN  the window's sum divided by its full size, padding included
+ *         (NNlib's meanpool, PyTorch's count_include_pad).
+ * x (in_size..., channels, batch), y (out_size..., channels, batch).
+ * pool_forward with training = 1 also fills `reserve` (pool_reserve_size
+ * bytes) for pool_backward, which gets x, y, dy and that reserve and writes
+ * dx. */
+typedef enum flx_pool_mode {
+  FLX_POOL_MAX = 0,
+  FLX_POOL_MEAN = 1
+} flx_pool_mode;
+
+typedef struct flx_pool_desc {
+  uint32_t struct_size; /* sizeof(flx_pool_desc) as the caller was built */
+  int32_t dtype;
+  int32_t mode; /* flx_pool_mode */
+  int32_t nspatial;
+  int32_t training; /* forward: 1 when pool_backward will follow */
+  int64_t batch, channels;
+  int64_t in_size[FLX_DNN_MAX_SPATIAL], out_size[FLX_DNN_MAX_SPATIAL], window[FLX_DNN_MAX_SPATIAL];
+  int64_t stride[FLX_DNN_MAX_SPATIAL], pad_lo[FLX_DNN_MAX_SPATIAL], pad_hi[FLX_DNN_MAX_SPATIAL];
+  flx_mem x, y, dy, dx;
+  flx_mem reserve; /* of reserve_bytes: written by a training forward, read by backward */
+  uint64_t reserve_bytes;
+} flx_pool_desc;
+
+/* Batch normalisation per channel of x (spatial, channels, batch), spatial
+ * the product of the spatial sizes (1 after a Dense layer):
+ *   training   mean and biased variance over (spatial, batch) of each
+ *              channel; y = scale * (x - mean) / sqrt(var + epsilon) + bias;
+ *              saved_mean and saved_invstd = 1 / sqrt(var + epsilon) are
+ *              written for the backward call; when running_mean.buf is set
+ *              the running statistics move as Flux's do:
+ *                running_mean = (1 - momentum) * running_mean + momentum * mean
+ *                running_var  = (1 - momentum) * running_var
+ *                               + momentum * var * m / (m - 1)
+ *              (m = spatial * batch, the unbiased variance; m = 1 keeps var)
+ *   inference  y from running_mean and running_var.
+ * scale and bias are NULL bufs for a BatchNorm without affine parameters
+ * (1 and 0). The statistics, scale and bias (channels elements each) have
+ * param_dtype: dtype for F32 and F64, F32 for F16 and BF16 (cuDNN's rule).
+ * batchnorm_backward writes dx, and dscale and dbias when their bufs are
+ * set, from x, dy, scale and the saved statistics of the training forward. */
+typedef struct flx_batchnorm_desc {
+  uint32_t struct_size; /* sizeof(flx_batchnorm_desc) as the caller was built */
+  int32_t dtype;
+  int32_t param_dtype;
+  int32_t training;
+  int32_t reserved; /* 0 */
+  int64_t spatial, channels, batch;
+  double epsilon, momentum;
+  flx_mem x, y, scale, bias;
+  flx_mem running_mean, running_var;
+  flx_mem saved_mean, saved_invstd;
+  flx_mem dy, dx, dscale, dbias;
+} flx_batchnorm_desc;
+
+typedef struct flx_dnn_table {
+  uint32_t struct_size; /* sizeof(flx_dnn_table) as the backend was built */
+  uint32_t version;     /* FLX_TABLE_DNN_VERSION */
+  /* bytes of workspace pass `pass` (flx_conv_pass) of d needs (d's memory
+   * fields unset); may be NULL: no workspace */
+  int (*conv_workspace)(void* ctx, int dev, const flx_conv_desc* d, int32_t pass, uint64_t* bytes);
+  int (*conv_forward)(void* ctx, int dev, const flx_conv_desc* d, flx_stream s);
+  int (*conv_backward_data)(void* ctx, int dev, const flx_conv_desc* d, flx_stream s);
+  int (*conv_backward_filter)(void* ctx, int dev, const flx_conv_desc* d, flx_stream s);
+  /* bytes of reserve a training pool_forward of d writes; may be NULL: none */
+  int (*pool_reserve_size)(void* ctx, int dev, const flx_pool_desc* d, uint64_t* bytes);
+  int (*pool_forward)(void* ctx, int dev, const flx_pool_desc* d, flx_stream s);
+  int (*pool_backward)(void* ctx, int dev, const flx_pool_desc* d, flx_stream s);
+  int (*batchnorm_forward)(void* ctx, int dev, const flx_batchnorm_desc* d, flx_stream s);
+  int (*batchnorm_backward)(void* ctx, int dev, const flx_batchnorm_desc* d, flx_stream s);
+} flx_dnn_table;
 
 /* ---- the core table ---------------------------------------------------------- */
 typedef struct flx_backend {

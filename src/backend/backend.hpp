@@ -209,6 +209,20 @@ class Backend {
   void comm_abort(flx_comm c) const noexcept;
   void comm_destroy(flx_comm c) const noexcept;
 
+  // ---- convolution, pooling, normalisation (the "dnn" table, ABI minor 5).
+  // NotImplemented naming the op when the backend lacks the table or the
+  // call, or answers FLX_ERR_UNSUPPORTED (a dtype it lacks). struct_size is
+  // set here, and conv's workspace is allocated here for the call.
+  bool has_dnn() const { return dnn_.served; }
+  void conv(int dev, flx_conv_desc d, flx_conv_pass pass) const;
+  // The reserve a training pool_forward of d fills for pool_backward (none
+  // when the backend asks for none); the op keeps it with its record.
+  Scratch pool_reserve(int dev, const flx_pool_desc& d) const;
+  void pool_forward(int dev, flx_pool_desc d) const;
+  void pool_backward(int dev, flx_pool_desc d) const;
+  void batchnorm_forward(int dev, flx_batchnorm_desc d) const;
+  void batchnorm_backward(int dev, flx_batchnorm_desc d) const;
+
   // ---- core calls of minor 4 (optional)
   bool has_event_query() const { return FLX_HAS_FN(core_, flx_backend, event_query); }
   bool event_query(int dev, flx_event e) const;  // true once done; NotImplemented when the backend lacks it

@@ -1,0 +1,59 @@
+// The dispatch layer's convolution, pooling and batch normalisation (the
+// "dnn" table, ABI minor 5): see backend.hpp. The ops that build the
+// descriptors are in src/ops/dnn_*.cpp.
+#include "backend/backend.hpp"
+
+namespace flx::detail {
+
+namespace {
+using dnn = flx_dnn_table;
+
+const char* conv_name(flx_conv_pass pass) {
+  switch (pass) {
+    case FLX_CONV_FORWARD: return "conv";
+    case FLX_CONV_BACKWARD_DATA: return "conv (gradient of the input)";
+    case FLX_CONV_BACKWARD_FILTER: return "conv (gradient of the weight)";
+  }
+  return "conv";
+}
+const char* pool_name(const flx_pool_desc& d) { return d.mode == FLX_POOL_MAX ? "maxpool" : "meanpool"; }
+}  // namespace
+
+void Backend::conv(int dev, flx_conv_desc d, flx_conv_pass pass) const {
+  d.struct_size = sizeof d;
+  const OpRef op{conv_name(pass), d.dtype};
+  d.workspace = {};
+  d.workspace_bytes = 0;
+  const Scratch workspace = scratch<&dnn::conv_workspace>(dnn_, op, dev, &d, int32_t(pass));
+  d.workspace = workspace.mem();
+  d.workspace_bytes = workspace.bytes();
+  switch (pass) {
+    case FLX_CONV_FORWARD: run<&dnn::conv_forward>(dnn_, op, dev, &d); break;
+    case FLX_CONV_BACKWARD_DATA: run<&dnn::conv_backward_data>(dnn_, op, dev, &d); break;
+    case FLX_CONV_BACKWARD_FILTER: run<&dnn::conv_backward_filter>(dnn_, op, dev, &d); break;
+  }
+}
+
+Scratch Backend::pool_reserve(int dev, const flx_pool_desc& d) const {
+  flx_pool_desc desc = d;
+  desc.struct_size = sizeof desc;
+  return scratch<&dnn::pool_reserve_size>(dnn_, {pool_name(desc), desc.dtype}, dev, &desc);
+}
+void Backend::pool_forward(int dev, flx_pool_desc d) const {
+  d.struct_size = sizeof d;
+  run<&dnn::pool_forward>(dnn_, {pool_name(d), d.dtype}, dev, &d);
+}
+void Backend::pool_backward(int dev, flx_pool_desc d) const {
+  d.struct_size = sizeof d;
+  run<&dnn::pool_backward>(dnn_, {pool_name(d), d.dtype}, dev, &d);
+}
+void Backend::batchnorm_forward(int dev, flx_batchnorm_desc d) const {
+  d.struct_size = sizeof d;
+  run<&dnn::batchnorm_forward>(dnn_, {"batchnorm", d.dtype}, dev, &d);
+}
+void Backend::batchnorm_backward(int dev, flx_batchnorm_desc d) const {
+  d.struct_size = sizeof d;
+  run<&dnn::batchnorm_backward>(dnn_, {"batchnorm (gradient)", d.dtype}, dev, &d);
+}
+
+}  // namespace flx::detail
