@@ -154,14 +154,19 @@ void fill_value(const Tensor& t, double v) {
   const auto& b = detail::be(t);
   b.fill(detail::dev(t), detail::mem(t), t.dtype(), size_t(t.numel()), v);
 }
-Tensor random_fill(DType t, const Shape& s, int dist, double a, double b) {
+Tensor random_fill(DType t, const Shape& s, int dist, double a, double b, Device d = {}) {
   FLX_CHECK(is_floating(t), TypeError, "rand/randn: expected a floating element type; got ", t);
-  Tensor out = empty(t, s);
+  Tensor out = empty(t, s, d);
   const auto& be = detail::be(out);
-  be.random(0, detail::mem(out), t, size_t(out.numel()), dist, g_seed.load(), g_counter.fetch_add(1), a, b);
+  be.random(detail::dev(out), detail::mem(out), t, size_t(out.numel()), dist, g_seed.load(), g_counter.fetch_add(1),
+            a, b);
   return out;
 }
 }  // namespace
+
+namespace detail {
+Tensor rand_on(DType t, const Shape& s, Device d) { return random_fill(t, s, FLX_RANDOM_UNIFORM, 0.0, 1.0, d); }
+}  // namespace detail
 
 void set_seed(uint64_t seed) {
   g_seed = seed;

@@ -259,6 +259,44 @@ TEST(ConformanceCases, SayWhichBackendsMustPassThem) {
   EXPECT_EQ(skip_reason(everywhere, Device::cpu(), newer), "");
 }
 
+// Case c on device dev in dtype t against the CPU, forward and backward.
+void check_case(const Case& c, const Device& dev, DType t, double tol) {
+  SCOPED_TRACE(c.name + " on " + dev.str() + " in " + std::string(dtype_name(t)));
+  const HalfUlps ulps = half_tolerance(c.name);
+  V xs = make_inputs(c, t);
+  Tensor ref = c.f(xs);
+  Tensor out;
+  try {
+    out = c.f(to_device(xs, dev));
+  } catch (const NotImplemented& e) {
+    const std::string why = skip_reason(c, dev, e);
+    if (why.empty()) {
+      ADD_FAILURE() << c.name << " must pass on " << dev.backend() << ": " << e.what();
+    } else {
+      std::printf("  skipped case %s on %s: %s\n", c.name.c_str(), dev.str().c_str(), why.c_str());
+      ::testing::Test::RecordProperty("skipped_" + c.name, why);
+    }
+    return;
+  }
+  EXPECT_EQ(out.device(), dev);
+  if (is_half(t)) flx::testing::expect_ulps(out, ref, ulps.forward, c.name + " forward");
+  else flx::testing::expect_close(out, ref, tol, c.name + " forward");
+  if (!c.differentiable) return;
+  Tensor w = rand(Float64, ref.shape()).to(t);       // a random cotangent
+  auto loss = [&](const V& v) { return sum(c.f(v) * w.to(v[0].device())); };
+  V gref = std::get<0>(gradient(loss, xs));
+  V gdev = std::get<0>(gradient(loss, to_device(xs, dev)));
+  ASSERT_EQ(gref.size(), gdev.size());
+  for (size_t i = 0; i < gref.size(); ++i) {
+    ASSERT_EQ(gref[i].defined(), gdev[i].defined()) << "input " << i;
+    if (!gref[i].defined()) continue;
+    EXPECT_EQ(gdev[i].device(), dev) << "input " << i;
+    const std::string what = c.name + " gradient of input " + std::to_string(i);
+    if (is_half(t)) flx::testing::expect_ulps(gdev[i], gref[i], ulps.gradient, what);
+    else flx::testing::expect_close(gdev[i], gref[i], tol * 10, what);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(params()), param_name);
 
 TEST_P(Conformance, OpsLayersAndLossesMatchTheCpuForwardAndBackward) {
@@ -272,42 +310,45 @@ TEST_P(Conformance, OpsLayersAndLossesMatchTheCpuForwardAndBackward) {
   for (const auto& entry : half_ulps())  // every entry names a case: none is dead
     EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const Case& c) { return c.name == entry.first; }))
         << entry.first;
-  for (const Case& c : all) {
-    SCOPED_TRACE(c.name + " on " + dev.str() + " in " + std::string(dtype_name(t)));
-    const HalfUlps ulps = half_tolerance(c.name);
-    V xs = make_inputs(c, t);
-    Tensor ref = c.f(xs);
-    Tensor out;
-    try {
-      out = c.f(to_device(xs, dev));
-    } catch (const NotImplemented& e) {
-      const std::string why = skip_reason(c, dev, e);
-      if (why.empty()) {
-        ADD_FAILURE() << c.name << " must pass on " << dev.backend() << ": " << e.what();
-      } else {
-        std::printf("  skipped case %s on %s: %s\n", c.name.c_str(), dev.str().c_str(), why.c_str());
-        RecordProperty("skipped_" + c.name, why);
-      }
-      continue;
-    }
-    EXPECT_EQ(out.device(), dev);
-    if (is_half(t)) flx::testing::expect_ulps(out, ref, ulps.forward, c.name + " forward");
-    else flx::testing::expect_close(out, ref, tol, c.name + " forward");
-    if (!c.differentiable) continue;
-    Tensor w = rand(Float64, ref.shape()).to(t);       // a random cotangent
-    auto loss = [&](const V& v) { return sum(c.f(v) * w.to(v[0].device())); };
-    V gref = std::get<0>(gradient(loss, xs));
-    V gdev = std::get<0>(gradient(loss, to_device(xs, dev)));
-    ASSERT_EQ(gref.size(), gdev.size());
-    for (size_t i = 0; i < gref.size(); ++i) {
-      ASSERT_EQ(gref[i].defined(), gdev[i].defined()) << "input " << i;
-      if (!gref[i].defined()) continue;
-      EXPECT_EQ(gdev[i].device(), dev) << "input " << i;
-      const std::string what = c.name + " gradient of input " + std::to_string(i);
-      if (is_half(t)) flx::testing::expect_ulps(gdev[i], gref[i], ulps.gradient, what);
-      else flx::testing::expect_close(gdev[i], gref[i], tol * 10, what);
-    }
-  }
+  for (const Case& c : all) check_case(c, dev, t, tol);
+}
+
+namespace {
+// Convolution, pooling and batch normalisation (the dnn table), in Float32
+// and Float64: Float16 and BFloat16 are optional in that table, and the
+// CPU, the reference, runs them in neither.
+std::vector<Case> dnn_cases() {
+  const Tensor none;
+  return {
+      {"conv2d", {{6, 5, 4, 2}, {3, 2, 2, 6}, {6}},
+       [none](const V& v) { return conv(v[0], v[1], v[2], {.stride = {2, 1}, .pad = {1, 0, 2, 1}, .groups = 2}); }},
+      {"conv2d_dilated_same", {{7, 6, 3, 2}, {3, 3, 3, 4}},
+       [none](const V& v) { return conv(v[0], v[1], none, {.pad = SamePad(), .dilation = 2}); }},
+      {"depthwise1d", {{9, 4, 3}, {3, 1, 4}, {4}},
+       [](const V& v) { return crosscor(v[0], v[1], v[2], {.stride = 2, .pad = 1, .groups = 4}); }},
+      {"conv3d", {{4, 4, 3, 2, 2}, {2, 2, 2, 2, 3}},
+       [none](const V& v) { return crosscor(v[0], v[1], none, {.pad = {1, 0, 0}}); }},
+      {"conv_transpose", {{4, 3, 4, 2}, {3, 3, 3, 4}, {3}},
+       [](const V& v) { return conv_transpose(v[0], v[1], v[2], {.stride = 2, .pad = 1}); }},
+      {"maxpool", {{7, 6, 3, 2}}, [](const V& v) { return maxpool(v[0], {3, 2}, {.stride = 2, .pad = {1, 0}}); }},
+      {"meanpool", {{6, 5, 2, 2}}, [](const V& v) { return meanpool(v[0], {2, 3}, {.pad = 1}); }},
+      {"batchnorm_train", {{5, 4, 3, 2}, {3}, {3}},
+       [none](const V& v) { return batchnorm(v[0], v[1], v[2], none, none, true); }},
+      {"batchnorm_infer", {{5, 3, 4}, {3}, {3}}, [](const V& v) {
+         const Tensor mu = v[2] * 0.5, var = v[1] * v[1] + 0.5;  // from the inputs: on their device
+         return batchnorm(v[0], v[1], v[2], mu.detach(), var.detach(), false);
+       }},
+  };
+}
+}  // namespace
+
+TEST_P(Conformance, ConvolutionPoolingAndBatchNormMatchTheCpu) {
+  skip_without_accelerator(GetParam());
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
+  const DType t = GetParam().dtype;
+  if (is_half(t)) GTEST_SKIP() << "the dnn table's Float16 and BFloat16 are optional, and the CPU runs neither";
+  set_seed(12);
+  for (const Case& c : dnn_cases()) check_case(c, GetParam().device, t, tolerance(t) * 5);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include "flx/datasets.hpp"
 #include "flx/device.hpp"
 #include "flx/devices.hpp"
+#include "flx/dnn.hpp"
 #include "flx/dtype.hpp"
 #include "flx/error.hpp"
 #include "flx/functor.hpp"

@@ -3,3 +3,5 @@
 #pragma once
 
 #include "flx/layers/basic.hpp"
+#include "flx/layers/conv.hpp"
+#include "flx/layers/normalise.hpp"

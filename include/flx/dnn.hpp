@@ -1,0 +1,110 @@
+// Convolution, pooling, batch normalisation and dropout as functions (NNlib's
+// conv, maxpool, meanpool, Flux's batchnorm and dropout), differentiable and
+// run by each device's dnn table (oneDNN, cuDNN, OpenCL kernels). The layers
+// (flx/layers/conv.hpp, flx/layers/normalise.hpp) are built on them.
+//
+// Images are WHCN as in Flux: (width, height, channels, batch), width
+// fastest; 1-D and 3-D data drop or add a spatial dim: (W, C, N), (W, H, D,
+// C, N). A convolution's weight is (kernel..., in_channels / groups,
+// out_channels).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "flx/tensor.hpp"
+
+namespace flx {
+
+// Convolutions and pools run over 1 to 3 spatial dims.
+inline constexpr int kMaxSpatialDims = 3;
+
+// One value for every spatial dim (2), or one per dim, first dim first ({2, 1}).
+struct PerDim {
+  std::vector<int64_t> values{1};
+  PerDim(int64_t v) : values{v} {}  // NOLINT: `.stride = 2` reads as Flux's stride=2
+  PerDim(std::initializer_list<int64_t> v) : values(v) {}
+  explicit PerDim(std::vector<int64_t> v) : values(std::move(v)) {}
+  // The value for each of n spatial dims; ArgumentError naming `what` and
+  // `layer` when the count is neither 1 nor n or a value is below `min`.
+  std::vector<int64_t> expand(int n, const char* what, const char* layer, int64_t min) const;
+};
+
+// Flux's SamePad(): the output keeps the input's size at stride 1 (the
+// total padding (kernel - 1) * dilation, its larger half first).
+struct SamePad {};
+
+// Padding: one number for every side (1), one per spatial dim ({1, 2}: both
+// sides of dim 1, then of dim 2), one per side of each dim ({1, 0, 2, 2}:
+// low and high side of dim 1, then dim 2; Flux's order), or SamePad().
+struct Padding {
+  std::vector<int64_t> values{0};
+  bool same = false;
+  Padding(int64_t v) : values{v} {}  // NOLINT
+  Padding(std::initializer_list<int64_t> v) : values(v) {}
+  explicit Padding(std::vector<int64_t> v) : values(std::move(v)) {}
+  Padding(SamePad) : same(true) {}  // NOLINT
+  bool operator==(const Padding&) const = default;
+};
+
+struct ConvOptions {
+  PerDim stride = 1;
+  Padding pad = 0;
+  PerDim dilation = 1;
+  int64_t groups = 1;
+};
+
+// The resolved geometry of one convolution or pooling window over nspatial
+// dims (libflx fills it from the options and the kernel size; ops check it).
+struct WindowGeometry {
+  int nspatial = 0;
+  std::vector<int64_t> kernel, stride, dilation, pad_lo, pad_hi;
+};
+WindowGeometry conv_geometry(const std::vector<int64_t>& kernel, const ConvOptions& o, const char* layer);
+
+// Cross-correlation of x with w (+ bias b, one per output channel; an
+// undefined b for none): NNlib's conv with flipped = true. `conv` flips the
+// kernel first: a true convolution, as Flux's Conv computes. `layer` names
+// the caller in errors.
+Tensor crosscor(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {},
+                const char* layer = "crosscor");
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {}, const char* layer = "conv");
+// The transpose of crosscor (the gradient of its input), as Flux's
+// ConvTranspose: w is (kernel..., out_channels / groups, in_channels).
+// out_pad (per spatial dim, 0 by default) adds to the output's high side
+// the rows a strided forward would drop.
+Tensor conv_transpose(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {},
+                      const std::vector<int64_t>& out_pad = {}, const char* layer = "conv_transpose");
+// The kernel reversed along its spatial dims (Conv's flip; PyTorch's Conv2d
+// weight as Flux's Conv needs it).
+Tensor flip_kernel(const Tensor& w, int nspatial);
+
+struct PoolOptions {
+  std::optional<PerDim> stride;  // default: the window
+  Padding pad = 0;
+};
+Tensor maxpool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o = {},
+               const char* layer = "maxpool");
+Tensor meanpool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o = {},
+                const char* layer = "meanpool");  // padding counts in each window's size
+
+// Batch normalisation over every dim but the channels (the second last) of x.
+// training: batch statistics, and running_mean/var (when defined) move by
+// momentum as Flux's do; else the running statistics normalise. scale and
+// bias may be undefined (1 and 0).
+Tensor batchnorm(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& running_mean,
+                 const Tensor& running_var, bool training, double momentum = 0.1, double epsilon = 1e-5,
+                 const char* layer = "batchnorm");
+
+// x with each element (or each slice along `dims`' complement, Flux's dims)
+// zeroed with probability p and the rest scaled by 1 / (1 - p); the mask is
+// drawn on x's device from the global seed (set_seed).
+Tensor dropout(const Tensor& x, double p, const std::vector<int>& dims = {});
+
+// (..., N) -> (prod(...), N), Flux's flatten / MLUtils.flatten.
+Tensor flatten(const Tensor& x);
+
+}  // namespace flx

@@ -1,0 +1,114 @@
+// Normalisation and regularisation layers (Flux's normalise.jl): BatchNorm
+// and Dropout, and the train/test mode they follow. As in Flux, a layer
+// trains inside gradient/withgradient and infers outside; trainmode(model)
+// and testmode(model) fix the mode for a whole model (Flux's trainmode! and
+// testmode!), automode(model) gives the choice back.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include "flx/activations.hpp"
+#include "flx/dnn.hpp"
+#include "flx/functor.hpp"
+
+namespace flx {
+
+struct BatchNormOptions {
+  bool affine = true;       // learn scale (γ) and bias (β)
+  bool track_stats = true;  // keep running statistics for inference
+  double epsilon = 1e-5;
+  double momentum = 0.1;
+};
+
+// y = act.(scale .* (x .- μ) ./ sqrt.(σ² .+ ε) .+ bias) per channel (the
+// second last dim of x), with the batch's statistics while training and the
+// running ones (moved by momentum in training) otherwise. The running
+// statistics move with the model and are saved, but are not trained.
+struct BatchNorm {
+  Tensor bias;          // β, zeros
+  Tensor scale;         // γ, ones
+  Tensor running_mean;  // μ, zeros
+  Tensor running_var;   // σ², ones
+  Activation act;
+  BatchNormOptions options;
+  int64_t channels = 0;
+  std::optional<bool> active;  // nullopt: train inside gradient only (Flux's `nothing`)
+
+  explicit BatchNorm(int64_t channels, Activation act = {}, const BatchNormOptions& o = {});
+  BatchNorm(int64_t channels, const BatchNormOptions& o) : BatchNorm(channels, {}, o) {}
+  Tensor operator()(const Tensor& x) const;
+};
+FLX_FUNCTOR(BatchNorm, bias, scale, running_mean, running_var)
+FLX_TRAINABLE(BatchNorm, bias, scale)
+
+// Zeroes each element (or slice: Flux's dims) with probability p while
+// training and scales the rest by 1 / (1 - p); the identity in inference.
+struct Dropout {
+  double p = 0.5;
+  std::vector<int> dims;  // empty: every element apart (Flux's dims=:)
+  std::optional<bool> active;
+
+  explicit Dropout(double p, std::vector<int> dims = {});
+  Tensor operator()(const Tensor& x) const;
+};
+FLX_LEAF(Dropout)
+
+void show_compact(std::ostream& os, const BatchNorm& l);  // for Chain (see conv.hpp)
+void show_compact(std::ostream& os, const Dropout& l);
+
+namespace detail {
+// Whether a layer with this mode setting trains now.
+bool training_now(const std::optional<bool>& active);
+
+// Sets `active` on every layer of x that has one.
+template <class T>
+void set_mode(T& x, std::optional<bool> mode) {
+  if constexpr (requires { x.active = mode; }) x.active = mode;
+  if constexpr (DeclaredFunctor<T>) {
+    std::apply([&](const auto&... fld) { (set_mode(x.*(fld.ptr), mode), ...); }, fields_of<T, false>());
+  } else if constexpr (is_std_container<T>::value) {
+    if constexpr (requires { std::tuple_size<T>::value; } && !requires { x.size(); }) {
+      std::apply([&](auto&... e) { (set_mode(e, mode), ...); }, x);
+    } else if constexpr (requires { x.has_value(); }) {
+      if (x) set_mode(*x, mode);
+    } else if constexpr (requires { x.index(); }) {
+      std::visit([&](auto& v) { set_mode(v, mode); }, x);
+    } else if constexpr (requires { x.begin()->first; }) {
+      for (auto& [k, v] : x) set_mode(v, mode);
+    } else {
+      for (auto& e : x) set_mode(e, mode);
+    }
+  }
+}
+}  // namespace detail
+
+// The model with every BatchNorm and Dropout (any layer with an `active`
+// field) training, inferring, or back to automatic (training inside
+// gradient/withgradient only). The copy shares the model's tensors.
+template <class M>
+M trainmode(M model) {
+  detail::set_mode(model, true);
+  return model;
+}
+template <class M>
+M testmode(M model) {
+  detail::set_mode(model, false);
+  return model;
+}
+template <class M>
+M automode(M model) {
+  detail::set_mode(model, std::nullopt);
+  return model;
+}
+
+std::ostream& operator<<(std::ostream& os, const BatchNorm& l);
+std::ostream& operator<<(std::ostream& os, const Dropout& l);
+
+}  // namespace flx

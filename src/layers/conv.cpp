@@ -1,0 +1,304 @@
+// Convolution and pooling layers: construction (Flux's defaults), checks,
+// forward passes through flx/dnn.hpp, and Flux's printing.
+#include "flx/layers/conv.hpp"
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "flx/error.hpp"
+#include "flx/layers/basic.hpp"
+#include "flx/ops.hpp"
+
+namespace flx {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t e : v) p *= e;
+  return p;
+}
+
+// Glorot-uniform over a convolution weight of `shape` (kernel..., a, b):
+// fans prod(kernel)·a and prod(kernel)·b, as Flux's nfan.
+Tensor glorot_conv(const std::vector<int64_t>& shape) {
+  const std::vector<int64_t> kernel(shape.begin(), shape.end() - 2);
+  const double k = double(product(kernel));
+  const double fan_in = k * double(shape[shape.size() - 2]), fan_out = k * double(shape.back());
+  const double a = std::sqrt(6.0 / (fan_in + fan_out));
+  return rand(Shape(shape)) * (2 * a) - a;
+}
+
+void check_sizes(const std::vector<int64_t>& kernel, int64_t in, int64_t out, int64_t groups, const char* layer) {
+  FLX_CHECK(!kernel.empty() && kernel.size() <= kMaxSpatialDims, ArgumentError, layer, ": the kernel has ",
+            kernel.size(), " dims; flx convolves over 1 to ", kMaxSpatialDims);
+  for (int64_t k : kernel) FLX_CHECK(k >= 1, ArgumentError, layer, ": kernel sizes must be positive; got ", k);
+  FLX_CHECK(in >= 1 && out >= 1, ArgumentError, layer, ": channel counts must be positive; got ", in, " => ", out);
+  FLX_CHECK(groups >= 1 && in % groups == 0 && out % groups == 0, ArgumentError, layer,
+            ": both channel counts must be multiples of groups; got ", in, " => ", out, " with groups=", groups);
+}
+
+ConvGeometry resolve(const std::vector<int64_t>& kernel, const ConvOptions& o, const char* layer) {
+  const WindowGeometry g = conv_geometry(kernel, o, layer);
+  ConvGeometry c;
+  c.stride = g.stride;
+  c.dilation = g.dilation;
+  for (size_t i = 0; i < kernel.size(); ++i) {
+    c.pad.push_back(g.pad_lo[i]);
+    c.pad.push_back(g.pad_hi[i]);
+  }
+  c.groups = o.groups;
+  return c;
+}
+
+std::vector<int64_t> spatial_shape(const Tensor& w) {
+  std::vector<int64_t> k;
+  for (int i = 0; i + 2 < w.ndims(); ++i) k.push_back(w.shape()[i]);
+  return k;
+}
+
+void check_weight(const Tensor& w, const Tensor& b, int64_t out, const char* layer) {
+  FLX_CHECK(w.defined() && w.ndims() >= 3 && w.ndims() <= kMaxSpatialDims + 2, DimensionMismatch, layer,
+            ": the weight must be (kernel..., in, out) with 1 to ", kMaxSpatialDims, " kernel dims; got ",
+            w.defined() ? w.shape().str() : std::string("undefined"));
+  FLX_CHECK(!b.defined() || b.shape() == Shape{out}, DimensionMismatch, layer, ": the bias must have shape (", out,
+            ") to match the weight ", w.shape(), "; got ", b.shape());
+}
+
+// Flux's _maybetuple_string: one number when all agree, else the tuple.
+void show_values(std::ostream& os, const std::vector<int64_t>& v) {
+  bool same = true;
+  for (int64_t e : v) same = same && e == v[0];
+  if (same && !v.empty()) {
+    os << v[0];
+    return;
+  }
+  os << "(";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << ")";
+}
+void show_tuple(std::ostream& os, const std::vector<int64_t>& v) {
+  os << "(";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << (v.size() == 1 ? ",)" : ")");
+}
+bool all_equal_to(const std::vector<int64_t>& v, int64_t x) {
+  for (int64_t e : v)
+    if (e != x) return false;
+  return true;
+}
+
+// Conv((3, 3), 1 => 16, relu, pad=1, stride=2, dilation=2, groups=2, bias=false)
+void show_conv(std::ostream& os, const char* name, const Tensor& w, int64_t in, int64_t out, const Activation& act,
+               const ConvGeometry& g, bool has_bias) {
+  os << name << "(";
+  show_tuple(os, spatial_shape(w));
+  os << ", " << in << " => " << out;
+  if (!act.is_identity()) os << ", " << act;
+  if (!all_equal_to(g.pad, 0)) {
+    os << ", pad=";
+    show_values(os, g.pad);
+  }
+  if (!all_equal_to(g.stride, 1)) {
+    os << ", stride=";
+    show_values(os, g.stride);
+  }
+  if (!all_equal_to(g.dilation, 1)) {
+    os << ", dilation=";
+    show_values(os, g.dilation);
+  }
+  if (g.groups != 1) os << ", groups=" << g.groups;
+  if (!has_bias) os << ", bias=false";
+  os << ")";
+}
+
+template <class L>
+std::string label(const L& l) {
+  std::ostringstream os;
+  show_compact(os, l);
+  return os.str();
+}
+template <class L>
+std::ostream& show_with_count(std::ostream& os, const L& l) {
+  show_compact(os, l);
+  detail::show_parameter_count(os, l.weight.numel() + (l.bias.defined() ? l.bias.numel() : 0));
+  return os;
+}
+
+}  // namespace
+
+ConvOptions ConvGeometry::options() const {
+  return ConvOptions{PerDim(stride), Padding(pad), PerDim(dilation), groups};
+}
+
+// ---- Conv, CrossCor ------------------------------------------------------------
+
+Conv::Conv(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a, const ConvOptions& o) : act(std::move(a)) {
+  check_sizes(kernel, in, out, o.groups, "Conv");
+  geometry = resolve(kernel, o, "Conv");
+  kernel.push_back(in / o.groups);
+  kernel.push_back(out);
+  weight = glorot_conv(kernel);
+  bias = zeros(out);
+}
+Conv::Conv(Tensor w, Tensor b, Activation a, const ConvOptions& o)
+    : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
+  check_weight(weight, bias, weight.defined() && weight.ndims() > 0 ? weight.shape()[weight.ndims() - 1] : 0, "Conv");
+  geometry = resolve(spatial_shape(weight), o, "Conv");
+}
+Tensor Conv::operator()(const Tensor& x) const {
+  return act(conv(x, weight, bias, geometry.options(), label(*this).c_str()));
+}
+
+CrossCor::CrossCor(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a, const ConvOptions& o)
+    : act(std::move(a)) {
+  check_sizes(kernel, in, out, o.groups, "CrossCor");
+  geometry = resolve(kernel, o, "CrossCor");
+  kernel.push_back(in / o.groups);
+  kernel.push_back(out);
+  weight = glorot_conv(kernel);
+  bias = zeros(out);
+}
+CrossCor::CrossCor(Tensor w, Tensor b, Activation a, const ConvOptions& o)
+    : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
+  check_weight(weight, bias, weight.defined() && weight.ndims() > 0 ? weight.shape()[weight.ndims() - 1] : 0,
+               "CrossCor");
+  geometry = resolve(spatial_shape(weight), o, "CrossCor");
+}
+Tensor CrossCor::operator()(const Tensor& x) const {
+  return act(crosscor(x, weight, bias, geometry.options(), label(*this).c_str()));
+}
+
+// ---- ConvTranspose --------------------------------------------------------------
+
+ConvTranspose::ConvTranspose(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a,
+                             const ConvOptions& o)
+    : act(std::move(a)) {
+  check_sizes(kernel, in, out, o.groups, "ConvTranspose");
+  geometry = resolve(kernel, o, "ConvTranspose");
+  kernel.push_back(out / o.groups);
+  kernel.push_back(in);
+  weight = glorot_conv(kernel);
+  bias = zeros(out);
+}
+ConvTranspose::ConvTranspose(Tensor w, Tensor b, Activation a, const ConvOptions& o)
+    : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
+  const int64_t out = weight.defined() && weight.ndims() > 1 ? weight.shape()[weight.ndims() - 2] * o.groups : 0;
+  check_weight(weight, bias, out, "ConvTranspose");
+  geometry = resolve(spatial_shape(weight), o, "ConvTranspose");
+}
+Tensor ConvTranspose::operator()(const Tensor& x) const {
+  return act(conv_transpose(x, weight, bias, geometry.options(), {}, label(*this).c_str()));
+}
+
+// ---- pools ------------------------------------------------------------------------
+
+MaxPool::MaxPool(std::vector<int64_t> w, PoolOptions o) : window(std::move(w)), options(std::move(o)) {}
+MeanPool::MeanPool(std::vector<int64_t> w, PoolOptions o) : window(std::move(w)), options(std::move(o)) {}
+Tensor MaxPool::operator()(const Tensor& x) const { return maxpool(x, window, options, label(*this).c_str()); }
+Tensor MeanPool::operator()(const Tensor& x) const { return meanpool(x, window, options, label(*this).c_str()); }
+
+namespace {
+// The spatial dims of x (all but the last two), checked to exist.
+std::vector<int64_t> image_size(const Tensor& x, const char* layer) {
+  FLX_CHECK(x.defined() && x.ndims() >= 3 && x.ndims() <= kMaxSpatialDims + 2, DimensionMismatch, layer,
+            ": expected an input (spatial..., channels, batch) with 1 to ", kMaxSpatialDims,
+            " spatial dims; got shape ", x.defined() ? x.shape().str() : std::string("undefined"));
+  std::vector<int64_t> s;
+  for (int i = 0; i + 2 < x.ndims(); ++i) s.push_back(x.shape()[i]);
+  return s;
+}
+// Flux's AdaptiveMaxPool windows: stride in ÷ out, window in - (out - 1) stride.
+std::pair<std::vector<int64_t>, PoolOptions> adaptive(const Tensor& x, const std::vector<int64_t>& out,
+                                                      const char* layer) {
+  const std::vector<int64_t> in = image_size(x, layer);
+  FLX_CHECK(in.size() == out.size(), DimensionMismatch, layer, ": an output size of ", out.size(),
+            " dims needs an input with as many spatial dims; got shape ", x.shape());
+  std::vector<int64_t> window(in.size()), stride(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    FLX_CHECK(out[i] >= 1 && out[i] <= in[i], DimensionMismatch, layer, ": cannot pool spatial dim ", i + 1,
+              " of size ", in[i], " to ", out[i], " (the output must lie in 1:", in[i], ") for input shape ", x.shape());
+    stride[i] = in[i] / out[i];
+    window[i] = in[i] - (out[i] - 1) * stride[i];
+  }
+  return {window, PoolOptions{PerDim(stride), 0}};
+}
+}  // namespace
+
+Tensor GlobalMaxPool::operator()(const Tensor& x) const { return maxpool(x, image_size(x, "GlobalMaxPool()"), {}, "GlobalMaxPool()"); }
+Tensor GlobalMeanPool::operator()(const Tensor& x) const {
+  return meanpool(x, image_size(x, "GlobalMeanPool()"), {}, "GlobalMeanPool()");
+}
+AdaptiveMaxPool::AdaptiveMaxPool(std::vector<int64_t> o) : out(std::move(o)) {}
+AdaptiveMeanPool::AdaptiveMeanPool(std::vector<int64_t> o) : out(std::move(o)) {}
+Tensor AdaptiveMaxPool::operator()(const Tensor& x) const {
+  const std::string name = label(*this);
+  auto [window, opts] = adaptive(x, out, name.c_str());
+  return maxpool(x, window, opts, name.c_str());
+}
+Tensor AdaptiveMeanPool::operator()(const Tensor& x) const {
+  const std::string name = label(*this);
+  auto [window, opts] = adaptive(x, out, name.c_str());
+  return meanpool(x, window, opts, name.c_str());
+}
+
+// ---- printing -----------------------------------------------------------------------
+
+void show_compact(std::ostream& os, const Conv& l) {
+  show_conv(os, "Conv", l.weight, l.weight.shape()[l.weight.ndims() - 2] * l.geometry.groups,
+            l.weight.shape()[l.weight.ndims() - 1], l.act, l.geometry, l.bias.defined());
+}
+void show_compact(std::ostream& os, const CrossCor& l) {
+  show_conv(os, "CrossCor", l.weight, l.weight.shape()[l.weight.ndims() - 2] * l.geometry.groups,
+            l.weight.shape()[l.weight.ndims() - 1], l.act, l.geometry, l.bias.defined());
+}
+void show_compact(std::ostream& os, const ConvTranspose& l) {
+  show_conv(os, "ConvTranspose", l.weight, l.weight.shape()[l.weight.ndims() - 1],
+            l.weight.shape()[l.weight.ndims() - 2] * l.geometry.groups, l.act, l.geometry, l.bias.defined());
+}
+template <class P>
+void show_pool(std::ostream& os, const char* name, const P& l) {
+  os << name << "(";
+  show_tuple(os, l.window);
+  if (!(l.options.pad == Padding(0))) {
+    os << ", pad=";
+    if (l.options.pad.same) os << "SamePad()";
+    else show_values(os, l.options.pad.values);
+  }
+  if (l.options.stride && l.options.stride->values != l.window &&
+      !(l.options.stride->values.size() == 1 && all_equal_to(l.window, l.options.stride->values[0]))) {
+    os << ", stride=";
+    show_values(os, l.options.stride->values);
+  }
+  os << ")";
+}
+void show_compact(std::ostream& os, const MaxPool& l) { show_pool(os, "MaxPool", l); }
+void show_compact(std::ostream& os, const MeanPool& l) { show_pool(os, "MeanPool", l); }
+void show_compact(std::ostream& os, const GlobalMaxPool&) { os << "GlobalMaxPool()"; }
+void show_compact(std::ostream& os, const GlobalMeanPool&) { os << "GlobalMeanPool()"; }
+void show_compact(std::ostream& os, const AdaptiveMaxPool& l) {
+  os << "AdaptiveMaxPool(";
+  show_tuple(os, l.out);
+  os << ")";
+}
+void show_compact(std::ostream& os, const AdaptiveMeanPool& l) {
+  os << "AdaptiveMeanPool(";
+  show_tuple(os, l.out);
+  os << ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const Conv& l) { return show_with_count(os, l); }
+std::ostream& operator<<(std::ostream& os, const CrossCor& l) { return show_with_count(os, l); }
+std::ostream& operator<<(std::ostream& os, const ConvTranspose& l) { return show_with_count(os, l); }
+#define FLX_SHOW_PARAMETERLESS_(T) \
+  std::ostream& operator<<(std::ostream& os, const T& l) { show_compact(os, l); return os; }
+FLX_SHOW_PARAMETERLESS_(MaxPool)
+FLX_SHOW_PARAMETERLESS_(MeanPool)
+FLX_SHOW_PARAMETERLESS_(GlobalMaxPool)
+FLX_SHOW_PARAMETERLESS_(GlobalMeanPool)
+FLX_SHOW_PARAMETERLESS_(AdaptiveMaxPool)
+FLX_SHOW_PARAMETERLESS_(AdaptiveMeanPool)
+#undef FLX_SHOW_PARAMETERLESS_
+
+}  // namespace flx

@@ -1,0 +1,86 @@
+// BatchNorm and Dropout: Flux's defaults, modes and printing.
+#include "flx/layers/normalise.hpp"
+
+#include <sstream>
+
+#include "flx/autodiff.hpp"
+#include "flx/error.hpp"
+#include "flx/layers/basic.hpp"
+#include "flx/ops.hpp"
+
+namespace flx {
+
+namespace detail {
+bool training_now(const std::optional<bool>& active) { return active.value_or(is_recording()); }
+}  // namespace detail
+
+BatchNorm::BatchNorm(int64_t c, Activation a, const BatchNormOptions& o) : act(std::move(a)), options(o), channels(c) {
+  FLX_CHECK(c >= 1, ArgumentError, "BatchNorm: the channel count must be positive; got ", c);
+  FLX_CHECK(o.epsilon > 0 && o.momentum >= 0 && o.momentum <= 1, ArgumentError,
+            "BatchNorm: expected epsilon > 0 and momentum in [0, 1]; got ", o.epsilon, " and ", o.momentum);
+  if (o.affine) {
+    bias = zeros(c);
+    scale = ones(c);
+  }
+  if (o.track_stats) {
+    running_mean = zeros(c);
+    running_var = ones(c);
+  }
+}
+
+Tensor BatchNorm::operator()(const Tensor& x) const {
+  std::ostringstream name;
+  show_compact(name, *this);
+  const std::string layer = name.str();
+  FLX_CHECK(x.defined() && x.ndims() >= 2 && x.shape()[x.ndims() - 2] == channels, DimensionMismatch, layer,
+            ": expected ", channels, " channels in the second last dim of the input; got shape ",
+            x.defined() ? x.shape().str() : std::string("undefined"));
+  // Without running statistics the batch's serve in inference too (Flux).
+  const bool training = detail::training_now(active) || !options.track_stats;
+  return act(batchnorm(x, scale, bias, running_mean, running_var, training, options.momentum, options.epsilon,
+                       layer.c_str()));
+}
+
+Dropout::Dropout(double q, std::vector<int> d) : p(q), dims(std::move(d)) {
+  FLX_CHECK(q >= 0 && q <= 1, ArgumentError, "Dropout: the probability must lie in [0, 1]; got ", q);
+}
+
+Tensor Dropout::operator()(const Tensor& x) const { return detail::training_now(active) ? dropout(x, p, dims) : x; }
+
+void show_compact(std::ostream& os, const BatchNorm& l) {
+  os << "BatchNorm(" << l.channels;
+  if (!l.act.is_identity()) os << ", " << l.act;
+  if (!l.options.affine) os << ", affine=false";
+  if (!l.options.track_stats) os << ", track_stats=false";
+  if (l.active) os << ", active=" << (*l.active ? "true" : "false");
+  os << ")";
+}
+void show_compact(std::ostream& os, const Dropout& l) {
+  os << "Dropout(" << l.p;
+  if (!l.dims.empty()) {
+    os << ", dims=";
+    if (l.dims.size() == 1) os << l.dims[0] + 1;  // Flux's dims count from 1
+    else {
+      os << "(";
+      for (size_t i = 0; i < l.dims.size(); ++i) os << (i ? ", " : "") << l.dims[i] + 1;
+      os << ")";
+    }
+  }
+  if (l.active) os << ", active=" << (*l.active ? "true" : "false");
+  os << ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const BatchNorm& l) {
+  show_compact(os, l);
+  const int64_t trainable = l.scale.defined() ? l.scale.numel() + l.bias.numel() : 0;
+  const int64_t others = l.running_mean.defined() ? l.running_mean.numel() + l.running_var.numel() : 0;
+  detail::show_parameter_count(os, trainable);
+  if (others) os << ", plus " << others << " non-trainable";  // Flux's wording
+  return os;
+}
+std::ostream& operator<<(std::ostream& os, const Dropout& l) {
+  show_compact(os, l);
+  return os;
+}
+
+}  // namespace flx

@@ -1,0 +1,255 @@
+// Convolutions: crosscor (the dnn table's primitive), conv (Flux's true
+// convolution: the kernel flipped first), conv_transpose (the primitive's
+// input gradient run forward), with their autodiff rules.
+#include <algorithm>
+#include <string>
+
+#include "dnn_internal.hpp"
+
+namespace flx {
+
+namespace ops {
+
+void check_dnn_operand(const Tensor& t, const Tensor& ref, const char* what, const char* layer) {
+  FLX_CHECK(t.defined(), ArgumentError, layer, ": the ", what, " is undefined");
+  FLX_CHECK(is_floating(t.dtype()), TypeError, layer, ": expected a floating ", what, "; got ", t.dtype());
+  FLX_CHECK(t.dtype() == ref.dtype(), TypeError, layer, ": the ", what, " is ", t.dtype(), " but the input is ",
+            ref.dtype(), "; convert one of them (x.to(", ref.dtype(), "))");
+  FLX_CHECK(t.device() == ref.device(), DeviceMismatch, layer, ": the ", what, " is on ", t.device(),
+            " but the input is on ", ref.device(), "; move both to one device (model | device)");
+}
+
+namespace {
+
+Shape join(const std::vector<int64_t>& spatial, int64_t channels, int64_t batch) {
+  Shape s;
+  for (int64_t v : spatial) s.push_back(v);
+  s.push_back(channels);
+  s.push_back(batch);
+  return s;
+}
+
+// The descriptor of a cross-correlation from input spatial sizes `in` to
+// `out`; memory fields unset.
+flx_conv_desc conv_desc(const WindowGeometry& g, DType t, int64_t batch, int64_t cin, int64_t cout, int64_t groups,
+                        const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  flx_conv_desc d{};
+  d.dtype = int32_t(t);
+  d.nspatial = g.nspatial;
+  d.groups = int32_t(groups);
+  d.batch = batch;
+  d.in_channels = cin;
+  d.out_channels = cout;
+  for (size_t i = 0; i < FLX_DNN_MAX_SPATIAL; ++i) {
+    const bool used = i < size_t(g.nspatial);
+    d.in_size[i] = used ? in[i] : 1;
+    d.out_size[i] = used ? out[i] : 1;
+    d.kernel[i] = used ? g.kernel[i] : 1;
+    d.stride[i] = used ? g.stride[i] : 1;
+    d.dilation[i] = used ? g.dilation[i] : 1;
+    d.pad_lo[i] = used ? g.pad_lo[i] : 0;
+    d.pad_hi[i] = used ? g.pad_hi[i] : 0;
+  }
+  return d;
+}
+
+// Checks shared by every convolution: ranks, a weight (kernel..., a, b)
+// for nspatial = w.ndims() - 2; returns nspatial.
+int check_conv_ranks(const Tensor& x, const Tensor& w, const char* layer) {
+  check_defined(x, layer);
+  check_dnn_operand(w, x, "weight", layer);
+  FLX_CHECK(w.ndims() >= 3 && w.ndims() <= FLX_DNN_MAX_SPATIAL + 2, DimensionMismatch, layer,
+            ": the weight must be (kernel..., in, out) with 1 to ", FLX_DNN_MAX_SPATIAL, " kernel dims; got shape ",
+            w.shape());
+  const int nsp = w.ndims() - 2;
+  FLX_CHECK(x.ndims() == nsp + 2, DimensionMismatch, layer, ": expected a ", nsp + 2, "-dim input (",
+            nsp == 1 ? "W" : nsp == 2 ? "W, H" : "W, H, D", ", channels, batch) for a weight of shape ", w.shape(),
+            "; got shape ", x.shape(), nsp + 1 == x.ndims() ? " (add the batch dim: reshape(x, {..., 1}))" : "");
+  FLX_CHECK(is_floating(x.dtype()), TypeError, layer, ": expected a floating input; got ", x.dtype());
+  return nsp;
+}
+
+std::vector<int64_t> spatial_of(const Tensor& x, int nsp) {
+  std::vector<int64_t> v(static_cast<size_t>(nsp));
+  for (int i = 0; i < nsp; ++i) v[size_t(i)] = x.shape()[i];
+  return v;
+}
+
+// dx of a cross-correlation (d's geometry) from dy and w.
+Tensor conv_input_grad(flx_conv_desc d, const Tensor& dy, const Tensor& w, const Shape& x_shape) {
+  Tensor dx = empty(w.dtype(), x_shape, w.device());
+  if (dx.numel() == 0) return dx;
+  if (dy.numel() == 0) {
+    fill(dx, 0);
+    return dx;
+  }
+  d.dy = detail::mem(dy);
+  d.w = detail::mem(w);
+  d.dx = detail::mem(dx);
+  detail::be(w).conv(detail::dev(w), d, FLX_CONV_BACKWARD_DATA);
+  return dx;
+}
+// dw (and db when wanted) of a cross-correlation from x and dy.
+void conv_weight_grad(flx_conv_desc d, const Tensor& x, const Tensor& dy, const Shape& w_shape, Tensor* dw,
+                      Tensor* db) {
+  *dw = empty(x.dtype(), w_shape, x.device());
+  if (db) *db = empty(x.dtype(), Shape{d.out_channels}, x.device());
+  if (x.numel() == 0 || dy.numel() == 0) {
+    fill(*dw, 0);
+    if (db) fill(*db, 0);
+    return;
+  }
+  d.x = detail::mem(x);
+  d.dy = detail::mem(dy);
+  d.dw = detail::mem(*dw);
+  d.db = db ? detail::mem(*db) : flx_mem{};
+  detail::be(x).conv(detail::dev(x), d, FLX_CONV_BACKWARD_FILTER);
+}
+Tensor as_dtype(const Tensor& g, DType t) { return g.dtype() == t ? g : g.to(t); }
+
+}  // namespace
+}  // namespace ops
+
+Tensor crosscor(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o, const char* layer) {
+  const int nsp = ops::check_conv_ranks(x, w, layer);
+  const int64_t groups = o.groups, cin = x.shape()[nsp], batch = x.shape()[nsp + 1];
+  const int64_t cin_g = w.shape()[nsp], cout = w.shape()[nsp + 1];
+  FLX_CHECK(groups >= 1, ArgumentError, layer, ": groups must be at least 1; got ", groups);
+  FLX_CHECK(cin_g * groups == cin, DimensionMismatch, layer, ": expected ", cin_g * groups,
+            " input channels (dim ", nsp + 1, " of the input; the weight ", w.shape(), " with groups=", groups,
+            "); got ", cin, " in an input of shape ", x.shape());
+  FLX_CHECK(cout % groups == 0, DimensionMismatch, layer, ": the ", cout,
+            " output channels of the weight are not a multiple of groups=", groups);
+  if (b.defined()) {
+    ops::check_dnn_operand(b, x, "bias", layer);
+    FLX_CHECK(b.shape() == Shape{cout}, DimensionMismatch, layer, ": the bias must have shape (", cout,
+              ") for ", cout, " output channels; got ", b.shape());
+  }
+  std::vector<int64_t> kernel = ops::spatial_of(w, nsp);
+  const WindowGeometry g = conv_geometry(kernel, o, layer);
+  const std::vector<int64_t> in = ops::spatial_of(x, nsp), out = ops::output_sizes(g, x.shape(), layer, "kernel");
+  flx_conv_desc d = ops::conv_desc(g, x.dtype(), batch, cin, cout, groups, in, out);
+  Tensor y = empty(x.dtype(), ops::join(out, cout, batch), x.device());
+  if (y.numel()) {
+    d.x = detail::mem(x);
+    d.w = detail::mem(w);
+    d.b = b.defined() ? detail::mem(b) : flx_mem{};
+    d.y = detail::mem(y);
+    detail::be(x).conv(detail::dev(x), d, FLX_CONV_FORWARD);
+  }
+  // First order: the rule runs the backend's fused backward passes.
+  autograd::record(layer, autograd::Order::FirstOnly, y, {x, w, b},
+                   [d, xs = x.detach(), ws = w.detach()](const Tensor& g0, const bool* needs, Tensor* gi) {
+    const Tensor g = ops::as_dtype(g0, xs.dtype());
+    if (needs[0]) gi[0] = ops::conv_input_grad(d, g, ws, xs.shape());
+    if (needs[1] || needs[2]) {
+      Tensor dw, db;
+      ops::conv_weight_grad(d, xs, g, ws.shape(), &dw, needs[2] ? &db : nullptr);
+      if (needs[1]) gi[1] = dw;
+      if (needs[2]) gi[2] = db;
+    }
+  });
+  return y;
+}
+
+Tensor flip_kernel(const Tensor& w, int nspatial) {
+  ops::check_defined(w, "flip_kernel");
+  FLX_CHECK(nspatial >= 0 && nspatial <= w.ndims(), ArgumentError, "flip_kernel: ", nspatial,
+            " spatial dims in a weight of shape ", w.shape());
+  Tensor out = w;
+  for (int dim = 0; dim < nspatial; ++dim) {
+    const int64_t k = w.shape()[dim];
+    if (k == 1) continue;
+    std::vector<int64_t> rev(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) rev[size_t(i)] = k - 1 - i;
+    const Tensor idx = tensor(rev).to(w.device());
+    flx_index_desc d{};
+    d.dtype = int32_t(w.dtype());
+    d.inner = 1;
+    d.outer = 1;
+    for (int i = 0; i < w.ndims(); ++i) (i < dim ? d.inner : d.outer) *= i == dim ? 1 : w.shape()[i];
+    d.axis_len = k;
+    d.nidx = k;
+    Tensor next = empty(w.dtype(), w.shape(), w.device());
+    if (next.numel()) {
+      d.src = detail::mem(out);
+      d.dst = detail::mem(next);
+      d.idx = detail::mem(idx);
+      detail::be(w).gather(detail::dev(w), d);
+    }
+    out = next;
+  }
+  if (out.impl() == w.impl()) return w;
+  // A reversal is its own adjoint: differentiable to any order.
+  autograd::record("flip_kernel", autograd::Order::Higher, out, {w},
+                   [nspatial](const Tensor& g, const bool*, Tensor* gi) { gi[0] = flip_kernel(g, nspatial); });
+  return out;
+}
+
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o, const char* layer) {
+  ops::check_conv_ranks(x, w, layer);
+  return crosscor(x, flip_kernel(w, w.ndims() - 2), b, o, layer);
+}
+
+Tensor conv_transpose(const Tensor& x, const Tensor& w0, const Tensor& b, const ConvOptions& o,
+                      const std::vector<int64_t>& out_pad, const char* layer) {
+  const int nsp = ops::check_conv_ranks(x, w0, layer);
+  const int64_t groups = o.groups, cin = x.shape()[nsp], batch = x.shape()[nsp + 1];
+  const int64_t cout_g = w0.shape()[nsp], cin_w = w0.shape()[nsp + 1];
+  FLX_CHECK(groups >= 1, ArgumentError, layer, ": groups must be at least 1; got ", groups);
+  FLX_CHECK(cin_w == cin, DimensionMismatch, layer, ": expected ", cin_w, " input channels (dim ", nsp + 1,
+            " of the input; the weight ", w0.shape(), " is (kernel..., out / groups, in)); got ", cin,
+            " in an input of shape ", x.shape());
+  FLX_CHECK(cin % groups == 0, DimensionMismatch, layer, ": the ", cin,
+            " input channels are not a multiple of groups=", groups);
+  const WindowGeometry g = conv_geometry(ops::spatial_of(w0, nsp), o, layer);
+  std::vector<int64_t> extra = out_pad.empty() ? std::vector<int64_t>(size_t(nsp), 0) : out_pad;
+  FLX_CHECK(extra.size() == size_t(nsp), ArgumentError, layer, ": outpad takes one value per spatial dim (", nsp,
+            "); got ", extra.size());
+  const std::vector<int64_t> in = ops::spatial_of(x, nsp);
+  std::vector<int64_t> out(static_cast<size_t>(nsp));
+  for (size_t i = 0; i < out.size(); ++i) {
+    FLX_CHECK(extra[i] >= 0 && extra[i] < std::max(g.stride[i], g.dilation[i]), ArgumentError, layer,
+              ": outpad must be at least 0 and below the stride or the dilation; got ", extra[i], " for spatial dim ",
+              i + 1);
+    out[i] = (in[i] - 1) * g.stride[i] - g.pad_lo[i] - g.pad_hi[i] + g.dilation[i] * (g.kernel[i] - 1) + 1 + extra[i];
+    FLX_CHECK(out[i] >= 1, DimensionMismatch, layer, ": the padding leaves no output in spatial dim ", i + 1,
+              " for an input of shape ", x.shape());
+  }
+  // The cross-correlation whose input gradient this is: from the output
+  // (cout_g * groups channels) to x (cin channels), kernel flipped as
+  // Flux's ConvTranspose (the transpose of a true convolution).
+  const Tensor w = flip_kernel(w0, nsp);
+  const flx_conv_desc d = ops::conv_desc(g, x.dtype(), batch, cout_g * groups, cin, groups, out, in);
+  Tensor y = ops::conv_input_grad(d, x, w, ops::join(out, cout_g * groups, batch));
+  autograd::record(layer, autograd::Order::FirstOnly, y, {x, w},
+                   [d, xs = x.detach(), ws = w.detach(), ys = y.shape()](const Tensor& g0, const bool* needs, Tensor* gi) {
+    const Tensor gy = ops::as_dtype(g0, xs.dtype());
+    if (needs[0]) {  // the forward cross-correlation of the output's gradient
+      flx_conv_desc f = d;
+      Tensor gx = empty(xs.dtype(), xs.shape(), xs.device());
+      if (gx.numel()) {
+        f.x = detail::mem(gy);
+        f.w = detail::mem(ws);
+        f.b = {};
+        f.y = detail::mem(gx);
+        detail::be(xs).conv(detail::dev(xs), f, FLX_CONV_FORWARD);
+      }
+      gi[0] = gx;
+    }
+    if (needs[1]) {
+      Tensor dw;
+      ops::conv_weight_grad(d, gy, xs, ws.shape(), &dw, nullptr);
+      gi[1] = dw;
+    }
+  });
+  if (!b.defined()) return y;
+  ops::check_dnn_operand(b, x, "bias", layer);
+  FLX_CHECK(b.shape() == Shape{cout_g * groups}, DimensionMismatch, layer, ": the bias must have shape (",
+            cout_g * groups, ") for ", cout_g * groups, " output channels; got ", b.shape());
+  std::vector<int64_t> bs(size_t(nsp + 2), 1);
+  bs[size_t(nsp)] = cout_g * groups;
+  return y + reshape(b, Shape(bs));
+}
+
+}  // namespace flx

@@ -1,0 +1,30 @@
+// Shared by the dnn ops (dnn_conv.cpp, dnn_pool.cpp, dnn_norm.cpp): window
+// geometry and the descriptors' common fields. Not installed.
+#pragma once
+
+#include <vector>
+
+#include "flx/backend.h"
+#include "flx/dnn.hpp"
+#include "ops_internal.hpp"
+
+namespace flx::detail {
+// Uniform [0, 1) numbers made on device d from the global generator (dropout's mask).
+Tensor rand_on(DType t, const Shape& s, Device d);
+}  // namespace flx::detail
+
+namespace flx::ops {
+
+static_assert(kMaxSpatialDims == FLX_DNN_MAX_SPATIAL, "flx/dnn.hpp and backend.h agree on the spatial dims");
+
+// Padding resolved into g.pad_lo / g.pad_hi (g's kernel and dilation set).
+void resolve_padding(const Padding& p, WindowGeometry& g, const char* layer);
+// backend.h's output size per spatial dim for input shape `in` (spatial dims
+// first); DimensionMismatch naming the layer when the window does not fit.
+std::vector<int64_t> output_sizes(const WindowGeometry& g, const Shape& in, const char* layer, const char* what);
+
+// A tensor's backend, device ordinal and memory, checked to be floating and
+// on the device of `ref`.
+void check_dnn_operand(const Tensor& t, const Tensor& ref, const char* what, const char* layer);
+
+}  // namespace flx::ops
