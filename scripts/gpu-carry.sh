@@ -9,15 +9,16 @@
 # It runs ../shared/tools/gpu-deps.sh with the pthreads OpenBLAS flx links and
 # the Fashion-MNIST dataset (benchmark (e), flx-train's tests) and Python's
 # safetensors (the checkpoint interop tests), then drops the
-# packages flx does not use (the OpenMP OpenBLAS, oneDNN): with them the set
-# is over the limit. OpenMPI stays: flx::distributed and examples/ddp need it.
+# packages flx does not use (the OpenMP OpenBLAS): with it the set is over the
+# limit. OpenMPI (flx::distributed, examples/ddp) and oneDNN (the CPU's
+# convolutions) stay.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tool=${GPU_DEPS_TOOL:-../shared/tools/gpu-deps.sh}
 [ -f "$tool" ] || { echo "gpu-carry: $tool not found (set GPU_DEPS_TOOL)" >&2; exit 2; }
 mkdir -p "$(git rev-parse --git-dir)/info"  # gpu-deps.sh adds .gpu-deps to .git/info/exclude
 bash "$tool" libopenblas0-pthread libopenblas-pthread-dev dataset-fashion-mnist zlib1g
-unused=(libopenblas0-openmp libopenblas-openmp-dev libdnnl2 libdnnl-dev libgomp1)
+unused=(libopenblas0-openmp libopenblas-openmp-dev)
 for p in "${unused[@]}"; do rm -f .gpu-deps/"${p}"_*.deb; done
 # Debian's -dev symlinks can be absolute (libz.so -> /lib/x86_64-linux-gnu/libz.so.1.2.13),
 # dangling once unpacked into /opt/gpu-deps: CMake then takes libz.a, which cannot

@@ -465,6 +465,9 @@ TEST_P(Conformance, IntegerBoundsOutsideTheTypeSaturate) {
   // saturate into it on every device (-1 is UInt8's 0, not 255 as x86's
   // undefined conversion gave, while a GPU gave 0: found on an H100).
   const Device dev = GetParam().device;
+  const std::string abi = backend_status(dev.backend()).abi;
+  if (abi != backend_status("CPU").abi && std::stoi(abi.substr(abi.find('.') + 1)) < 5)
+    GTEST_SKIP() << "the plugin implements ABI " << abi << "; the saturation rule came with 2.5";
   Tensor u8 = tensor(std::vector<uint8_t>{0, 1, 5, 200});
   for (Device d : {Device::cpu(), dev}) {
     EXPECT_EQ(clamp(u8.to(d), -1, 1.5).to_vector<double>(), (std::vector<double>{0, 1, 1, 1})) << d;

@@ -18,10 +18,12 @@ namespace fs = std::filesystem;
 namespace flx_train {
 
 std::string usage_text() {
-  return "usage: flx-train [--epochs N] [--batchsize N] [--seed N] [--device NAME[:ORDINAL]]\n"
+  return "usage: flx-train [--model mlp|cnn] [--epochs N] [--batchsize N] [--seed N] [--device NAME[:ORDINAL]]\n"
          "                 [--lr X] [--decay X] [--checkpoint-dir DIR] [--resume] [--metrics FILE] [--limit N]\n"
          "                 [--distributed]\n"
-         "Trains a 784-256-256-10 MLP on Fashion-MNIST (Adam, learning rate lr * decay^(epoch-1)).\n"
+         "Trains a model on Fashion-MNIST (Adam, learning rate lr * decay^(epoch-1)): --model mlp (default), a\n"
+         "784-256-256-10 MLP, or cnn, two blocks of 3x3 convolution, BatchNorm, relu and 2x2 max pooling\n"
+         "(16 and 32 channels), then Dense(1568 => 10).\n"
          "The device defaults to get_device(): the GPU backend preference, else a functional GPU, else the CPU.\n"
          "Progress goes to stderr; one JSON object per epoch to stdout (and appended to --metrics FILE).\n"
          "After each epoch: DIR/checkpoint.safetensors (model, optimiser state and epoch, in one file written\n"
@@ -161,6 +163,9 @@ Args parse(int argc, char** argv) {
       if (a.metrics.empty()) bad(f, "", "a file name");
     } else if (f == "--limit") {
       a.limit = at_least<int64_t>(f, value(), 0, "a number of training images >= 0 (0: all)");
+    } else if (f == "--model") {
+      a.model = value();
+      if (a.model != "mlp" && a.model != "cnn") bad(f, a.model, "mlp or cnn");
     } else if (f == "--distributed") {
 #if FLX_HAVE_DISTRIBUTED
       a.distributed = true;

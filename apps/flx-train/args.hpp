@@ -9,6 +9,7 @@
 namespace flx_train {
 
 struct Args {
+  std::string model = "mlp";  // or "cnn"
   int epochs = 10;
   int64_t batchsize = 64;
   uint64_t seed = 1;

@@ -1,9 +1,9 @@
-// flx-train: the main job. Trains an MLP on Fashion-MNIST on any device,
+// flx-train: the main job. Trains an MLP or a CNN on Fashion-MNIST on any device,
 // with a progress bar (stderr), test accuracy after each epoch, a checkpoint
 // each epoch, --resume, and metrics as JSON lines (stdout, and --metrics FILE).
 // With --distributed, under mpiexec, data-parallel over the ranks of the job.
 //
-//   flx-train [--epochs 10] [--batchsize 64] [--seed 1] [--device OpenCL[:1]]
+//   flx-train [--model mlp|cnn] [--epochs 10] [--batchsize 64] [--seed 1] [--device OpenCL[:1]]
 //             [--lr 1e-3] [--decay 0.75] [--checkpoint-dir DIR] [--resume]
 //             [--metrics FILE] [--limit N] [--distributed]
 #include <flx/flx.hpp>
@@ -31,11 +31,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Model = decltype(Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10)));
+auto mlp() { return Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10)); }
+
+// The loader's batches are (784, N) columns: the CNN's first layer views
+// them as (28, 28, 1, N) images (a reshape: no copy).
+struct Images {
+  Tensor operator()(const Tensor& x) const { return reshape(x, {28, 28, 1, -1}); }
+  static const char* name() { return "images"; }
+};
+auto cnn() {
+  return Chain(Images(), Conv({3, 3}, 1, 16, {.pad = 1}), BatchNorm(16, relu), MaxPool({2, 2}),
+               Conv({3, 3}, 16, 32, {.pad = 1}), BatchNorm(32, relu), MaxPool({2, 2}), Flatten(),
+               Dense(32 * 7 * 7, 10));
+}
 
 // How many images of `test` (UInt8 pixels, labels) the model classifies
 // correctly; the pixels are widened 1000 at a time, on the device.
-template <class Data>
+template <class Model, class Data>
 int64_t correct(const Model& model, const Data& test) {
   const int64_t n = numobs(test);
   int64_t right = 0;
@@ -65,17 +77,16 @@ Args checked_args(int argc, char** argv) {
 
 // Trains as the team says: alone, or as one rank of a data-parallel job,
 // where only the leader prints and writes files.
-template <class Team>
-int train(const Args& args, const Team& team) {
+template <class Team, class Model>
+int train(const Args& args, const Team& team, const Model& initial) {
   if (args.limit > 0 && args.limit < team.size()) {
     if (team.leader())
       std::fprintf(stderr, "flx-train: --limit %lld: fewer training images than the %d ranks; each needs one\n",
                    static_cast<long long>(args.limit), team.size());
     return 2;
   }
-  set_seed(args.seed);
   const Device dev = team.device();
-  Model model = Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10)) | dev;
+  Model model = initial | dev;
   OptState opt = setup(team.rule(Adam(args.lr)), model);
   const CheckpointDir checkpoints(args.checkpoint_dir);
   int first_epoch = 1;
@@ -187,7 +198,8 @@ int run(const Args& args) {
   std::optional<Team> team;
   try {
     team.emplace(args);
-    return train(args, *team);
+    set_seed(args.seed);  // the model's initial weights
+    return args.model == "cnn" ? train(args, *team, cnn()) : train(args, *team, mlp());
   } catch (const std::exception& e) {
     return team ? team->fail(e.what()) : Team::fail_to_start(e.what());
   }

@@ -27,6 +27,10 @@
  *    ignore streams and events entirely.
  *  - Shapes are column-major (first index fastest); strides count elements;
  *    a stride of 0 broadcasts.
+ *  - From minor 5 on, a double that becomes an integer element (a map's
+ *    alpha and beta, a scalar operand, a fill value) saturates into the
+ *    dtype's range (NaN is 0, else truncation toward zero): -1 as UInt8 is
+ *    0 on every backend (C++ leaves the conversion undefined; x86 gave 255).
  *  - Descriptors arrive canonical: libflx has dropped size-1 dims, merged
  *    dims that are contiguous for every operand and computed the strides, so
  *    a backend only runs loops.
