@@ -32,13 +32,13 @@ void check_struct_size(const D& d, const char* op, const char* type) {
                                         type + "))");
 }
 
-// Float32 and Float64 (the latter where the device has cl_khr_fp64); the
-// halves are optional in backend.h and not provided: unsupported, before
-// anything is queued.
+// Float32 and Float64 (the latter where the device has cl_khr_fp64), and
+// Float16 and BFloat16 (optional in backend.h; computed in float here),
+// checked before anything is queued.
 inline void require_dnn_dtype(const Device& dv, int32_t t, const char* op) {
   require_dtype(t, op);
-  if (t != FLX_F32 && t != FLX_F64)
-    raise(FLX_ERR_UNSUPPORTED, std::string(op) + " on OpenCL takes Float32 and Float64; got " + dtype_name(t) +
+  if (!is_float(t))
+    raise(FLX_ERR_UNSUPPORTED, std::string(op) + " takes floating dtypes; got " + dtype_name(t) +
                                    " (convert to Float32 first)");
   if (t == FLX_F64 && !dv.fp64)
     raise(FLX_ERR_UNSUPPORTED, std::string(op) + ": Float64 needs cl_khr_fp64, which " + dv.name +

@@ -14,6 +14,9 @@
 // conv_workspace: room for a chunk of samples, so a large batch goes through
 // a bounded buffer a chunk at a time (im2col and col2im run once per chunk).
 // Padding differs per side freely: im2col reads it as zeros, col2im skips it.
+// Float16 and BFloat16 multiply in float, as the compute table's gemm does:
+// col holds floats, and the workspace also holds w and a chunk of y (or dy)
+// converted to float, so each result is rounded to its dtype once.
 #include <algorithm>
 #include <string>
 
@@ -33,8 +36,11 @@ struct ConvShape {
           pad[3] = {0, 0, 0};
   int64_t batch = 0, cin = 0, cout = 0, groups = 1, cin_g = 0, cout_g = 0;
   int64_t P = 1, kvol = 1, ivol = 1, Kg = 0;  // output points, window taps, input points, col columns per group
-  size_t es = 0;
-  uint64_t per_sample = 0;  // bytes of col for one sample (all groups)
+  size_t es = 0;             // bytes of an element
+  bool half = false;         // Float16 or BFloat16: the products run in float
+  size_t ges = 0;            // bytes of an element of the products (col, and the halves' float copies)
+  uint64_t fixed = 0;        // bytes of workspace whatever the chunk: w in float for the halves
+  uint64_t per_sample = 0;   // bytes of workspace per sample of a chunk: col (and y or dy in float for the halves)
   int64_t chunk = 1;        // samples per im2col, at most kIm2colBytes of col
   uint64_t workspace = 0;   // bytes conv_workspace asks for
 };
@@ -44,6 +50,8 @@ ConvShape check_conv(Device& dv, const flx_conv_desc& d, const char* op) {
   dnn::require_dnn_dtype(dv, d.dtype, op);
   ConvShape s;
   s.es = dtype_size(d.dtype);
+  s.half = is_half(d.dtype);
+  s.ges = s.half ? 4 : s.es;
   if (d.nspatial < 1 || d.nspatial > FLX_DNN_MAX_SPATIAL)
     raise(FLX_ERR_INVALID_ARGUMENT, std::string(op) + ": nspatial must be 1 to " +
                                         std::to_string(FLX_DNN_MAX_SPATIAL) + " spatial dims; got " +
@@ -88,9 +96,10 @@ ConvShape check_conv(Device& dv, const flx_conv_desc& d, const char* op) {
   s.kvol = s.ker[0] * s.ker[1] * s.ker[2];
   s.ivol = s.in[0] * s.in[1] * s.in[2];
   s.Kg = s.cin_g * s.kvol;
-  s.per_sample = uint64_t(s.cin) * uint64_t(s.kvol) * uint64_t(s.P) * s.es;
+  s.per_sample = (uint64_t(s.cin) * uint64_t(s.kvol) + (s.half ? uint64_t(s.cout) : 0)) * uint64_t(s.P) * s.ges;
+  s.fixed = s.half ? uint64_t(s.cout) * uint64_t(s.Kg) * 4 : 0;
   s.chunk = std::clamp<int64_t>(int64_t(kIm2colBytes / s.per_sample), 1, std::max<int64_t>(s.batch, 1));
-  s.workspace = s.batch ? uint64_t(s.chunk) * s.per_sample : 0;
+  s.workspace = s.batch ? s.fixed + uint64_t(s.chunk) * s.per_sample : 0;
   return s;
 }
 
@@ -98,22 +107,30 @@ ConvShape check_conv(Device& dv, const flx_conv_desc& d, const char* op) {
 // sample must).
 int64_t usable_chunk(Device& dv, const flx_conv_desc& d, const ConvShape& s, const char* op) {
   if (s.batch == 0) return 0;
-  const int64_t fits = d.workspace.buf ? int64_t(d.workspace_bytes / s.per_sample) : 0;
+  const int64_t fits =
+      d.workspace.buf && d.workspace_bytes >= s.fixed ? int64_t((d.workspace_bytes - s.fixed) / s.per_sample) : 0;
   if (fits < 1)
     raise(FLX_ERR_INVALID_ARGUMENT,
-          std::string(op) + " needs a workspace of at least " + std::to_string(s.per_sample) +
+          std::string(op) + " needs a workspace of at least " + std::to_string(s.fixed + s.per_sample) +
               " bytes (one sample's im2col matrix; conv_workspace says " + std::to_string(s.workspace) + "); got " +
               (d.workspace.buf ? std::to_string(d.workspace_bytes) + " bytes" : std::string("none")));
   const int64_t chunk = std::min(s.chunk, fits);
-  dnn::check_operand(dv, d.workspace, chunk * int64_t(s.per_sample / s.es), s.es, "conv workspace");
+  dnn::check_operand(dv, d.workspace, int64_t((s.fixed + uint64_t(chunk) * s.per_sample) / s.ges), s.ges,
+                     "conv workspace");
   return chunk;
 }
 
+// The workspace, in elements of the products: col for `chunk` samples,
+// then for the halves w and `chunk` samples of y or dy in float.
 struct Launch {
   Device& dv;
   cl_command_queue q;
   const flx_conv_desc& d;
   const ConvShape& s;
+  int64_t chunk;
+  size_t col_at() const { return d.workspace.offset / s.ges; }
+  size_t w_at() const { return col_at() + size_t(chunk * s.cin * s.kvol * s.P); }
+  size_t img_at() const { return w_at() + size_t(s.cout * s.Kg); }
 
   // im2col (from x) or col2im (into dx) of samples [n0, n0 + nb).
   void cols(const char* kernel, flx_mem tensor, int64_t n0, int64_t nb) const {
@@ -132,19 +149,36 @@ struct Launch {
   // The matrices of sample n (chunk slot `slot`), group 0; the batch stride
   // steps through the groups.
   BlasMatrix col(int64_t slot) const {
-    const size_t base = d.workspace.offset / s.es + size_t(slot * s.cin * s.kvol * s.P);
-    return {as_mem(d.workspace), base, size_t(s.P), size_t(s.Kg * s.P)};
+    return {as_mem(d.workspace), col_at() + size_t(slot * s.cin * s.kvol * s.P), size_t(s.P), size_t(s.Kg * s.P)};
   }
-  BlasMatrix image(flx_mem m, int64_t n) const {  // y or dy of sample n
+  // y or dy of sample n (the halves: its float copy in chunk slot `slot`)
+  BlasMatrix image(flx_mem m, int64_t n, int64_t slot) const {
+    if (s.half)
+      return {as_mem(d.workspace), img_at() + size_t(slot * s.cout * s.P), size_t(s.P), size_t(s.cout_g * s.P)};
     return {as_mem(m), m.offset / s.es + size_t(n * s.cout * s.P), size_t(s.P), size_t(s.cout_g * s.P)};
   }
-  BlasMatrix weights(flx_mem m) const { return {as_mem(m), m.offset / s.es, size_t(s.Kg), size_t(s.cout_g * s.Kg)}; }
+  BlasMatrix weights(flx_mem m) const {  // w or dw (the halves: its float copy)
+    if (s.half) return {as_mem(d.workspace), w_at(), size_t(s.Kg), size_t(s.cout_g * s.Kg)};
+    return {as_mem(m), m.offset / s.es, size_t(s.Kg), size_t(s.cout_g * s.Kg)};
+  }
   void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const BlasMatrix& a, const BlasMatrix& b, double beta,
             const BlasMatrix& c) const {
-    blas_gemm(q, d.dtype, ta, tb, size_t(m), size_t(n), size_t(k), 1.0, a, b, beta, c, size_t(s.groups));
+    blas_gemm(q, s.half ? FLX_F32 : d.dtype, ta, tb, size_t(m), size_t(n), size_t(k), 1.0, a, b, beta, c,
+              size_t(s.groups));
+  }
+  // The halves: n elements of m from element `first` to float at workspace element `at`, and back (adding
+  // the bias b, when set, before the one rounding).
+  void to_float(flx_mem m, int64_t first, int64_t n, size_t at) const {
+    launch(dv, q, kDnnKernels, d.dtype, "to_float_k", size_t(n), as_mem(m), cl_long(m.offset + first * s.es),
+           as_mem(d.workspace), cl_long(at * 4), cl_long(n));
+  }
+  void from_float(size_t at, flx_mem m, int64_t first, int64_t n, flx_mem b) const {
+    launch(dv, q, kDnnKernels, d.dtype, "from_float_k", size_t(n), as_mem(d.workspace), cl_long(at * 4), as_mem(m),
+           cl_long(m.offset + first * s.es), cl_long(n), as_mem(b), cl_long(b.offset), cl_int(b.buf != nullptr),
+           cl_long(s.P), cl_long(s.cout));
   }
   void fill_zero(flx_mem m, int64_t elems) const {
-    const double zero = 0;  // all-zero bits are 0.0 in Float32 and Float64 alike
+    const double zero = 0;  // all-zero bits are 0.0 in every floating dtype
     check_cl(clEnqueueFillBuffer(q, as_mem(m), &zero, s.es, m.offset, size_t(elems) * s.es, 0, nullptr, nullptr),
              "clEnqueueFillBuffer");
   }
@@ -175,7 +209,7 @@ void conv_any(int dev, const flx_conv_desc& d, flx_conv_pass pass, flx_stream st
       break;
   }
   const int64_t chunk = usable_chunk(dv, d, s, op);
-  const Launch L{dv, queue_of(dv, st), d, s};
+  const Launch L{dv, queue_of(dv, st), d, s, chunk};
   if (s.batch == 0) {  // nothing to convolve; the filter's gradients are zero
     if (pass == FLX_CONV_BACKWARD_FILTER) {
       L.fill_zero(d.dw, nw);
@@ -183,28 +217,34 @@ void conv_any(int dev, const flx_conv_desc& d, flx_conv_pass pass, flx_stream st
     }
     return;
   }
+  if (s.half && pass != FLX_CONV_BACKWARD_FILTER) L.to_float(d.w, 0, nw, L.w_at());
+  const int64_t img = s.cout * s.P;  // elements of y per sample
   for (int64_t n0 = 0; n0 < s.batch; n0 += chunk) {
     const int64_t nb = std::min(chunk, s.batch - n0);
     switch (pass) {
       case FLX_CONV_FORWARD:
         L.cols("im2col_k", d.x, n0, nb);
         for (int64_t i = 0; i < nb; ++i)  // y[n, g] = col[n, g] * w[g]
-          L.gemm(false, false, s.P, s.cout_g, s.Kg, L.col(i), L.weights(d.w), 0.0, L.image(d.y, n0 + i));
+          L.gemm(false, false, s.P, s.cout_g, s.Kg, L.col(i), L.weights(d.w), 0.0, L.image(d.y, n0 + i, i));
+        if (s.half) L.from_float(L.img_at(), d.y, n0 * img, nb * img, d.b);
         break;
       case FLX_CONV_BACKWARD_DATA:
+        if (s.half) L.to_float(d.dy, n0 * img, nb * img, L.img_at());
         for (int64_t i = 0; i < nb; ++i)  // dcol[n, g] = dy[n, g] * w[g]^T
-          L.gemm(false, true, s.P, s.Kg, s.cout_g, L.image(d.dy, n0 + i), L.weights(d.w), 0.0, L.col(i));
+          L.gemm(false, true, s.P, s.Kg, s.cout_g, L.image(d.dy, n0 + i, i), L.weights(d.w), 0.0, L.col(i));
         L.cols("col2im_k", d.dx, n0, nb);
         break;
       case FLX_CONV_BACKWARD_FILTER:
         L.cols("im2col_k", d.x, n0, nb);
+        if (s.half) L.to_float(d.dy, n0 * img, nb * img, L.img_at());
         for (int64_t i = 0; i < nb; ++i)  // dw[g] (+)= col[n, g]^T * dy[n, g]: the first sample overwrites
-          L.gemm(true, false, s.Kg, s.cout_g, s.P, L.col(i), L.image(d.dy, n0 + i), n0 + i == 0 ? 0.0 : 1.0,
+          L.gemm(true, false, s.Kg, s.cout_g, s.P, L.col(i), L.image(d.dy, n0 + i, i), n0 + i == 0 ? 0.0 : 1.0,
                  L.weights(d.dw));
         break;
     }
   }
-  if (pass == FLX_CONV_FORWARD && d.b.buf)
+  if (s.half && pass == FLX_CONV_BACKWARD_FILTER) L.from_float(L.w_at(), d.dw, 0, nw, flx_mem{});
+  if (pass == FLX_CONV_FORWARD && d.b.buf && !s.half)
     launch(dv, L.q, kDnnKernels, d.dtype, "bias_add_k", size_t(ny), as_mem(d.y), cl_long(d.y.offset), as_mem(d.b),
            cl_long(d.b.offset), cl_long(s.P), cl_long(s.cout), cl_long(ny));
   if (pass == FLX_CONV_BACKWARD_FILTER && d.db.buf)

@@ -3,7 +3,8 @@
 // needs no reserve: its backward finds each window's first maximum again
 // from x and y (pool_reserve_size stays NULL). Batch normalisation computes
 // each channel's statistics with one work-group per channel, then runs
-// elementwise kernels.
+// elementwise kernels. Both take the halves too (loaded into float, the
+// statistics and parameters of batch normalisation in Float32).
 #include <cmath>
 #include <optional>
 #include <string>
@@ -71,19 +72,22 @@ PoolShape check_pool(Device& dv, const flx_pool_desc& d, bool backward) {
 // ---- batch normalisation ---------------------------------------------------------
 struct NormShape {
   int64_t P = 1, C = 1, N = 0, n = 0;  // spatial, channels, batch, elements
-  size_t es = 0;
+  size_t es = 0, ps = 0;               // bytes of an element, of a statistic or parameter
 };
 
 NormShape check_norm(Device& dv, const flx_batchnorm_desc& d, const char* op) {
   dnn::check_struct_size(d, op, "flx_batchnorm_desc");
   dnn::require_dnn_dtype(dv, d.dtype, op);
-  if (d.param_dtype != d.dtype)
-    raise(FLX_ERR_INVALID_ARGUMENT, std::string(op) + ": param_dtype must be the dtype (" + dtype_name(d.dtype) +
-                                        ") for Float32 and Float64; got " +
+  const int32_t pt = is_half(d.dtype) ? FLX_F32 : d.dtype;
+  if (d.param_dtype != pt)
+    raise(FLX_ERR_INVALID_ARGUMENT, std::string(op) + ": param_dtype of " + dtype_name(d.dtype) + " must be " +
+                                        dtype_name(pt) + " (backend.h: the dtype for Float32 and Float64, Float32 "
+                                        "for the halves); got " +
                                         (valid_dtype(d.param_dtype) ? dtype_name(d.param_dtype)
                                                                     : std::to_string(d.param_dtype)));
   NormShape s;
   s.es = dtype_size(d.dtype);
+  s.ps = dtype_size(pt);
   s.P = dnn::positive(d.spatial, op, "spatial");
   s.C = dnn::positive(d.channels, op, "channels");
   if (d.batch < 0) raise(FLX_ERR_INVALID_ARGUMENT, std::string(op) + ": negative batch " + std::to_string(d.batch));
@@ -93,7 +97,7 @@ NormShape check_norm(Device& dv, const flx_batchnorm_desc& d, const char* op) {
     raise(FLX_ERR_INVALID_ARGUMENT, std::string(op) + ": epsilon must be finite and >= 0; got " +
                                         std::to_string(d.epsilon));
   dnn::check_operand(dv, d.x, s.n, s.es, "batchnorm x");
-  if (d.scale.buf) dnn::check_operand(dv, d.scale, s.C, s.es, "batchnorm scale");
+  if (d.scale.buf) dnn::check_operand(dv, d.scale, s.C, s.ps, "batchnorm scale");
   return s;
 }
 
@@ -104,18 +108,18 @@ void batchnorm_fwd(int dev, const flx_batchnorm_desc& d, flx_stream st) {
   if (d.training != 0 && d.training != 1)
     raise(FLX_ERR_INVALID_ARGUMENT, "batchnorm: training must be 0 or 1; got " + std::to_string(d.training));
   dnn::check_operand(dv, d.y, s.n, s.es, "batchnorm y");
-  if (d.bias.buf) dnn::check_operand(dv, d.bias, s.C, s.es, "batchnorm bias");
+  if (d.bias.buf) dnn::check_operand(dv, d.bias, s.C, s.ps, "batchnorm bias");
   const bool running = d.running_mean.buf != nullptr;
   if (running || !d.training) {
-    dnn::check_operand(dv, d.running_mean, s.C, s.es, "batchnorm running_mean");
-    dnn::check_operand(dv, d.running_var, s.C, s.es, "batchnorm running_var");
+    dnn::check_operand(dv, d.running_mean, s.C, s.ps, "batchnorm running_mean");
+    dnn::check_operand(dv, d.running_var, s.C, s.ps, "batchnorm running_var");
   }
   if (d.training) {
     if (s.n == 0)
       raise(FLX_ERR_INVALID_ARGUMENT, "batchnorm: training needs at least one element per channel for its "
                                       "statistics; got batch " + std::to_string(s.N));
-    if (d.saved_mean.buf) dnn::check_operand(dv, d.saved_mean, s.C, s.es, "batchnorm saved_mean");
-    if (d.saved_invstd.buf) dnn::check_operand(dv, d.saved_invstd, s.C, s.es, "batchnorm saved_invstd");
+    if (d.saved_mean.buf) dnn::check_operand(dv, d.saved_mean, s.C, s.ps, "batchnorm saved_mean");
+    if (d.saved_invstd.buf) dnn::check_operand(dv, d.saved_invstd, s.C, s.ps, "batchnorm saved_invstd");
   }
   cl_command_queue q = queue_of(dv, st);
   const Scalar eps = accum_scalar(d.dtype, d.epsilon, dv.fp64), mom = accum_scalar(d.dtype, d.momentum, dv.fp64);
@@ -123,10 +127,10 @@ void batchnorm_fwd(int dev, const flx_batchnorm_desc& d, flx_stream st) {
   // The statistics go to saved_mean and saved_invstd, or to temporary
   // buffers when the caller wants no backward (they are only read here).
   std::optional<TempBuffer> tmp;
-  if (d.training && !(d.saved_mean.buf && d.saved_invstd.buf)) tmp.emplace(dv, 2 * size_t(s.C) * s.es);
+  if (d.training && !(d.saved_mean.buf && d.saved_invstd.buf)) tmp.emplace(dv, 2 * size_t(s.C) * s.ps);
   if (d.training) {
     mean = d.saved_mean.buf ? d.saved_mean : flx_mem{reinterpret_cast<flx_buffer>(tmp->mem), 0};
-    stat = d.saved_invstd.buf ? d.saved_invstd : flx_mem{reinterpret_cast<flx_buffer>(tmp->mem), s.C * s.es};
+    stat = d.saved_invstd.buf ? d.saved_invstd : flx_mem{reinterpret_cast<flx_buffer>(tmp->mem), s.C * s.ps};
     launch(dv, q, kDnnKernels, d.dtype, "bn_stats_k", dnn::per_channel_items(dv, d.dtype, "bn_stats_k", s.C),
            as_mem(d.x), cl_long(d.x.offset), cl_long(s.P), cl_long(s.C), cl_long(s.N), eps, mom, as_mem(mean),
            cl_long(mean.offset), as_mem(stat), cl_long(stat.offset), cl_int(running), as_mem(d.running_mean),
@@ -144,10 +148,10 @@ void batchnorm_bwd(int dev, const flx_batchnorm_desc& d, flx_stream st) {
   const NormShape s = check_norm(dv, d, op);
   dnn::check_operand(dv, d.dy, s.n, s.es, "batchnorm dy");
   dnn::check_operand(dv, d.dx, s.n, s.es, "batchnorm dx");
-  dnn::check_operand(dv, d.saved_mean, s.C, s.es, "batchnorm saved_mean (from the training forward)");
-  dnn::check_operand(dv, d.saved_invstd, s.C, s.es, "batchnorm saved_invstd (from the training forward)");
-  if (d.dscale.buf) dnn::check_operand(dv, d.dscale, s.C, s.es, "batchnorm dscale");
-  if (d.dbias.buf) dnn::check_operand(dv, d.dbias, s.C, s.es, "batchnorm dbias");
+  dnn::check_operand(dv, d.saved_mean, s.C, s.ps, "batchnorm saved_mean (from the training forward)");
+  dnn::check_operand(dv, d.saved_invstd, s.C, s.ps, "batchnorm saved_invstd (from the training forward)");
+  if (d.dscale.buf) dnn::check_operand(dv, d.dscale, s.C, s.ps, "batchnorm dscale");
+  if (d.dbias.buf) dnn::check_operand(dv, d.dbias, s.C, s.ps, "batchnorm dbias");
   cl_command_queue q = queue_of(dv, st);
   const size_t at = dv.fp64 ? 8 : 4;  // the kernels' accumulator AT
   TempBuffer sums(dv, 2 * size_t(s.C) * at);

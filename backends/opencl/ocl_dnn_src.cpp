@@ -1,8 +1,8 @@
 // The OpenCL C text of the dnn table's kernels (convolution's im2col and
 // col2im, bias and channel sums, pooling, batch normalisation): one family
 // of its own (KernelFamily in ocl_common.hpp), so that a process that never
-// convolves never builds it. Built for Float32 and Float64 only (the host
-// refuses the other dtypes before launching anything). Tensors are WHCN:
+// convolves never builds it. Built for the floating dtypes the host lets
+// through (Float32 and Float64, and the halves, which load into float). Tensors are WHCN:
 // spatial dim 0 fastest, then channel, then sample; the host passes the
 // spatial geometry as long4 vectors (.x = dim 0, .y = dim 1, .z = dim 2,
 // unused dims 1 with no padding). Every kernel writes its outputs once, so
@@ -43,19 +43,20 @@ inline AT group_sum(AT v, local AT* part) {
 // (P x cin*kvol) column-major: col[(c * kvol + k) * P + p] is the input
 // that window tap k of output point p reads in channel c (0 in padding), so
 // group g's columns are the contiguous block c in [g*cin_g, (g+1)*cin_g).
-// A chunk of nb samples is nb such matrices one after another.
+// A chunk of nb samples is nb such matrices one after another. Its elements
+// are CT: the dtype, float for the halves.
 const char* const kConvText = R"CLC(
 #if IS_FLOAT
 kernel void im2col_k(global const uchar* xb, long xo, global uchar* cb, long co, long n0, long nb, long cin,
                      long4 in, long4 out, long4 ker, long4 str, long4 dil, long4 pad) {
   global const ST* x = CPTR(ST, xb, xo);
-  global ST* col = PTR(ST, cb, co);
+  global CT* col = PTR(CT, cb, co);  // CT: float for the halves, whose products run in float
   const long P = vol(out), kvol = vol(ker), ivol = vol(in);
   for (long t = GID; t < nb * cin * kvol * P; t += GSIZE) {
     const long p = t % P, r = t / P, k = r % kvol, c = r / kvol;  // c: slot * cin + channel
     const long4 i = coords(p, out) * str - pad + coords(k, ker) * dil;
     const bool inside = i.x >= 0 && i.x < in.x && i.y >= 0 && i.y < in.y && i.z >= 0 && i.z < in.z;
-    st(col, t, inside ? ld(x, (n0 * cin + c) * ivol + flat(i, in)) : K(0));
+    col[t] = inside ? ld(x, (n0 * cin + c) * ivol + flat(i, in)) : K(0);
   }
 }
 
@@ -64,7 +65,7 @@ kernel void im2col_k(global const uchar* xb, long xo, global uchar* cb, long co,
 // divides exactly and lies in the output.
 kernel void col2im_k(global const uchar* cb, long co, global uchar* xb, long xo, long n0, long nb, long cin,
                      long4 in, long4 out, long4 ker, long4 str, long4 dil, long4 pad) {
-  global const ST* dcol = CPTR(ST, cb, co);
+  global const CT* dcol = CPTR(CT, cb, co);
   global ST* dx = PTR(ST, xb, xo);
   const long P = vol(out), kvol = vol(ker), ivol = vol(in);
   for (long t = GID; t < nb * cin * ivol; t += GSIZE) {
@@ -85,7 +86,7 @@ kernel void col2im_k(global const uchar* cb, long co, global uchar* xb, long xo,
           if (q0 % str.x || q0 / str.x >= out.x) continue;
           const long k = (k2 * ker.y + k1) * ker.x + k0;
           const long p = ((q2 / str.z) * out.y + q1 / str.y) * out.x + q0 / str.x;
-          s += (AT)ld(dcol, (c * kvol + k) * P + p);
+          s += (AT)dcol[(c * kvol + k) * P + p];
         }
       }
     }
@@ -99,6 +100,22 @@ kernel void bias_add_k(global uchar* yb, long yo, global const uchar* bb, long b
   global const ST* b = CPTR(ST, bb, bo);
   for (long t = GID; t < n; t += GSIZE) st(y, t, ld(y, t) + ld(b, (t / P) % C));
 }
+
+// The halves' operands of the float products, and their results rounded
+// back once (with the bias added first, when b is set).
+#if DT == D_F16 || DT == D_BF16
+kernel void to_float_k(global const uchar* sb, long so, global uchar* db, long doff, long n) {
+  global const ST* s = CPTR(ST, sb, so);
+  global float* d = PTR(float, db, doff);
+  for (long t = GID; t < n; t += GSIZE) d[t] = ld(s, t);
+}
+kernel void from_float_k(global const uchar* sb, long so, global uchar* db, long doff, long n, global const uchar* bb,
+                         long bo, int has_bias, long P, long C) {
+  global const float* s = CPTR(float, sb, so);
+  global ST* d = PTR(ST, db, doff);
+  for (long t = GID; t < n; t += GSIZE) st(d, t, has_bias ? s[t] + ld(CPTR(ST, bb, bo), (t / P) % C) : s[t]);
+}
+#endif
 
 // out[c] = sum of g[p, c, n] over p and n: one work-group per channel.
 kernel void channel_sum_k(global const uchar* gb, long go, global uchar* ob, long oo, long P, long C, long N) {
@@ -206,9 +223,18 @@ kernel void pool_bwd_k(global const uchar* xb, long xo, global const uchar* yb, 
 // Batch normalisation over x (P, C, N): per-channel statistics by one
 // work-group per channel (two passes: the mean, then the squared
 // deviations from it, which loses less than E[x^2] - E[x]^2), then
-// elementwise kernels. Scalars (eps, momentum) arrive in AT.
+// elementwise kernels. Scalars (eps, momentum) arrive in AT. The
+// statistics, scale and bias are PT: the dtype, Float32 for the halves
+// (backend.h's param_dtype, cuDNN's rule).
 const char* const kBatchNormText = R"CLC(
 #if IS_FLOAT
+#if DT == D_F16 || DT == D_BF16
+typedef float PT;
+#else
+typedef ST PT;
+#endif
+inline AT ldp(global const uchar* b, long o, long i) { return (AT)CPTR(PT, b, o)[i]; }
+inline void stp(global uchar* b, long o, long i, AT v) { PTR(PT, b, o)[i] = (PT)v; }
 kernel void bn_stats_k(global const uchar* xb, long xo, long P, long C, long N, AT eps, AT momentum,
                        global uchar* mb, long mo, global uchar* ib, long io, int has_running, global uchar* rmb,
                        long rmo, global uchar* rvb, long rvo) {
@@ -226,14 +252,12 @@ kernel void bn_stats_k(global const uchar* xb, long xo, long P, long C, long N, 
     }
     const AT var = group_sum(s, part) / (AT)m;
     if (get_local_id(0) == 0) {
-      st(PTR(ST, mb, mo), c, (CT)mean);
-      st(PTR(ST, ib, io), c, (CT)((AT)1 / sqrt(var + eps)));
+      stp(mb, mo, c, mean);
+      stp(ib, io, c, (AT)1 / sqrt(var + eps));
       if (has_running) {
-        global ST* rm = PTR(ST, rmb, rmo);
-        global ST* rv = PTR(ST, rvb, rvo);
         const AT unbiased = m > 1 ? var * (AT)m / (AT)(m - 1) : var;  // Flux's running variance
-        st(rm, c, (CT)(((AT)1 - momentum) * (AT)ld(rm, c) + momentum * mean));
-        st(rv, c, (CT)(((AT)1 - momentum) * (AT)ld(rv, c) + momentum * unbiased));
+        stp(rmb, rmo, c, ((AT)1 - momentum) * ldp(rmb, rmo, c) + momentum * mean);
+        stp(rvb, rvo, c, ((AT)1 - momentum) * ldp(rvb, rvo, c) + momentum * unbiased);
       }
     }
   }
@@ -248,11 +272,11 @@ kernel void bn_apply_k(global const uchar* xb, long xo, global uchar* yb, long y
   global ST* y = PTR(ST, yb, yo);
   for (long t = GID; t < n; t += GSIZE) {
     const long c = (t / P) % C;
-    const AT stat = (AT)ld(CPTR(ST, sb, so), c);
+    const AT stat = ldp(sb, so, c);
     const AT inv = from_var ? (AT)1 / sqrt(stat + eps) : stat;
-    const AT g = has_scale ? (AT)ld(CPTR(ST, gb, go), c) : (AT)1;
-    const AT b = has_bias ? (AT)ld(CPTR(ST, bb, bo), c) : (AT)0;
-    st(y, t, (CT)(g * (((AT)ld(x, t) - (AT)ld(CPTR(ST, mb, mo), c)) * inv) + b));
+    const AT g = has_scale ? ldp(gb, go, c) : (AT)1;
+    const AT b = has_bias ? ldp(bb, bo, c) : (AT)0;
+    st(y, t, (CT)(g * (((AT)ld(x, t) - ldp(mb, mo, c)) * inv) + b));
   }
 }
 
@@ -265,7 +289,7 @@ kernel void bn_bwd_sums_k(global const uchar* xb, long xo, global const uchar* g
   global const ST* x = CPTR(ST, xb, xo);
   global const ST* dy = CPTR(ST, gb, go);
   for (long c = get_group_id(0); c < C; c += get_num_groups(0)) {
-    const AT mean = (AT)ld(CPTR(ST, mb, mo), c), inv = (AT)ld(CPTR(ST, ib, io), c);
+    const AT mean = ldp(mb, mo, c), inv = ldp(ib, io, c);
     AT s_dy = 0, s_dyx = 0;
     for (long j = get_local_id(0); j < P * N; j += get_local_size(0)) {
       const long e = ((j / P) * C + c) * P + j % P;
@@ -278,8 +302,8 @@ kernel void bn_bwd_sums_k(global const uchar* xb, long xo, global const uchar* g
     if (get_local_id(0) == 0) {
       sums[2 * c] = s_dy;
       sums[2 * c + 1] = s_dyx;
-      if (has_dbias) st(PTR(ST, dbb, dbo), c, (CT)s_dy);
-      if (has_dscale) st(PTR(ST, dsb, dso), c, (CT)s_dyx);
+      if (has_dbias) stp(dbb, dbo, c, s_dy);
+      if (has_dscale) stp(dsb, dso, c, s_dyx);
     }
   }
 }
@@ -293,9 +317,9 @@ kernel void bn_bwd_dx_k(global const uchar* xb, long xo, global const uchar* gb,
   global ST* dx = PTR(ST, db, doff);
   for (long t = GID; t < n; t += GSIZE) {
     const long c = (t / P) % C;
-    const AT inv = (AT)ld(CPTR(ST, ib, io), c);
-    const AT xhat = ((AT)ld(x, t) - (AT)ld(CPTR(ST, mb, mo), c)) * inv;
-    const AT g = has_scale ? (AT)ld(CPTR(ST, sb, so), c) : (AT)1;
+    const AT inv = ldp(ib, io, c);
+    const AT xhat = ((AT)ld(x, t) - ldp(mb, mo, c)) * inv;
+    const AT g = has_scale ? ldp(sb, so, c) : (AT)1;
     st(dx, t, (CT)(g * inv * ((AT)ld(dy, t) - sums[2 * c] / (AT)m - xhat * sums[2 * c + 1] / (AT)m)));
   }
 }

@@ -1,9 +1,9 @@
 // A backend plugin's dnn table (ABI minor 5: convolution, pooling, batch
 // normalisation) through the dispatch layer, against the direct loops of
 // tests/dnn_reference.hpp computed in double from the same stored input
-// values. Every case runs in Float32 and Float64, and in Float16 where the
-// plugin does not answer unsupported (the halves are optional in backend.h:
-// then the case skips saying so). A plugin without the table (one built
+// values. Every case runs in Float32 and Float64, and in Float16 and
+// BFloat16 where the plugin does not answer unsupported (the halves are
+// optional in backend.h: then the case skips saying so). A plugin without the table (one built
 // before ABI 2.5, or one that does not serve it yet) skips every case,
 // saying why. Only the ABI and Backend are used, so the file serves every
 // plugin. Sizes stay small: PoCL compiles every kernel on first use.
@@ -62,7 +62,9 @@ std::vector<double> distinct_values(size_t n, uint32_t seed) {
   if (got.size() != want.size() * dsize(t))
     return ::testing::AssertionFailure() << what << ": " << got.size() / dsize(t) << " elements, expected "
                                          << want.size();
-  const double rel = t == FLX_F64 ? 1e-10 : t == FLX_F32 ? 1e-4 : 1e-2;
+  // The halves: the inputs are exact in them, so the error is the result's
+  // one rounding (2^-11, 2^-8) plus what the sum lost on the way.
+  const double rel = t == FLX_F64 ? 1e-10 : t == FLX_F32 ? 1e-4 : t == FLX_F16 ? 4e-3 : 1.6e-2;
   size_t bad = 0;
   std::ostringstream msg;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -234,7 +236,7 @@ TEST_P(PluginDnnConv, Conv2dKernelCoversInput) {
   check(conv_shape(2, {3, 2, 1}, {4, 3, 1}, {1, 1, 1}, {1, 1, 1}, {1, 0, 0}, {0, 1, 0}, 2, 2, 2, 1), true);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnConv, ::testing::Values(FLX_F32, FLX_F64, FLX_F16), dtype_label);
+INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnConv, ::testing::Values(FLX_F32, FLX_F64, FLX_F16, FLX_BF16), dtype_label);
 
 // ---- pooling -------------------------------------------------------------------------
 namespace {
@@ -328,7 +330,7 @@ TEST_P(PluginDnnPool, MaxPoolNaNPropagates) {
   check(pool_shape(true, 2, {6, 5, 1}, {3, 2, 1}, {2, 2, 1}, {1, 0, 0}, {1, 1, 0}, 1, 1), 8);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnPool, ::testing::Values(FLX_F32, FLX_F64, FLX_F16), dtype_label);
+INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnPool, ::testing::Values(FLX_F32, FLX_F64, FLX_F16, FLX_BF16), dtype_label);
 
 // ---- batch normalisation ---------------------------------------------------------------
 class PluginDnnBatchNorm : public PluginDnn {
@@ -496,7 +498,7 @@ TEST_P(PluginDnnBatchNorm, BackwardWithoutScale) {
   if (!backward(bn_shape(6, 3, 4), false)) GTEST_SKIP() << dname(t) << " answered unsupported: " << unsupported_;
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnBatchNorm, ::testing::Values(FLX_F32, FLX_F64, FLX_F16), dtype_label);
+INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnBatchNorm, ::testing::Values(FLX_F32, FLX_F64, FLX_F16, FLX_BF16), dtype_label);
 
 // ---- the table, and descriptors that do not fit -----------------------------------------
 // A plugin at ABI 2.5 lists the table with every required call; one without
