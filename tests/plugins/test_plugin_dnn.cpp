@@ -70,7 +70,8 @@ std::vector<double> distinct_values(size_t n, uint32_t seed) {
   for (size_t i = 0; i < want.size(); ++i) {
     const double g = value_at(t, got, i), w = want[i];
     const bool ok = (std::isnan(g) && std::isnan(w)) || g == w || std::fabs(g - w) <= rel * (mag[i] + 1e-6);
-    if (!ok && bad++ < 5) msg << "\n  [" << i << "] expected " << w << ", got " << g << " (tolerance " << rel * (mag[i] + 1e-6) << ")";
+    if (!ok && bad++ < 5)
+      msg << "\n  [" << i << "] expected " << w << ", got " << g << " (tolerance " << rel * (mag[i] + 1e-6) << ")";
   }
   if (bad)
     return ::testing::AssertionFailure() << what << " " << dname(t) << ": " << bad << " of " << want.size()
@@ -117,6 +118,7 @@ class PluginDnn : public PluginTest, public ::testing::WithParamInterface<int32_
   } while (0)
 
 std::string dtype_label(const ::testing::TestParamInfo<int32_t>& i) { return dname(i.param); }
+const auto kDnnDtypes = ::testing::Values(FLX_F32, FLX_F64, FLX_F16, FLX_BF16);
 
 // ---- convolution -------------------------------------------------------------------
 ref::ConvShape conv_shape(int ns, ref::Dims in, ref::Dims k, ref::Dims stride, ref::Dims dil, ref::Dims lo,
@@ -170,7 +172,8 @@ class PluginDnnConv : public PluginDnn {
     ASSERT_GE(s.win.out_numel(), 1);
     const std::vector<double> x = stored(t, grid_values(s.x_size(), -1, 1, 1.0 / 16, 1));
     const std::vector<double> w = stored(t, grid_values(s.w_size(), -1, 1, 1.0 / 16, 2));
-    const std::vector<double> b = bias ? stored(t, grid_values(size_t(s.cout), -1, 1, 1.0 / 16, 3)) : std::vector<double>{};
+    const std::vector<double> b =
+        bias ? stored(t, grid_values(size_t(s.cout), -1, 1, 1.0 / 16, 3)) : std::vector<double>{};
     const std::vector<double> dy = stored(t, grid_values(s.y_size(), -1, 1, 1.0 / 16, 4));
     auto X = buf(x), W = buf(w), DY = buf(dy);
     auto B = bias ? buf(b) : nullptr;
@@ -236,7 +239,7 @@ TEST_P(PluginDnnConv, Conv2dKernelCoversInput) {
   check(conv_shape(2, {3, 2, 1}, {4, 3, 1}, {1, 1, 1}, {1, 1, 1}, {1, 0, 0}, {0, 1, 0}, 2, 2, 2, 1), true);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnConv, ::testing::Values(FLX_F32, FLX_F64, FLX_F16, FLX_BF16), dtype_label);
+INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnConv, kDnnDtypes, dtype_label);
 
 // ---- pooling -------------------------------------------------------------------------
 namespace {
@@ -330,7 +333,7 @@ TEST_P(PluginDnnPool, MaxPoolNaNPropagates) {
   check(pool_shape(true, 2, {6, 5, 1}, {3, 2, 1}, {2, 2, 1}, {1, 0, 0}, {1, 1, 0}, 1, 1), 8);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnPool, ::testing::Values(FLX_F32, FLX_F64, FLX_F16, FLX_BF16), dtype_label);
+INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnPool, kDnnDtypes, dtype_label);
 
 // ---- batch normalisation ---------------------------------------------------------------
 class PluginDnnBatchNorm : public PluginDnn {
@@ -417,7 +420,10 @@ class PluginDnnBatchNorm : public PluginDnn {
     const ref::BatchNormBackward r = ref::batchnorm_backward(s, x, dy, g);
     const ref::BatchNormForward f = ref::batchnorm_forward(s, true, x, {}, {}, {}, {});
     std::vector<double> dxmag(n), sum_abs(C, 0.0), sum_abs_xhat(C, 0.0);
-    auto xhat = [&](size_t i) { return (x[i] - f.mean[(i / size_t(s.spatial)) % C]) * f.invstd[(i / size_t(s.spatial)) % C]; };
+    auto xhat = [&](size_t i) {
+      const size_t c = (i / size_t(s.spatial)) % C;
+      return (x[i] - f.mean[c]) * f.invstd[c];
+    };
     for (size_t i = 0; i < n; ++i) {
       const size_t c = (i / size_t(s.spatial)) % C;
       sum_abs[c] += std::fabs(dy[i]);
@@ -498,7 +504,7 @@ TEST_P(PluginDnnBatchNorm, BackwardWithoutScale) {
   if (!backward(bn_shape(6, 3, 4), false)) GTEST_SKIP() << dname(t) << " answered unsupported: " << unsupported_;
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnBatchNorm, ::testing::Values(FLX_F32, FLX_F64, FLX_F16, FLX_BF16), dtype_label);
+INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnBatchNorm, kDnnDtypes, dtype_label);
 
 // ---- the table, and descriptors that do not fit -----------------------------------------
 // A plugin at ABI 2.5 lists the table with every required call; one without
