@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/vendor_library.hpp"
+#include "ocl_blas.hpp"
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"
 
@@ -109,6 +110,33 @@ void gemm_halves(Device& dv, cl_command_queue q, const flx_gemm_desc& d) {
 }
 
 }  // namespace
+
+void blas_gemm(cl_command_queue q, int32_t dtype, bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
+               double alpha, const BlasMatrix& a, const BlasMatrix& b, double beta, const BlasMatrix& c,
+               size_t batch) {
+  const CLBlastTranspose ta = tr(trans_a), tb = tr(trans_b);
+  const CLBlastLayout cm = CLBlastLayoutColMajor;
+  if (dtype == FLX_F32 && batch == 1)
+    check_blast(clblast().sgemm(cm, ta, tb, m, n, k, float(alpha), a.mem, a.offset, a.ld, b.mem, b.offset, b.ld,
+                                float(beta), c.mem, c.offset, c.ld, &q, nullptr),
+                "CLBlastSgemm");
+  else if (dtype == FLX_F32)
+    check_blast(clblast().sgemm_batched(cm, ta, tb, m, n, k, float(alpha), a.mem, a.offset, a.ld, a.stride, b.mem,
+                                        b.offset, b.ld, b.stride, float(beta), c.mem, c.offset, c.ld, c.stride, batch,
+                                        &q, nullptr),
+                "CLBlastSgemmStridedBatched");
+  else if (dtype == FLX_F64 && batch == 1)
+    check_blast(clblast().dgemm(cm, ta, tb, m, n, k, alpha, a.mem, a.offset, a.ld, b.mem, b.offset, b.ld, beta,
+                                c.mem, c.offset, c.ld, &q, nullptr),
+                "CLBlastDgemm");
+  else if (dtype == FLX_F64)
+    check_blast(clblast().dgemm_batched(cm, ta, tb, m, n, k, alpha, a.mem, a.offset, a.ld, a.stride, b.mem,
+                                        b.offset, b.ld, b.stride, beta, c.mem, c.offset, c.ld, c.stride, batch, &q,
+                                        nullptr),
+                "CLBlastDgemmStridedBatched");
+  else
+    raise(FLX_ERR_UNSUPPORTED, std::string("blas_gemm takes Float32 and Float64; got ") + dtype_name(dtype));
+}
 
 int gemm(void*, int dev, const flx_gemm_desc* dp, flx_stream s) {
   return guard("gemm", [&] {
