@@ -80,7 +80,10 @@ int validate_pool(const flx_pool_desc* d, const char* what, PoolGeometry* g) {
     if (g->lo[i] != g->hi[i] || g->lo[i] >= g->window[i]) g->cudnn = false;
   }
   const int64_t nc = d->batch * d->channels;
-  if (!fits_int(nc * g->in[0] * g->in[1] * g->in[2]) || !fits_int(d->batch)) g->cudnn = false;  // the kernels index in int64
+  // cuDNN's descriptors hold ints; the plugin's kernels index in int64.
+  if (!fits_int(nc * g->in[0] * g->in[1] * g->in[2]) || !fits_int(nc * g->out[0] * g->out[1] * g->out[2]) ||
+      !fits_int(d->batch))
+    g->cudnn = false;
   return FLX_OK;
 }
 
