@@ -134,6 +134,7 @@ int dnn_invalid(const char* what, const std::string& field, int64_t value, const
 
 int dnn_operand(int dev, flx_mem m, int64_t n, size_t elem_bytes, const char* what, const char* name) {
   const std::string w = std::string(what) + ": " + name;
+  if (n == 0) return FLX_OK;  // an empty operand may have no buffer
   if (!m.buf)
     return fail(FLX_ERR_INVALID_ARGUMENT, w + " is not set (a NULL buffer); the call needs " + std::to_string(n) +
                                               " elements there");

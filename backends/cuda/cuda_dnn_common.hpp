@@ -91,7 +91,7 @@ inline bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 int dnn_invalid(const char* what, const std::string& field, int64_t value, const std::string& why);
 
 // Memory of a dnn call's operand: n elements of elem_bytes at m, on device
-// dev; a NULL buf is refused ("<what>: <name> is not set").
+// dev; a NULL buf is refused ("<what>: <name> is not set") unless n is 0.
 int dnn_operand(int dev, flx_mem m, int64_t n, size_t elem_bytes, const char* what, const char* name);
 
 // Device buffers of `count` elements of param dtype, kept per device,

@@ -41,6 +41,7 @@
 // would be lost); db through cudnnConvolutionBackwardBias.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -149,6 +150,11 @@ struct Plan {
   FilterDesc w;
   std::vector<Candidate> candidates;
   uint64_t pad_bytes = 0;  // the padded copy at the workspace's start (0 when none)
+  // Per alignment of the operands (0: all 16-byte aligned, 1: some not),
+  // the candidate to try first: the one that ran after cuDNN refused the
+  // ones before it at launch, so that misaligned operands (a view at an
+  // odd offset) do not retry refused algorithms at every call.
+  std::atomic<size_t> first[2] = {0, 0};
 };
 
 struct Key {
@@ -418,7 +424,16 @@ int run_pass(void*, int dev, const flx_conv_desc* d, flx_stream s, int32_t pass)
   const void* zero = blend.zero(d->dtype);
   cudnnStatus_t r = CUDNN_STATUS_NOT_SUPPORTED;
   std::string tried;
-  for (const Candidate& k : p->candidates) {
+  const void* ptrs[] = {x, addr(d->w), pass == FLX_CONV_FORWARD ? addr(d->y) : addr(d->dy),
+                        pass == FLX_CONV_BACKWARD_DATA ? dx : pass == FLX_CONV_BACKWARD_FILTER ? addr(d->dw) : nullptr,
+                        cws};
+  bool aligned = true;
+  for (const void* q : ptrs) aligned = aligned && reinterpret_cast<uintptr_t>(q) % 16 == 0;
+  std::atomic<size_t>& first = p->first[aligned ? 0 : 1];
+  const size_t n = p->candidates.size(), start = first.load(std::memory_order_relaxed) % n;
+  for (size_t t = 0; t < n; ++t) {
+    const size_t i = (start + t) % n;
+    const Candidate& k = p->candidates[i];
     if (p->pad_bytes + k.bytes > have) continue;
     const size_t wsb = size_t(have - p->pad_bytes);
     void* kws = k.bytes ? cws : nullptr;
@@ -437,7 +452,11 @@ int run_pass(void*, int dev, const flx_conv_desc* d, flx_stream s, int32_t pass)
                                         cudnnConvolutionBwdFilterAlgo_t(k.algo), kws, k.bytes ? wsb : 0, zero,
                                         p->w.get(), addr(d->dw));
     }
-    if (r == CUDNN_STATUS_SUCCESS || !try_next(r)) break;
+    if (r == CUDNN_STATUS_SUCCESS) {
+      if (!tried.empty()) first.store(i, std::memory_order_relaxed);  // remember past the refusals
+      break;
+    }
+    if (!try_next(r)) break;
     tried += std::string(tried.empty() ? "" : ", ") + std::to_string(k.algo) + " (" + c.api->error_string(r) + ")";
   }
   if (r != CUDNN_STATUS_SUCCESS)
