@@ -164,10 +164,14 @@ int dnn_constant_buffer(int dev, int32_t param_dtype, int64_t count, DnnConstant
         std::memcpy(&host[size_t(i) * 4], &one, 4);
       }
     }
-  // Synchronous (the legacy stream waits for the device's work, and every
-  // later use is ordered after this returns): made once per key.
-  if (int e = check(cudaMemcpy(p, host.data(), host.size(), cudaMemcpyHostToDevice),
-                    "cudaMemcpy (batchnorm's constant parameters)")) {
+  // A copy from pageable memory may return before its DMA has landed, and
+  // the buffer is then read by kernels on the plugin's non-blocking
+  // streams, which do not wait for the legacy stream: so the legacy stream
+  // is waited for before the buffer is handed out (once per key).
+  int e = check(cudaMemcpy(p, host.data(), host.size(), cudaMemcpyHostToDevice),
+                "cudaMemcpy (batchnorm's constant parameters)");
+  if (!e) e = check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize (batchnorm's constant parameters)");
+  if (e) {
     (void)cudaFree(p);
     return e;
   }

@@ -32,6 +32,14 @@
 namespace flx_cuda {
 namespace {
 
+// Whether max pooling's backward runs on cuDNN where cuDNN can say the
+// pooling. backend.h sends dy to the first largest element of a window;
+// cuDNN's documentation does not say which of tied maxima
+// CUDNN_POOLING_MAX_DETERMINISTIC picks (only that the choice is
+// reproducible). Should the plugin suite's tie cases fail on a GPU, false
+// sends every max backward to the plugin's kernel, which picks the first.
+constexpr bool kCudnnMaxBackward = true;
+
 struct PoolGeometry {
   int nsp = 0;
   int64_t in[3], out[3], window[3], stride[3], lo[3], hi[3];
@@ -139,6 +147,7 @@ int pool_any(int dev, const flx_pool_desc* d, flx_stream s, bool backward) {
   const char* what = pool_name(d, backward);
   PoolGeometry g;
   if (int e = validate_pool(d, what, &g)) return e;
+  if (backward && d->mode == FLX_POOL_MAX && !kCudnnMaxBackward) g.cudnn = false;
   DnnCall c;
   if (g.cudnn) {
     if (int e = dnn_begin(dev, s, what, &c)) return e;
