@@ -128,6 +128,16 @@ DnnBox dnn_box(const int64_t* size, int nspatial, int64_t nc) {
   return b;
 }
 
+int cudnn_fail_for(const CudnnApi& api, cudnnStatus_t s, const std::string& what, int32_t dtype) {
+  const bool refused = s >= CUDNN_STATUS_NOT_SUPPORTED && s <= CUDNN_STATUS_NOT_SUPPORTED_LAYOUT;
+  if (refused && (dtype == FLX_F16 || dtype == FLX_BF16)) {
+    (void)cudnn_fail(api, s, what);  // cuDNN's own words first
+    return fail(FLX_ERR_UNSUPPORTED, std::string(last_error(nullptr)) + "; this cuDNN does not run it for " +
+                                         dnn_dtype_name(dtype) + " data: use Float32");
+  }
+  return cudnn_fail(api, s, what);
+}
+
 int dnn_invalid(const char* what, const std::string& field, int64_t value, const std::string& why) {
   return fail(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": " + field + " = " + std::to_string(value) + ": " + why);
 }

@@ -84,6 +84,12 @@ std::vector<int> cudnn_spatial(const int64_t* v, int nspatial, int fill);
 // The ABI's spatial extents as a box (unused dims 1), and its nc.
 DnnBox dnn_box(const int64_t* size, int nspatial, int64_t nc);
 
+// cudnn_fail for a launch of dtype data: cuDNN refusing Float16 or
+// BFloat16 data (CUDNN_STATUS_NOT_SUPPORTED*, nothing queued) is
+// FLX_ERR_UNSUPPORTED, as the table asks for an optional dtype a backend
+// lacks, so libflx reports NotImplemented; anything else as cudnn_fail.
+int cudnn_fail_for(const CudnnApi& api, cudnnStatus_t s, const std::string& what, int32_t dtype);
+
 // Whether v fits cuDNN's int.
 inline bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 

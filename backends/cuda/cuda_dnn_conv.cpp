@@ -459,12 +459,13 @@ int run_pass(void*, int dev, const flx_conv_desc* d, flx_stream s, int32_t pass)
     if (!try_next(r)) break;
     tried += std::string(tried.empty() ? "" : ", ") + std::to_string(k.algo) + " (" + c.api->error_string(r) + ")";
   }
-  if (r != CUDNN_STATUS_SUCCESS)
-    return cudnn_fail(*c.api, r,
+  if (r != CUDNN_STATUS_SUCCESS)  // a refused Float16/BFloat16 left only the padded copy queued, in the workspace
+    return cudnn_fail_for(*c.api, r,
                       std::string(what) + ": cudnnConvolution" +
                           (pass == FLX_CONV_FORWARD ? "Forward" : pass == FLX_CONV_BACKWARD_DATA ? "BackwardData"
                                                                                                  : "BackwardFilter") +
-                          (tried.empty() ? std::string() : " (algorithms tried: " + tried + ")"));
+                          (tried.empty() ? std::string() : " (algorithms tried: " + tried + ")"),
+                      d->dtype);
   if (pass == FLX_CONV_FORWARD && d->b.buf) {
     if (cudnnStatus_t e = c.api->add_tensor(c.handle, one, p->b.get(), addr(d->b), one, p->y.get(), addr(d->y));
         e != CUDNN_STATUS_SUCCESS)

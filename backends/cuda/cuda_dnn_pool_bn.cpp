@@ -180,7 +180,8 @@ int pool_any(int dev, const flx_pool_desc* d, flx_stream s, bool backward) {
     r = c.api->pool_backward(c.handle, p.pool.get(), blend.one(d->dtype), p.y.get(), addr(d->y), p.y.get(),
                              addr(d->dy), p.x.get(), addr(d->x), blend.zero(d->dtype), p.x.get(), addr(d->dx));
   if (r != CUDNN_STATUS_SUCCESS)
-    return cudnn_fail(*c.api, r, std::string(what) + (backward ? ": cudnnPoolingBackward" : ": cudnnPoolingForward"));
+    return cudnn_fail_for(*c.api, r, std::string(what) + (backward ? ": cudnnPoolingBackward" : ": cudnnPoolingForward"),
+                          d->dtype);
   return FLX_OK;
 }
 
@@ -293,7 +294,9 @@ int batchnorm_forward(void*, int dev, const flx_batchnorm_desc* d, flx_stream s)
     r = c.api->bn_forward_inference(c.handle, CUDNN_BATCHNORM_SPATIAL, one, zero, b.x.get(), addr(d->x), b.x.get(),
                                     addr(d->y), b.p.get(), scale, bias, addr(d->running_mean), addr(d->running_var),
                                     d->epsilon);
-    return r == CUDNN_STATUS_SUCCESS ? FLX_OK : cudnn_fail(*c.api, r, "batchnorm: cudnnBatchNormalizationForwardInference");
+    return r == CUDNN_STATUS_SUCCESS
+               ? FLX_OK
+               : cudnn_fail_for(*c.api, r, "batchnorm: cudnnBatchNormalizationForwardInference", d->dtype);
   }
   const bool single = d->batch * d->spatial == 1;  // m = 1: the running statistics moved below
   const bool cudnn_running = running && !single;
@@ -303,7 +306,8 @@ int batchnorm_forward(void*, int dev, const flx_batchnorm_desc* d, flx_stream s)
                                  cudnn_running ? addr(d->running_var) : nullptr, d->epsilon,
                                  d->saved_mean.buf ? addr(d->saved_mean) : nullptr,
                                  d->saved_invstd.buf ? addr(d->saved_invstd) : nullptr);
-  if (r != CUDNN_STATUS_SUCCESS) return cudnn_fail(*c.api, r, "batchnorm: cudnnBatchNormalizationForwardTraining");
+  if (r != CUDNN_STATUS_SUCCESS)
+    return cudnn_fail_for(*c.api, r, "batchnorm: cudnnBatchNormalizationForwardTraining", d->dtype);
   if (running && single)
     return dnn_bn_running_single(c.stream, d->dtype, d->param_dtype, d->channels, d->momentum, addr(d->x),
                                  addr(d->running_mean), addr(d->running_var));
@@ -349,7 +353,9 @@ int batchnorm_backward(void*, int dev, const flx_batchnorm_desc* d, flx_stream s
       c.handle, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, b.x.get(), addr(d->x), b.x.get(), addr(d->dy),
       b.x.get(), addr(d->dx), b.p.get(), scale, dscale, dbias, d->epsilon,
       d->saved_mean.buf ? addr(d->saved_mean) : nullptr, d->saved_invstd.buf ? addr(d->saved_invstd) : nullptr);
-  return r == CUDNN_STATUS_SUCCESS ? FLX_OK : cudnn_fail(*c.api, r, "batchnorm (gradient): cudnnBatchNormalizationBackward");
+  return r == CUDNN_STATUS_SUCCESS
+             ? FLX_OK
+             : cudnn_fail_for(*c.api, r, "batchnorm (gradient): cudnnBatchNormalizationBackward", d->dtype);
 }
 
 }  // namespace flx_cuda
