@@ -71,5 +71,9 @@ FLX_DECLARE_CALL(flx_backend, device_address)  // minor 4, optional
 #if FLX_CUDA_HAVE_NCCL
 FLX_DECLARE_REQUIRED_CALLS(FLX_COMM_CALLS, flx_comm_table)  // cuda_comm.cpp, on NCCL
 #endif
+#if FLX_CUDA_HAVE_CUDNN && FLX_BACKEND_TARGET_MINOR >= 5
+FLX_DECLARE_REQUIRED_CALLS(FLX_DNN_CALLS, flx_dnn_table)  // cuda_dnn_conv.cpp, cuda_dnn_pool_bn.cpp, on cuDNN
+FLX_DECLARE_CALL(flx_dnn_table, conv_workspace)           // optional: padded copies and cuDNN's workspace
+#endif
 
 }  // namespace flx_cuda

@@ -3,7 +3,9 @@
 // device_address, optional, too) and, through get_table, the "compute"
 // table version 1, every call set (gemm_epilogue, optional, too), and the
 // "comm" table version 1 on NCCL (cuda_comm.cpp) when the build found
-// nccl.h (FLX_CUDA_HAVE_NCCL).
+// nccl.h (FLX_CUDA_HAVE_NCCL), and the "dnn" table version 1 on cuDNN
+// (cuda_dnn_conv.cpp, cuda_dnn_pool_bn.cpp) when it found cudnn.h
+// (FLX_CUDA_HAVE_CUDNN).
 #include "cuda_common.hpp"
 #include "cuda_device.hpp"
 
@@ -28,6 +30,18 @@ const flx_comm_table comm_table = [] {
 }();
 #endif
 
+#if FLX_CUDA_HAVE_CUDNN && FLX_BACKEND_TARGET_MINOR >= 5
+const flx_dnn_table dnn_table = [] {
+  auto t = flx::abi::table_header<flx_dnn_table>();
+  FLX_SET_DNN_CALLS(t, flx_cuda)
+  t.conv_workspace = conv_workspace;  // pool_reserve_size stays NULL: pooling keeps no reserve
+  return t;
+}();
+#define FLX_CUDA_DNN_TABLE , dnn_table
+#else
+#define FLX_CUDA_DNN_TABLE
+#endif
+
 const flx_backend core_table = [] {
   flx_backend f = flx::abi::core_table_header("CUDA");
   FLX_SET_CORE_CALLS(f, flx_cuda)
@@ -47,9 +61,9 @@ const flx_backend core_table = [] {
 }  // namespace
 
 #if FLX_CUDA_HAVE_NCCL
-FLX_SERVE_TABLES(compute_table, comm_table)
+FLX_SERVE_TABLES(compute_table, comm_table FLX_CUDA_DNN_TABLE)
 #else
-FLX_SERVE_TABLES(compute_table)
+FLX_SERVE_TABLES(compute_table FLX_CUDA_DNN_TABLE)
 #endif
 
 }  // namespace flx_cuda

@@ -1,0 +1,57 @@
+// The dnn table's own kernels (cuda_dnn_kernels.cu), for what cuDNN does
+// not do: per-side padding (cuDNN pads both sides of a dim alike), pooling
+// where cuDNN's padding rules do not hold, and the running statistics of a
+// one-element batch norm. Host launchers; each returns an flx_status.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define FLX_DNN_HD __host__ __device__
+#else
+#define FLX_DNN_HD
+#endif
+
+namespace flx_cuda {
+
+// A (s0, s1, s2, nc) tensor, s0 fastest (the ABI's spatial dims, unused
+// ones 1; nc = channels * batch).
+struct DnnBox {
+  int64_t size[3];
+  int64_t nc;
+  FLX_DNN_HD int64_t numel() const { return size[0] * size[1] * size[2] * nc; }
+};
+
+// dst (of box `padded`) = src (of box `inner`) placed at offset lo in each
+// spatial dim, zeros (all bits 0: +0.0 in every floating dtype) elsewhere.
+int dnn_pad(cudaStream_t st, const void* src, const DnnBox& inner, void* dst, const DnnBox& padded,
+            const int64_t lo[3], size_t elem_bytes);
+// dst (of box `inner`) = the part of src (of box `padded`) at offset lo.
+int dnn_crop(cudaStream_t st, const void* src, const DnnBox& padded, void* dst, const DnnBox& inner,
+             const int64_t lo[3], size_t elem_bytes);
+
+// Pooling as backend.h defines it, directly: any padding on either side
+// (padding never wins a max; a mean divides by the full window), a window
+// wholly in padding included. backward writes dx from x and dy (the max's
+// argument recomputed: the first largest element of each window in window
+// order, dim 0 fastest), gathering per element of dx, so deterministic.
+struct DnnPoolGeom {
+  DnnBox in, out;
+  int64_t window[3], stride[3], lo[3];
+  bool max;
+};
+int dnn_pool_direct(cudaStream_t st, int32_t dtype, const DnnPoolGeom& g, const void* x, void* y);
+int dnn_pool_direct_backward(cudaStream_t st, int32_t dtype, const DnnPoolGeom& g, const void* x, const void* dy,
+                             void* dx);
+
+// The running statistics of a training batch norm over one element per
+// channel (spatial * batch = 1), which cuDNN would move with the unbiased
+// variance m / (m - 1) = 1 / 0: mean = x (dtype), var = 0, so
+// running_mean = (1 - momentum) running_mean + momentum x and
+// running_var = (1 - momentum) running_var (backend.h: m = 1 keeps var).
+int dnn_bn_running_single(cudaStream_t st, int32_t dtype, int32_t param_dtype, int64_t channels, double momentum,
+                          const void* x, void* running_mean, void* running_var);
+
+}  // namespace flx_cuda
