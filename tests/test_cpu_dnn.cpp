@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "cpu/cpu_backend.hpp"
 #include "dnn_reference.hpp"
 #include "flx/error.hpp"
 #include "flx/tensor.hpp"
@@ -454,22 +453,23 @@ TEST(CpuDnn, BadDescriptorsAreInvalidArguments) {
   EXPECT_TRUE(has(m, "param_dtype is 1 for data of dtype 0")) << m;
 }
 
-// The dispatch layer sets struct_size; a caller of the table built against
-// a smaller descriptor gets FLX_ERR_INVALID_ARGUMENT, straight from the table.
+// Backend::conv and friends set struct_size; a caller built against a
+// smaller descriptor gets FLX_ERR_INVALID_ARGUMENT (through the dispatch
+// layer's generic calls, which pass the descriptor as it is).
 TEST(CpuDnn, AShortDescriptorIsRefused) {
-  const flx_backend* core = cpu_backend::core();
-  const auto* t = static_cast<const flx_dnn_table*>(core->get_table(core->ctx, FLX_TABLE_DNN, FLX_TABLE_DNN_VERSION));
-  ASSERT_NE(t, nullptr);
+  const auto& table = cpu().table<flx_dnn_table>();
+  const detail::OpRef op{"conv", FLX_F32};
   flx_conv_desc d = small_conv(FLX_F32);
   d.struct_size = 16;
-  EXPECT_EQ(t->conv_forward(core->ctx, 0, &d, nullptr), FLX_ERR_INVALID_ARGUMENT);
-  EXPECT_TRUE(has(core->last_error(core->ctx), "struct_size is 16, expected at least sizeof(flx_conv_desc)"))
-      << core->last_error(core->ctx);
-  uint64_t bytes = 1;
-  EXPECT_EQ(t->conv_workspace(core->ctx, 0, &d, FLX_CONV_FORWARD, &bytes), FLX_ERR_INVALID_ARGUMENT);
+  std::string m = error_of<BackendError>([&] { cpu().run<&flx_dnn_table::conv_forward>(table, op, 0, &d); });
+  EXPECT_TRUE(has(m, "conv_forward: struct_size is 16, expected at least sizeof(flx_conv_desc) = ")) << m;
+  m = error_of<BackendError>(
+      [&] { (void)cpu().scratch<&flx_dnn_table::conv_workspace>(table, op, 0, &d, int32_t(FLX_CONV_FORWARD)); });
+  EXPECT_TRUE(has(m, "struct_size is 16")) << m;
   flx_batchnorm_desc b{};
   b.struct_size = 8;
-  EXPECT_EQ(t->batchnorm_backward(core->ctx, 0, &b, nullptr), FLX_ERR_INVALID_ARGUMENT);
+  m = error_of<BackendError>([&] { cpu().run<&flx_dnn_table::batchnorm_backward>(table, op, 0, &b); });
+  EXPECT_TRUE(has(m, "batchnorm_backward: struct_size is 8, expected at least sizeof(flx_batchnorm_desc)")) << m;
 }
 
 TEST(CpuDnn, HalfPrecisionIsNotImplemented) {
