@@ -134,7 +134,7 @@ flx_conv_desc conv_desc(const ref::ConvShape& s, int32_t dtype) {
 }
 
 template <class T>
-void check_conv(const ConvCase& c, bool bias) {
+void check_conv(const ConvCase& c, bool bias, bool deterministic = false) {
   SCOPED_TRACE(std::string(c.name) + (bias ? ", with bias" : ", no bias") +
                (std::is_same_v<T, float> ? ", Float32" : ", Float64"));
   const ref::ConvShape s = shape_of(c);
@@ -143,6 +143,7 @@ void check_conv(const ConvCase& c, bool bias) {
   Buf<T> x(xv), w(wv), dy(dyv), b(bias ? bv : std::vector<double>(1)), y(s.y_size()), dx(s.x_size()),
       dw(s.w_size()), db(size_t(s.cout));
   flx_conv_desc d = conv_desc(s, dtype_of_v<T>);
+  d.deterministic = deterministic;
   d.x = x.mem();
   d.w = w.mem();
   d.y = y.mem();
@@ -176,13 +177,16 @@ TEST(CpuDnn, ConvolutionFloat64MatchesTheReference) {
 }
 
 // oneDNN's primitives are made for a thread count (part of the cache key):
-// one thread and the default both give the reference's results.
+// one thread, the default, and the fixed count of a deterministic
+// convolution all give the reference's results.
 TEST(CpuDnn, ConvolutionFollowsFlxsThreadCount) {
   const int before = num_threads();
   set_num_threads(1);
   check_conv<float>(kConvCases[4], true);
+  check_conv<float>(kConvCases[4], true, true);
   set_num_threads(before);
   check_conv<float>(kConvCases[4], true);
+  check_conv<float>(kConvCases[4], true, true);
 }
 
 // ---- pooling ----------------------------------------------------------------------

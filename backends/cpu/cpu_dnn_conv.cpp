@@ -111,8 +111,9 @@ Cache<Planned>& cache() {
 }
 
 // The cached plan of pass `pass` of g (bias: with the bias or its gradient).
-std::shared_ptr<const Planned> planned(const DnnGeometry& g, int32_t pass, bool bias) {
-  const int threads = follow_flx_threads();
+// deterministic: on a thread count that load does not change (cpu_dnn_engine.cpp).
+std::shared_ptr<const Planned> planned(const DnnGeometry& g, int32_t pass, bool bias, bool deterministic) {
+  const int threads = follow_flx_threads(deterministic);
   Key key("conv");
   key.add(pass).add(bias).add(threads).add(g.nspatial).add(g.batch).add(g.cin).add(g.cout).add(g.groups);
   key.add_array(g.in).add_array(g.out).add_array(g.kernel).add_array(g.stride).add_array(g.dilation);
@@ -141,7 +142,7 @@ int conv_pass(const flx_conv_desc* d, int32_t pass) {
   }
   return guarded(call, [&] {
     if (d->dtype == FLX_F32) {
-      const auto p = planned(g, pass, bias);
+      const auto p = planned(g, pass, bias, d->deterministic != 0);
       if (!p->refused) {
         Scratch scratch(d->workspace, d->workspace_bytes, p->scratch_bytes);
         std::vector<ArgPtr> ptrs;
@@ -186,7 +187,7 @@ int conv_workspace(void*, int, const flx_conv_desc* d, int32_t pass, uint64_t* b
   // with a bias, the weights' gradient with the bias's), which needs the
   // same scratch as without it or more.
   return guarded(call_name(pass), [&] {
-    const auto p = planned(g, pass, pass != FLX_CONV_BACKWARD_DATA);
+    const auto p = planned(g, pass, pass != FLX_CONV_BACKWARD_DATA, d->deterministic != 0);
     *bytes = p->refused ? 0 : p->scratch_bytes;
     return FLX_OK;
   });

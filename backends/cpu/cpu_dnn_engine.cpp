@@ -11,7 +11,15 @@
 // count is part of every cached primitive's key, so a primitive made for 4
 // threads never runs on 2. OpenMP's team is separate from flx's pool, but
 // the two never run at once: a oneDNN call returns only when its parallel
-// region has ended, and flx's loops run between such calls.
+// region has ended, and flx's loops run between such calls. (libgomp's
+// threads spin a little after each region before they sleep, as OpenMP
+// does by default; OMP_WAIT_POLICY=passive turns that off.)
+//
+// Results: where oneDNN splits a sum across threads (the weights' gradient
+// of a convolution, batch statistics), its bits depend on the thread count.
+// A convolution asked to be deterministic (flx_conv_desc::deterministic)
+// therefore runs on flx's maximum count, which load does not change, rather
+// than on the threads free now.
 #include "cpu_dnn_engine.hpp"
 
 #include <omp.h>
@@ -32,8 +40,8 @@ dnnl::stream& stream() {
   return s;
 }
 
-int follow_flx_threads() {
-  const int n = pool_threads_now();
+int follow_flx_threads(bool fixed) {
+  const int n = fixed ? pool_max_threads() : pool_threads_now();
   if (omp_get_max_threads() != n) omp_set_num_threads(n);
   return n;
 }

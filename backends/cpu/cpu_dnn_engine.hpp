@@ -30,10 +30,11 @@ dnnl::engine& engine();
 dnnl::stream& stream();
 
 // Makes oneDNN on the calling thread use the threads flx's pool would use
-// now (flx::num_threads_in_use()), and returns that count. It belongs in
-// the key of every cached primitive, since oneDNN fixes a primitive's split
-// of the work across threads when it creates it (cpu_dnn_engine.cpp).
-int follow_flx_threads();
+// now (flx::num_threads_in_use()), or with `fixed` the most it may use
+// (flx::num_threads()), and returns that count. It belongs in the key of
+// every cached primitive, since oneDNN fixes a primitive's split of the
+// work across threads when it creates it (cpu_dnn_engine.cpp).
+int follow_flx_threads(bool fixed = false);
 
 // The bytes of a cache key: the parameters a primitive was made for.
 class Key {
