@@ -42,7 +42,8 @@ std::vector<double> values(size_t n, uint64_t seed, int levels = 0) {
 template <class T>
 struct Buf {
   Tensor t;
-  explicit Buf(const std::vector<double>& v) : t(tensor(std::vector<T>(v.begin(), v.end()), Shape{int64_t(v.size())})) {}
+  explicit Buf(const std::vector<double>& v)
+      : t(tensor(std::vector<T>(v.begin(), v.end()), Shape{int64_t(v.size())})) {}
   explicit Buf(size_t n) : Buf(std::vector<double>(n, 0.0)) {}
   flx_mem mem() const { return detail::mem(t); }
   std::vector<double> read() const {
@@ -64,8 +65,8 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
   for (double w : want) scale = std::isfinite(w) ? std::max(scale, std::abs(w)) : scale;
   size_t bad = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    const bool same = (std::isnan(got[i]) && std::isnan(want[i])) || got[i] == want[i] ||
-                      std::abs(got[i] - want[i]) <= tol * scale;
+    const bool same =
+        (std::isnan(got[i]) && std::isnan(want[i])) || got[i] == want[i] || std::abs(got[i] - want[i]) <= tol * scale;
     if (!same && bad++ < 5) ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i];
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << want.size() << " elements differ";
@@ -81,18 +82,78 @@ struct ConvCase {
 };
 
 const ConvCase kConvCases[] = {
-    {"1-D, stride 2, dilation 2, pads (1, 2), groups 2", 1, {11, 1, 1}, {3, 1, 1}, {2, 1, 1}, {2, 1, 1}, {1, 0, 0},
-     {2, 0, 0}, 2, 4, 6, 2},
-    {"2-D, strides (2, 1), dilations (1, 2), asymmetric pads", 2, {7, 6, 1}, {3, 2, 1}, {2, 1, 1}, {1, 2, 1},
-     {1, 0, 0}, {2, 1, 0}, 2, 3, 4, 1},
-    {"2-D depthwise (groups = cin = cout)", 2, {6, 5, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}, {1, 1, 0}, 3,
-     4, 4, 4},
-    {"2-D, groups 3, two outputs per group, stride 2", 2, {8, 7, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 1}, {0, 1, 0},
-     {1, 0, 0}, 2, 6, 6, 3},
-    {"2-D, 16 channels (blocked layouts)", 2, {9, 9, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}, {1, 1, 0}, 2,
-     16, 32, 1},
-    {"3-D, strides (1, 2, 1), dilation 2 in W, asymmetric pads", 3, {5, 4, 4}, {2, 3, 2}, {1, 2, 1}, {2, 1, 1},
-     {1, 1, 0}, {0, 1, 1}, 2, 2, 3, 1},
+    {"1-D, stride 2, dilation 2, pads (1, 2), groups 2",
+     1,
+     {11, 1, 1},
+     {3, 1, 1},
+     {2, 1, 1},
+     {2, 1, 1},
+     {1, 0, 0},
+     {2, 0, 0},
+     2,
+     4,
+     6,
+     2},
+    {"2-D, strides (2, 1), dilations (1, 2), asymmetric pads",
+     2,
+     {7, 6, 1},
+     {3, 2, 1},
+     {2, 1, 1},
+     {1, 2, 1},
+     {1, 0, 0},
+     {2, 1, 0},
+     2,
+     3,
+     4,
+     1},
+    {"2-D depthwise (groups = cin = cout)",
+     2,
+     {6, 5, 1},
+     {3, 3, 1},
+     {1, 1, 1},
+     {1, 1, 1},
+     {1, 1, 0},
+     {1, 1, 0},
+     3,
+     4,
+     4,
+     4},
+    {"2-D, groups 3, two outputs per group, stride 2",
+     2,
+     {8, 7, 1},
+     {3, 3, 1},
+     {2, 2, 1},
+     {1, 1, 1},
+     {0, 1, 0},
+     {1, 0, 0},
+     2,
+     6,
+     6,
+     3},
+    {"2-D, 16 channels (blocked layouts)",
+     2,
+     {9, 9, 1},
+     {3, 3, 1},
+     {1, 1, 1},
+     {1, 1, 1},
+     {1, 1, 0},
+     {1, 1, 0},
+     2,
+     16,
+     32,
+     1},
+    {"3-D, strides (1, 2, 1), dilation 2 in W, asymmetric pads",
+     3,
+     {5, 4, 4},
+     {2, 3, 2},
+     {1, 2, 1},
+     {2, 1, 1},
+     {1, 1, 0},
+     {0, 1, 1},
+     2,
+     2,
+     3,
+     1},
 };
 
 ref::ConvShape shape_of(const ConvCase& c) {
@@ -140,8 +201,8 @@ void check_conv(const ConvCase& c, bool bias, bool deterministic = false) {
   const ref::ConvShape s = shape_of(c);
   const auto xv = values(s.x_size(), 1), wv = values(s.w_size(), 2), dyv = values(s.y_size(), 3);
   const auto bv = bias ? values(size_t(s.cout), 4) : std::vector<double>{};
-  Buf<T> x(xv), w(wv), dy(dyv), b(bias ? bv : std::vector<double>(1)), y(s.y_size()), dx(s.x_size()),
-      dw(s.w_size()), db(size_t(s.cout));
+  Buf<T> x(xv), w(wv), dy(dyv), b(bias ? bv : std::vector<double>(1)), y(s.y_size()), dx(s.x_size()), dw(s.w_size()),
+      db(size_t(s.cout));
   flx_conv_desc d = conv_desc(s, dtype_of_v<T>);
   d.deterministic = deterministic;
   d.x = x.mem();
@@ -200,14 +261,42 @@ struct PoolCase {
 
 const PoolCase kPoolCases[] = {
     {"1-D, window 3, stride 2, pads (1, 1)", 1, {10, 1, 1}, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 0, 0}, 2, 3},
-    {"2-D, window (2, 3), strides (2, 1), asymmetric pads", 2, {7, 6, 1}, {2, 3, 1}, {2, 1, 1}, {1, 1, 0}, {0, 2, 0},
-     2, 3},
-    {"2-D, overlapping 3x3 windows, stride 2, no padding", 2, {9, 9, 1}, {3, 3, 1}, {2, 2, 1}, {0, 0, 0}, {0, 0, 0},
-     1, 16},
-    {"3-D, window 2, strides (2, 2, 1), pads (0, 1, 1)", 3, {4, 5, 3}, {2, 2, 2}, {2, 2, 1}, {0, 1, 1}, {1, 0, 0}, 2,
+    {"2-D, window (2, 3), strides (2, 1), asymmetric pads",
+     2,
+     {7, 6, 1},
+     {2, 3, 1},
+     {2, 1, 1},
+     {1, 1, 0},
+     {0, 2, 0},
+     2,
+     3},
+    {"2-D, overlapping 3x3 windows, stride 2, no padding",
+     2,
+     {9, 9, 1},
+     {3, 3, 1},
+     {2, 2, 1},
+     {0, 0, 0},
+     {0, 0, 0},
+     1,
+     16},
+    {"3-D, window 2, strides (2, 2, 1), pads (0, 1, 1)",
+     3,
+     {4, 5, 3},
+     {2, 2, 2},
+     {2, 2, 1},
+     {0, 1, 1},
+     {1, 0, 0},
+     2,
      2},
-    {"2-D, padding as wide as the window (windows of padding only)", 2, {3, 3, 1}, {2, 2, 1}, {1, 1, 1}, {2, 0, 0},
-     {2, 0, 0}, 1, 2},
+    {"2-D, padding as wide as the window (windows of padding only)",
+     2,
+     {3, 3, 1},
+     {2, 2, 1},
+     {1, 1, 1},
+     {2, 0, 0},
+     {2, 0, 0},
+     1,
+     2},
 };
 
 ref::PoolShape pool_shape(const PoolCase& c, bool max) {
@@ -324,8 +413,9 @@ void check_batchnorm(const BnCase& c, bool affine, bool running, bool training) 
   const auto bias = affine ? values(C, 11) : std::vector<double>{};
   std::vector<double> rmean = values(C, 12), rvar = values(C, 13);
   for (double& v : rvar) v = v + 1.5;
-  const auto want = ref::batchnorm_forward(s, training, xv, scale, bias, running || !training ? rmean : std::vector<double>{},
-                                           running || !training ? rvar : std::vector<double>{});
+  const auto want =
+      ref::batchnorm_forward(s, training, xv, scale, bias, running || !training ? rmean : std::vector<double>{},
+                             running || !training ? rvar : std::vector<double>{});
   Buf<T> x(xv), y(s.x_size()), sc(affine ? scale : std::vector<double>(1)), bi(affine ? bias : std::vector<double>(1)),
       rm(rmean), rv(rvar), sm(C), si(C);
   flx_batchnorm_desc d{};

@@ -37,22 +37,36 @@ Planned make_plan(const flx_batchnorm_desc& d, Pass pass) {
     const dnnl::batch_normalization_forward::primitive_desc train_pd(train, user_scratchpad(), engine());
     if (pass == kTraining)
       return plan(train_pd, dnnl::batch_normalization_forward(train_pd),
-                  {{DNNL_ARG_SRC, x, false}, {DNNL_ARG_DST, x, true}, {DNNL_ARG_SCALE, c, false},
-                   {DNNL_ARG_SHIFT, c, false}, {DNNL_ARG_MEAN, c, true}, {DNNL_ARG_VARIANCE, c, true}});
+                  {{DNNL_ARG_SRC, x, false},
+                   {DNNL_ARG_DST, x, true},
+                   {DNNL_ARG_SCALE, c, false},
+                   {DNNL_ARG_SHIFT, c, false},
+                   {DNNL_ARG_MEAN, c, true},
+                   {DNNL_ARG_VARIANCE, c, true}});
     if (pass == kInference) {
       const dnnl::batch_normalization_forward::desc infer(dnnl::prop_kind::forward_inference, x, eps,
                                                           affine | flags::use_global_stats);
       const dnnl::batch_normalization_forward::primitive_desc pd(infer, user_scratchpad(), engine());
       return plan(pd, dnnl::batch_normalization_forward(pd),
-                  {{DNNL_ARG_SRC, x, false}, {DNNL_ARG_DST, x, true}, {DNNL_ARG_SCALE, c, false},
-                   {DNNL_ARG_SHIFT, c, false}, {DNNL_ARG_MEAN, c, false}, {DNNL_ARG_VARIANCE, c, false}});
+                  {{DNNL_ARG_SRC, x, false},
+                   {DNNL_ARG_DST, x, true},
+                   {DNNL_ARG_SCALE, c, false},
+                   {DNNL_ARG_SHIFT, c, false},
+                   {DNNL_ARG_MEAN, c, false},
+                   {DNNL_ARG_VARIANCE, c, false}});
     }
     const dnnl::batch_normalization_backward::desc bwd(dnnl::prop_kind::backward, x, x, eps, affine);
     const dnnl::batch_normalization_backward::primitive_desc pd(bwd, user_scratchpad(), engine(), train_pd);
     return plan(pd, dnnl::batch_normalization_backward(pd),
-                {{DNNL_ARG_SRC, x, false}, {DNNL_ARG_DIFF_DST, x, false}, {DNNL_ARG_SCALE, c, false},
-                 {DNNL_ARG_SHIFT, c, false}, {DNNL_ARG_MEAN, c, false}, {DNNL_ARG_VARIANCE, c, false}, {DNNL_ARG_DIFF_SRC, x, true},
-                 {DNNL_ARG_DIFF_SCALE, c, true}, {DNNL_ARG_DIFF_SHIFT, c, true}});
+                {{DNNL_ARG_SRC, x, false},
+                 {DNNL_ARG_DIFF_DST, x, false},
+                 {DNNL_ARG_SCALE, c, false},
+                 {DNNL_ARG_SHIFT, c, false},
+                 {DNNL_ARG_MEAN, c, false},
+                 {DNNL_ARG_VARIANCE, c, false},
+                 {DNNL_ARG_DIFF_SRC, x, true},
+                 {DNNL_ARG_DIFF_SCALE, c, true},
+                 {DNNL_ARG_DIFF_SHIFT, c, true}});
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_out_of_memory) throw;
     Planned refused;
@@ -100,15 +114,25 @@ int forward_f32(const flx_batchnorm_desc& d) {
   ChannelVector scale(d.scale, C, 1), bias(d.bias, C, 0);
   Scratch scratch({}, 0, p->scratch_bytes);
   if (!d.training) {
-    run(*p, {{DNNL_ARG_SRC, addr(d.x)}, {DNNL_ARG_DST, addr(d.y)}, {DNNL_ARG_SCALE, scale.p},
-             {DNNL_ARG_SHIFT, bias.p}, {DNNL_ARG_MEAN, addr(d.running_mean)}, {DNNL_ARG_VARIANCE, addr(d.running_var)}},
+    run(*p,
+        {{DNNL_ARG_SRC, addr(d.x)},
+         {DNNL_ARG_DST, addr(d.y)},
+         {DNNL_ARG_SCALE, scale.p},
+         {DNNL_ARG_SHIFT, bias.p},
+         {DNNL_ARG_MEAN, addr(d.running_mean)},
+         {DNNL_ARG_VARIANCE, addr(d.running_var)}},
         scratch.at(0));
     return FLX_OK;
   }
   ChannelVector mean(d.saved_mean, C, 0);
   std::vector<float> var(static_cast<size_t>(C));
-  run(*p, {{DNNL_ARG_SRC, addr(d.x)}, {DNNL_ARG_DST, addr(d.y)}, {DNNL_ARG_SCALE, scale.p}, {DNNL_ARG_SHIFT, bias.p},
-           {DNNL_ARG_MEAN, mean.p}, {DNNL_ARG_VARIANCE, var.data()}},
+  run(*p,
+      {{DNNL_ARG_SRC, addr(d.x)},
+       {DNNL_ARG_DST, addr(d.y)},
+       {DNNL_ARG_SCALE, scale.p},
+       {DNNL_ARG_SHIFT, bias.p},
+       {DNNL_ARG_MEAN, mean.p},
+       {DNNL_ARG_VARIANCE, var.data()}},
       scratch.at(0));
   float* invstd = ptr<float>(d.saved_invstd);
   float* rmean = ptr<float>(d.running_mean);
@@ -138,9 +162,16 @@ int backward_f32(const flx_batchnorm_desc& d) {
   for (int64_t c = 0; c < C; ++c)
     var[size_t(c)] = float(std::max(0.0, 1 / (double(invstd[c]) * double(invstd[c])) - d.epsilon));
   Scratch scratch({}, 0, p->scratch_bytes);
-  run(*p, {{DNNL_ARG_SRC, addr(d.x)}, {DNNL_ARG_DIFF_DST, addr(d.dy)}, {DNNL_ARG_SCALE, scale.p},
-           {DNNL_ARG_SHIFT, bias.p}, {DNNL_ARG_MEAN, addr(d.saved_mean)}, {DNNL_ARG_VARIANCE, var.data()}, {DNNL_ARG_DIFF_SRC, addr(d.dx)},
-           {DNNL_ARG_DIFF_SCALE, dscale.p}, {DNNL_ARG_DIFF_SHIFT, dbias.p}},
+  run(*p,
+      {{DNNL_ARG_SRC, addr(d.x)},
+       {DNNL_ARG_DIFF_DST, addr(d.dy)},
+       {DNNL_ARG_SCALE, scale.p},
+       {DNNL_ARG_SHIFT, bias.p},
+       {DNNL_ARG_MEAN, addr(d.saved_mean)},
+       {DNNL_ARG_VARIANCE, var.data()},
+       {DNNL_ARG_DIFF_SRC, addr(d.dx)},
+       {DNNL_ARG_DIFF_SCALE, dscale.p},
+       {DNNL_ARG_DIFF_SHIFT, dbias.p}},
       scratch.at(0));
   return FLX_OK;
 }
@@ -166,8 +197,10 @@ int batchnorm_forward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
                                   ptr<T>(d->running_mean), ptr<T>(d->running_var), ptr<T>(d->saved_mean),
                                   ptr<T>(d->saved_invstd));
     };
-    if (d->dtype == FLX_F32) direct(float{});
-    else direct(double{});
+    if (d->dtype == FLX_F32)
+      direct(float{});
+    else
+      direct(double{});
     return FLX_OK;
   });
 }
@@ -175,7 +208,10 @@ int batchnorm_forward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
 int batchnorm_backward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
   const char* call = "batchnorm_backward";
   if (int st = check_batchnorm(call, d)) return st;
-  for (auto [what, m] : {std::pair{"x", d->x}, {"dy", d->dy}, {"dx", d->dx}, {"saved_mean", d->saved_mean},
+  for (auto [what, m] : {std::pair{"x", d->x},
+                         {"dy", d->dy},
+                         {"dx", d->dx},
+                         {"saved_mean", d->saved_mean},
                          {"saved_invstd", d->saved_invstd}})
     if (int st = need_buffer(call, what, m)) return st;
   return guarded(call, [&] {
@@ -185,8 +221,10 @@ int batchnorm_backward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
       direct_batchnorm_backward<T>(*d, ptr<T>(d->x), ptr<T>(d->dy), ptr<T>(d->scale), ptr<T>(d->saved_mean),
                                    ptr<T>(d->saved_invstd), ptr<T>(d->dx), ptr<T>(d->dscale), ptr<T>(d->dbias));
     };
-    if (d->dtype == FLX_F32) direct(float{});
-    else direct(double{});
+    if (d->dtype == FLX_F32)
+      direct(float{});
+    else
+      direct(double{});
     return FLX_OK;
   });
 }

@@ -38,9 +38,9 @@ int check_window(const char* call, const char* window_name, int i, const DnnGeom
   const int64_t out = span / g.stride[i] + 1;
   if (g.out[i] != out)
     return invalid(call, "out_size of ", dim, " is ", g.out[i], ", expected ", out,
-                   " = (in + pad_lo + pad_hi - dilation * (kernel - 1) - 1) / stride + 1 for in ", g.in[i],
-                   ", pads ", g.pad_lo[i], " and ", g.pad_hi[i], ", kernel ", g.kernel[i], ", dilation ",
-                   g.dilation[i], ", stride ", g.stride[i]);
+                   " = (in + pad_lo + pad_hi - dilation * (kernel - 1) - 1) / stride + 1 for in ", g.in[i], ", pads ",
+                   g.pad_lo[i], " and ", g.pad_hi[i], ", kernel ", g.kernel[i], ", dilation ", g.dilation[i],
+                   ", stride ", g.stride[i]);
   return FLX_OK;
 }
 
@@ -70,8 +70,8 @@ int need_buffer(const char* call, const char* what, flx_mem m) {
 int conv_geometry(const char* call, const flx_conv_desc* d, DnnGeometry* g) {
   if (!d) return invalid(call, "the descriptor is a null pointer");
   if (d->struct_size < sizeof(flx_conv_desc))
-    return invalid(call, "struct_size is ", d->struct_size, ", expected at least sizeof(flx_conv_desc) = ",
-                   sizeof(flx_conv_desc));
+    return invalid(call, "struct_size is ", d->struct_size,
+                   ", expected at least sizeof(flx_conv_desc) = ", sizeof(flx_conv_desc));
   if (int st = check_nspatial(call, d->nspatial)) return st;
   if (d->groups < 1) return invalid(call, "groups is ", d->groups, ", expected >= 1");
   if (d->batch < 1 || d->in_channels < 1 || d->out_channels < 1)
@@ -102,8 +102,8 @@ int conv_geometry(const char* call, const flx_conv_desc* d, DnnGeometry* g) {
 int pool_geometry(const char* call, const flx_pool_desc* d, DnnGeometry* g) {
   if (!d) return invalid(call, "the descriptor is a null pointer");
   if (d->struct_size < sizeof(flx_pool_desc))
-    return invalid(call, "struct_size is ", d->struct_size, ", expected at least sizeof(flx_pool_desc) = ",
-                   sizeof(flx_pool_desc));
+    return invalid(call, "struct_size is ", d->struct_size,
+                   ", expected at least sizeof(flx_pool_desc) = ", sizeof(flx_pool_desc));
   if (int st = check_nspatial(call, d->nspatial)) return st;
   if (d->mode != FLX_POOL_MAX && d->mode != FLX_POOL_MEAN)
     return invalid(call, "mode is ", d->mode, ", expected FLX_POOL_MAX (0) or FLX_POOL_MEAN (1)");
@@ -128,8 +128,8 @@ int pool_geometry(const char* call, const flx_pool_desc* d, DnnGeometry* g) {
 int check_batchnorm(const char* call, const flx_batchnorm_desc* d) {
   if (!d) return invalid(call, "the descriptor is a null pointer");
   if (d->struct_size < sizeof(flx_batchnorm_desc))
-    return invalid(call, "struct_size is ", d->struct_size, ", expected at least sizeof(flx_batchnorm_desc) = ",
-                   sizeof(flx_batchnorm_desc));
+    return invalid(call, "struct_size is ", d->struct_size,
+                   ", expected at least sizeof(flx_batchnorm_desc) = ", sizeof(flx_batchnorm_desc));
   if (d->spatial < 1 || d->channels < 1 || d->batch < 1)
     return invalid(call, "spatial, channels and batch are ", d->spatial, ", ", d->channels, " and ", d->batch,
                    ", expected >= 1 each");

@@ -23,16 +23,19 @@ using dt = dnnl::memory::data_type;
 
 const char* call_name(int32_t pass) {
   switch (pass) {
-    case FLX_CONV_FORWARD: return "conv_forward";
-    case FLX_CONV_BACKWARD_DATA: return "conv_backward_data";
-    case FLX_CONV_BACKWARD_FILTER: return "conv_backward_filter";
+    case FLX_CONV_FORWARD:
+      return "conv_forward";
+    case FLX_CONV_BACKWARD_DATA:
+      return "conv_backward_data";
+    case FLX_CONV_BACKWARD_FILTER:
+      return "conv_backward_filter";
   }
   return "conv_workspace";
 }
 
 struct ConvMds {
-  dnnl::memory::desc x, w, y, b;             // flx's plain layouts
-  dnnl::memory::desc x_any, w_any, y_any;    // the primitive's choice
+  dnnl::memory::desc x, w, y, b;           // flx's plain layouts
+  dnnl::memory::desc x_any, w_any, y_any;  // the primitive's choice
   dims strides, dilates, pad_l, pad_r;
 };
 
@@ -58,12 +61,11 @@ ConvMds conv_mds(const DnnGeometry& g) {
 
 // The forward primitive descriptor (also the hint the backward ones need).
 dnnl::convolution_forward::primitive_desc forward_pd(const ConvMds& m, bool bias) {
-  const auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                           dnnl::algorithm::convolution_direct, m.x_any, m.w_any, m.b,
-                                                           m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
-                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                           dnnl::algorithm::convolution_direct, m.x_any, m.w_any,
-                                                           m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r);
+  const auto desc =
+      bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                             m.x_any, m.w_any, m.b, m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
+           : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                             m.x_any, m.w_any, m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r);
   return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), engine());
 }
 
@@ -85,12 +87,11 @@ Planned make_plan(const DnnGeometry& g, int32_t pass, bool bias) {
                   {{DNNL_ARG_DIFF_DST, m.y, false}, {DNNL_ARG_WEIGHTS, m.w, false}, {DNNL_ARG_DIFF_SRC, m.x, true}});
     }
     const auto hint = forward_pd(m, bias);
-    const auto desc = bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.x_any,
-                                                                      m.w_any, m.b, m.y_any, m.strides, m.dilates,
-                                                                      m.pad_l, m.pad_r)
-                           : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.x_any,
-                                                                      m.w_any, m.y_any, m.strides, m.dilates,
-                                                                      m.pad_l, m.pad_r);
+    const auto desc =
+        bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.x_any, m.w_any, m.b,
+                                                        m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
+             : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.x_any, m.w_any, m.y_any,
+                                                        m.strides, m.dilates, m.pad_l, m.pad_r);
     const dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), engine(), hint);
     std::vector<ArgSpec> args{
         {DNNL_ARG_SRC, m.x, false}, {DNNL_ARG_DIFF_DST, m.y, false}, {DNNL_ARG_DIFF_WEIGHTS, m.w, true}};
@@ -147,12 +148,16 @@ int conv_pass(const flx_conv_desc* d, int32_t pass) {
         Scratch scratch(d->workspace, d->workspace_bytes, p->scratch_bytes);
         std::vector<ArgPtr> ptrs;
         if (pass == FLX_CONV_FORWARD)
-          ptrs = {{DNNL_ARG_SRC, addr(d->x)}, {DNNL_ARG_WEIGHTS, addr(d->w)}, {DNNL_ARG_DST, addr(d->y)},
+          ptrs = {{DNNL_ARG_SRC, addr(d->x)},
+                  {DNNL_ARG_WEIGHTS, addr(d->w)},
+                  {DNNL_ARG_DST, addr(d->y)},
                   {DNNL_ARG_BIAS, bias ? addr(d->b) : nullptr}};
         else if (pass == FLX_CONV_BACKWARD_DATA)
           ptrs = {{DNNL_ARG_DIFF_DST, addr(d->dy)}, {DNNL_ARG_WEIGHTS, addr(d->w)}, {DNNL_ARG_DIFF_SRC, addr(d->dx)}};
         else
-          ptrs = {{DNNL_ARG_SRC, addr(d->x)}, {DNNL_ARG_DIFF_DST, addr(d->dy)}, {DNNL_ARG_DIFF_WEIGHTS, addr(d->dw)},
+          ptrs = {{DNNL_ARG_SRC, addr(d->x)},
+                  {DNNL_ARG_DIFF_DST, addr(d->dy)},
+                  {DNNL_ARG_DIFF_WEIGHTS, addr(d->dw)},
                   {DNNL_ARG_DIFF_BIAS, bias ? addr(d->db) : nullptr}};
         run(*p, ptrs, scratch.at(0));
         return FLX_OK;
@@ -161,12 +166,17 @@ int conv_pass(const flx_conv_desc* d, int32_t pass) {
     auto direct = [&](auto tag) {
       using T = decltype(tag);
       auto ptr = [](flx_mem m) { return m.buf ? reinterpret_cast<T*>(addr(m)) : nullptr; };
-      if (pass == FLX_CONV_FORWARD) direct_conv_forward<T>(g, ptr(d->x), ptr(d->w), ptr(d->b), ptr(d->y));
-      else if (pass == FLX_CONV_BACKWARD_DATA) direct_conv_backward_data<T>(g, ptr(d->dy), ptr(d->w), ptr(d->dx));
-      else direct_conv_backward_filter<T>(g, ptr(d->x), ptr(d->dy), ptr(d->dw), ptr(d->db));
+      if (pass == FLX_CONV_FORWARD)
+        direct_conv_forward<T>(g, ptr(d->x), ptr(d->w), ptr(d->b), ptr(d->y));
+      else if (pass == FLX_CONV_BACKWARD_DATA)
+        direct_conv_backward_data<T>(g, ptr(d->dy), ptr(d->w), ptr(d->dx));
+      else
+        direct_conv_backward_filter<T>(g, ptr(d->x), ptr(d->dy), ptr(d->dw), ptr(d->db));
     };
-    if (d->dtype == FLX_F32) direct(float{});
-    else direct(double{});
+    if (d->dtype == FLX_F32)
+      direct(float{});
+    else
+      direct(double{});
     return FLX_OK;
   });
 }
@@ -194,9 +204,7 @@ int conv_workspace(void*, int, const flx_conv_desc* d, int32_t pass, uint64_t* b
 }
 
 int conv_forward(void*, int, const flx_conv_desc* d, flx_stream) { return conv_pass(d, FLX_CONV_FORWARD); }
-int conv_backward_data(void*, int, const flx_conv_desc* d, flx_stream) {
-  return conv_pass(d, FLX_CONV_BACKWARD_DATA);
-}
+int conv_backward_data(void*, int, const flx_conv_desc* d, flx_stream) { return conv_pass(d, FLX_CONV_BACKWARD_DATA); }
 int conv_backward_filter(void*, int, const flx_conv_desc* d, flx_stream) {
   return conv_pass(d, FLX_CONV_BACKWARD_FILTER);
 }

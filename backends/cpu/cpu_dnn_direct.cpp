@@ -4,8 +4,8 @@
 // scattering), with sums in double, so results are the same bits at any
 // thread count. Work is split over (sample, channel) pairs or channels on
 // flx's pool (cpu_pool.hpp).
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -16,8 +16,7 @@ namespace {
 
 // Offset of spatial point (p0, p1, p2) in channel c of sample n of a
 // (sizes..., channels, batch) tensor.
-inline int64_t at(const int64_t* sizes, int64_t p0, int64_t p1, int64_t p2, int64_t c, int64_t channels,
-                  int64_t n) {
+inline int64_t at(const int64_t* sizes, int64_t p0, int64_t p1, int64_t p2, int64_t c, int64_t channels, int64_t n) {
   return (((n * channels + c) * sizes[2] + p2) * sizes[1] + p1) * sizes[0] + p0;
 }
 
@@ -281,15 +280,15 @@ void direct_batchnorm_backward(const flx_batchnorm_desc& d, const T* x, const T*
   });
 }
 
-#define FLX_DNN_DIRECT_(T)                                                                                      \
-  template void direct_conv_forward<T>(const DnnGeometry&, const T*, const T*, const T*, T*);                  \
-  template void direct_conv_backward_data<T>(const DnnGeometry&, const T*, const T*, T*);                      \
-  template void direct_conv_backward_filter<T>(const DnnGeometry&, const T*, const T*, T*, T*);                \
-  template void direct_pool_forward<T>(const DnnGeometry&, bool, const T*, T*);                                \
-  template void direct_pool_backward<T>(const DnnGeometry&, bool, const T*, const T*, T*);                     \
-  template void direct_batchnorm_forward<T>(const flx_batchnorm_desc&, const T*, T*, const T*, const T*, T*, T*, \
-                                            T*, T*);                                                            \
-  template void direct_batchnorm_backward<T>(const flx_batchnorm_desc&, const T*, const T*, const T*, const T*,  \
+#define FLX_DNN_DIRECT_(T)                                                                                           \
+  template void direct_conv_forward<T>(const DnnGeometry&, const T*, const T*, const T*, T*);                        \
+  template void direct_conv_backward_data<T>(const DnnGeometry&, const T*, const T*, T*);                            \
+  template void direct_conv_backward_filter<T>(const DnnGeometry&, const T*, const T*, T*, T*);                      \
+  template void direct_pool_forward<T>(const DnnGeometry&, bool, const T*, T*);                                      \
+  template void direct_pool_backward<T>(const DnnGeometry&, bool, const T*, const T*, T*);                           \
+  template void direct_batchnorm_forward<T>(const flx_batchnorm_desc&, const T*, T*, const T*, const T*, T*, T*, T*, \
+                                            T*);                                                                     \
+  template void direct_batchnorm_backward<T>(const flx_batchnorm_desc&, const T*, const T*, const T*, const T*,      \
                                              const T*, T*, T*, T*);
 FLX_DNN_DIRECT_(float)
 FLX_DNN_DIRECT_(double)

@@ -48,10 +48,14 @@ int follow_flx_threads(bool fixed) {
 
 int status_of(dnnl_status_t s) {
   switch (s) {
-    case dnnl_out_of_memory: return FLX_ERR_OUT_OF_MEMORY;
-    case dnnl_invalid_arguments: return FLX_ERR_INVALID_ARGUMENT;
-    case dnnl_unimplemented: return FLX_ERR_UNSUPPORTED;
-    default: return FLX_ERR_DEVICE;
+    case dnnl_out_of_memory:
+      return FLX_ERR_OUT_OF_MEMORY;
+    case dnnl_invalid_arguments:
+      return FLX_ERR_INVALID_ARGUMENT;
+    case dnnl_unimplemented:
+      return FLX_ERR_UNSUPPORTED;
+    default:
+      return FLX_ERR_DEVICE;
   }
 }
 
@@ -103,8 +107,10 @@ void run(const Planned& p, const std::vector<ArgPtr>& ptrs, char* scratch) {
       continue;
     }
     dnnl::memory inner = wrap(a.inner, scratch + a.offset);
-    if (a.out) outs.push_back({&a.reorder, inner, user});
-    else a.reorder.execute(s, user, inner);
+    if (a.out)
+      outs.push_back({&a.reorder, inner, user});
+    else
+      a.reorder.execute(s, user, inner);
     args.emplace(a.id, inner);
   }
   if (p.scratchpad.get_size()) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(p.scratchpad, scratch));

@@ -10,12 +10,11 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include "cpu_common.hpp"
 
@@ -145,12 +144,18 @@ inline dims spatial_dims(int nspatial, const int64_t* v, int64_t minus = 0) {
 // The plain (row-major, dense) layout of a tensor of `rank` dims: flx's.
 inline tag plain_tag(size_t rank) {
   switch (rank) {
-    case 1: return tag::a;
-    case 2: return tag::ab;
-    case 3: return tag::abc;
-    case 4: return tag::abcd;
-    case 5: return tag::abcde;
-    default: return tag::abcdef;
+    case 1:
+      return tag::a;
+    case 2:
+      return tag::ab;
+    case 3:
+      return tag::abc;
+    case 4:
+      return tag::abcd;
+    case 5:
+      return tag::abcde;
+    default:
+      return tag::abcdef;
   }
 }
 inline dnnl::memory::desc plain_f32(const dims& d) {

@@ -159,7 +159,10 @@ int pool_backward(void*, int, const flx_pool_desc* d, flx_stream) {
       const uint64_t ws = workspace_bytes(*p);
       if (!p->refused && (!ws || (d->reserve.buf && d->reserve_bytes >= ws))) {
         Scratch scratch({}, 0, p->scratch_bytes);
-        run(*p, {{DNNL_ARG_DIFF_DST, addr(d->dy)}, {DNNL_ARG_DIFF_SRC, addr(d->dx)}, {DNNL_ARG_WORKSPACE, addr(d->reserve)}},
+        run(*p,
+            {{DNNL_ARG_DIFF_DST, addr(d->dy)},
+             {DNNL_ARG_DIFF_SRC, addr(d->dx)},
+             {DNNL_ARG_WORKSPACE, addr(d->reserve)}},
             scratch.at(0));
         return FLX_OK;
       }
