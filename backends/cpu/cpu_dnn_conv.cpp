@@ -193,11 +193,14 @@ int conv_workspace(void*, int, const flx_conv_desc* d, int32_t pass, uint64_t* b
   DnnGeometry g;
   if (int st = conv_geometry(call_name(pass), d, &g)) return st;
   if (d->dtype != FLX_F32) return FLX_OK;  // the direct loops need none
-  // The memory fields are unset here: the bias is assumed (the forward
-  // with a bias, the weights' gradient with the bias's), which needs the
-  // same scratch as without it or more.
+  // backend.h leaves d's memory fields unset here, but libflx's dispatch
+  // passes them: the bias's buffer picks the plan the call will use. Where
+  // it guessed wrong, the call makes its plan then and, should that plan
+  // need more scratch than this one, allocates it itself (Scratch).
+  const bool bias =
+      (pass == FLX_CONV_FORWARD ? d->b.buf : pass == FLX_CONV_BACKWARD_FILTER ? d->db.buf : nullptr) != nullptr;
   return guarded(call_name(pass), [&] {
-    const auto p = planned(g, pass, pass != FLX_CONV_BACKWARD_DATA, d->deterministic != 0);
+    const auto p = planned(g, pass, bias, d->deterministic != 0);
     *bytes = p->refused ? 0 : p->scratch_bytes;
     return FLX_OK;
   });
