@@ -17,6 +17,7 @@
 #include "common/uniform_bound.hpp"
 #include "cpu_backend.hpp"
 #include "cpu_common.hpp"
+#include "cpu_dnn.hpp"
 
 namespace flx::cpu_backend {
 namespace {
@@ -287,9 +288,18 @@ const flx_compute_table compute_table = [] {
   t.gemm_epilogue = gemm_epilogue;  // minor 2, optional
   return t;
 }();
+// Convolution, pooling, batch normalisation (minor 5): oneDNN for Float32,
+// direct loops for Float64 (cpu_dnn.hpp).
+const flx_dnn_table dnn_table = [] {
+  auto t = abi::table_header<flx_dnn_table>();
+  FLX_SET_DNN_CALLS(t, cpu_backend)
+  t.conv_workspace = conv_workspace;        // optional
+  t.pool_reserve_size = pool_reserve_size;  // optional
+  return t;
+}();
 }  // namespace
 
-FLX_SERVE_TABLES(compute_table)
+FLX_SERVE_TABLES(compute_table, dnn_table)
 
 const flx_backend* core() {
   static const flx_backend b = [] {

@@ -1,0 +1,75 @@
+// The CPU backend's "dnn" table (backend.h, minor 5): convolution, pooling
+// and batch normalisation. Float32 runs through oneDNN (cpu_dnn_engine.hpp
+// and the cpu_dnn_{conv,pool,batchnorm}.cpp files); Float64, which oneDNN
+// lacks, and any case oneDNN refuses run as direct loops on flx's thread
+// pool (cpu_dnn_direct.cpp). This header holds what both share: the
+// descriptors' geometry in one form, checked once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cpu_common.hpp"
+
+namespace flx::cpu_backend {
+
+// A window geometry with three spatial dims always (dims past nspatial are
+// size 1, kernel 1, stride 1, dilation 1, no padding), listed dim 0 (W, the
+// fastest) first as in the descriptors. Pooling is the case groups = 1,
+// cin = cout = channels, dilation 1.
+struct DnnGeometry {
+  int nspatial = 0;
+  int64_t batch = 0, cin = 0, cout = 0, groups = 1;
+  int64_t in[3]{1, 1, 1}, out[3]{1, 1, 1}, kernel[3]{1, 1, 1};
+  int64_t stride[3]{1, 1, 1}, dilation[3]{1, 1, 1}, pad_lo[3]{}, pad_hi[3]{};
+
+  int64_t in_numel() const { return in[0] * in[1] * in[2]; }
+  int64_t out_numel() const { return out[0] * out[1] * out[2]; }
+  int64_t kernel_numel() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+// The geometry of a descriptor, checked: FLX_OK, or the status and message
+// (through fail) naming `call`, what was expected, what was found and what
+// to do. For the conv and pool descriptors: struct_size, nspatial, positive
+// sizes, channel counts that are multiples of groups, pads >= 0, and output
+// sizes that follow backend.h's rule.
+int conv_geometry(const char* call, const flx_conv_desc* d, DnnGeometry* g);
+int pool_geometry(const char* call, const flx_pool_desc* d, DnnGeometry* g);
+// The batchnorm descriptor's struct_size, sizes, epsilon and param_dtype.
+int check_batchnorm(const char* call, const flx_batchnorm_desc* d);
+
+// FLX_OK for F32 and F64; FLX_ERR_UNSUPPORTED naming `call` for Float16 and
+// BFloat16 (optional in the dnn table); FLX_ERR_INVALID_ARGUMENT otherwise.
+int check_dnn_dtype(const char* call, int32_t dtype);
+// FLX_ERR_INVALID_ARGUMENT naming `call` and `what` when m has no buffer.
+int need_buffer(const char* call, const char* what, flx_mem m);
+
+// The direct loops (cpu_dnn_direct.cpp), for T = float and double, on flx's
+// thread pool; the same semantics as the oneDNN paths. Pointers address
+// the descriptor's tensors (bias, db: nullptr for none).
+template <class T>
+void direct_conv_forward(const DnnGeometry& g, const T* x, const T* w, const T* b, T* y);
+template <class T>
+void direct_conv_backward_data(const DnnGeometry& g, const T* dy, const T* w, T* dx);
+template <class T>
+void direct_conv_backward_filter(const DnnGeometry& g, const T* x, const T* dy, T* dw, T* db);
+template <class T>
+void direct_pool_forward(const DnnGeometry& g, bool max, const T* x, T* y);
+template <class T>
+void direct_pool_backward(const DnnGeometry& g, bool max, const T* x, const T* dy, T* dx);
+// Batch normalisation with parameters of the same type (F64; F32 where
+// oneDNN refuses). scale, bias, running_*: nullptr for none.
+template <class T>
+void direct_batchnorm_forward(const flx_batchnorm_desc& d, const T* x, T* y, const T* scale, const T* bias,
+                              T* running_mean, T* running_var, T* saved_mean, T* saved_invstd);
+template <class T>
+void direct_batchnorm_backward(const flx_batchnorm_desc& d, const T* x, const T* dy, const T* scale,
+                               const T* saved_mean, const T* saved_invstd, T* dx, T* dscale, T* dbias);
+
+// The calls of the dnn table (cpu_dnn_conv.cpp, cpu_dnn_pool.cpp,
+// cpu_dnn_batchnorm.cpp), under their fields' names.
+FLX_DECLARE_REQUIRED_CALLS(FLX_DNN_CALLS, flx_dnn_table)
+FLX_DECLARE_CALL(flx_dnn_table, conv_workspace)
+FLX_DECLARE_CALL(flx_dnn_table, pool_reserve_size)
+
+}  // namespace flx::cpu_backend

@@ -1,0 +1,215 @@
+// Convolution (the dnn table's conv_*): Float32 through oneDNN's direct
+// convolution, whose src, weights and dst layouts oneDNN chooses (format
+// `any`: blocked layouts such as nChw16c are much faster than flx's plain
+// NCHW), with reorders to and from flx's layouts; Float64, and any case
+// oneDNN refuses, as direct loops (cpu_dnn_direct.cpp).
+//
+// Layouts: x (spatial..., C, N) column-major is row-major N, C, D, H, W;
+// w (kernel..., cin / groups, cout) is row-major O, I, D, H, W, and with
+// groups, O splits into (groups, cout / groups): oneDNN's G, O, I, D, H, W.
+//
+// The primitives, with their reorders and scratch layout (Planned), are
+// cached per pass, shape, parameters and thread count; conv_workspace asks
+// for the scratch (the primitive's scratchpad and the reordered tensors) so
+// that a call allocates nothing.
+#include "cpu_dnn.hpp"
+#include "cpu_dnn_engine.hpp"
+
+namespace flx::cpu_backend {
+namespace {
+
+using namespace onednn;
+using dt = dnnl::memory::data_type;
+
+const char* call_name(int32_t pass) {
+  switch (pass) {
+    case FLX_CONV_FORWARD:
+      return "conv_forward";
+    case FLX_CONV_BACKWARD_DATA:
+      return "conv_backward_data";
+    case FLX_CONV_BACKWARD_FILTER:
+      return "conv_backward_filter";
+  }
+  return "conv_workspace";
+}
+
+struct ConvMds {
+  dnnl::memory::desc x, w, y, b;           // flx's plain layouts
+  dnnl::memory::desc x_any, w_any, y_any;  // the primitive's choice
+  dims strides, dilates, pad_l, pad_r;
+};
+
+ConvMds conv_mds(const DnnGeometry& g) {
+  ConvMds m;
+  const int ns = g.nspatial;
+  const dims xd = activation_dims(ns, g.batch, g.cin, g.in), yd = activation_dims(ns, g.batch, g.cout, g.out);
+  dims wd = g.groups > 1 ? dims{g.groups, g.cout / g.groups, g.cin / g.groups} : dims{g.cout, g.cin};
+  for (int i = ns - 1; i >= 0; --i) wd.push_back(g.kernel[i]);
+  m.x = plain_f32(xd);
+  m.y = plain_f32(yd);
+  m.w = plain_f32(wd);
+  m.b = plain_f32({g.cout});
+  m.x_any = dnnl::memory::desc(xd, dt::f32, tag::any);
+  m.y_any = dnnl::memory::desc(yd, dt::f32, tag::any);
+  m.w_any = dnnl::memory::desc(wd, dt::f32, tag::any);
+  m.strides = spatial_dims(ns, g.stride);
+  m.dilates = spatial_dims(ns, g.dilation, 1);  // oneDNN counts the gaps: flx's dilation - 1
+  m.pad_l = spatial_dims(ns, g.pad_lo);
+  m.pad_r = spatial_dims(ns, g.pad_hi);
+  return m;
+}
+
+// The forward primitive descriptor (also the hint the backward ones need).
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvMds& m, bool bias) {
+  const auto desc =
+      bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                             m.x_any, m.w_any, m.b, m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
+           : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                             m.x_any, m.w_any, m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r);
+  return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), engine());
+}
+
+Planned make_plan(const DnnGeometry& g, int32_t pass, bool bias) {
+  try {
+    const ConvMds m = conv_mds(g);
+    if (pass == FLX_CONV_FORWARD) {
+      const auto pd = forward_pd(m, bias);
+      std::vector<ArgSpec> args{{DNNL_ARG_SRC, m.x, false}, {DNNL_ARG_WEIGHTS, m.w, false}, {DNNL_ARG_DST, m.y, true}};
+      if (bias) args.push_back({DNNL_ARG_BIAS, m.b, false});
+      return plan(pd, dnnl::convolution_forward(pd), args);
+    }
+    if (pass == FLX_CONV_BACKWARD_DATA) {
+      const auto hint = forward_pd(m, false);
+      const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, m.x_any, m.w_any, m.y_any,
+                                                       m.strides, m.dilates, m.pad_l, m.pad_r);
+      const dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), engine(), hint);
+      return plan(pd, dnnl::convolution_backward_data(pd),
+                  {{DNNL_ARG_DIFF_DST, m.y, false}, {DNNL_ARG_WEIGHTS, m.w, false}, {DNNL_ARG_DIFF_SRC, m.x, true}});
+    }
+    const auto hint = forward_pd(m, bias);
+    const auto desc =
+        bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.x_any, m.w_any, m.b,
+                                                        m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
+             : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.x_any, m.w_any, m.y_any,
+                                                        m.strides, m.dilates, m.pad_l, m.pad_r);
+    const dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), engine(), hint);
+    std::vector<ArgSpec> args{
+        {DNNL_ARG_SRC, m.x, false}, {DNNL_ARG_DIFF_DST, m.y, false}, {DNNL_ARG_DIFF_WEIGHTS, m.w, true}};
+    if (bias) args.push_back({DNNL_ARG_DIFF_BIAS, m.b, true});
+    return plan(pd, dnnl::convolution_backward_weights(pd), args);
+  } catch (const dnnl::error& e) {
+    if (e.status == dnnl_out_of_memory) throw;
+    Planned refused;  // no oneDNN implementation for this case: the direct loops run it
+    refused.refused = true;
+    refused.why = e.what();
+    return refused;
+  }
+}
+
+Cache<Planned>& cache() {
+  static Cache<Planned>& c = *new Cache<Planned>(kCacheEntries);  // never destroyed, as the engine
+  return c;
+}
+
+// The cached plan of pass `pass` of g (bias: with the bias or its gradient).
+// deterministic: on a thread count that load does not change (cpu_dnn_engine.cpp).
+std::shared_ptr<const Planned> planned(const DnnGeometry& g, int32_t pass, bool bias, bool deterministic) {
+  const int threads = follow_flx_threads(deterministic);
+  Key key("conv");
+  key.add(pass).add(bias).add(threads).add(g.nspatial).add(g.batch).add(g.cin).add(g.cout).add(g.groups);
+  key.add_array(g.in).add_array(g.out).add_array(g.kernel).add_array(g.stride).add_array(g.dilation);
+  key.add_array(g.pad_lo).add_array(g.pad_hi);
+  return cache().get(key, [&] { return make_plan(g, pass, bias); });
+}
+
+// One pass of d: checks, then oneDNN for Float32, else the direct loops.
+int conv_pass(const flx_conv_desc* d, int32_t pass) {
+  const char* call = call_name(pass);
+  DnnGeometry g;
+  if (int st = conv_geometry(call, d, &g)) return st;
+  const bool bias = pass == FLX_CONV_FORWARD ? d->b.buf != nullptr : pass == FLX_CONV_BACKWARD_FILTER && d->db.buf;
+  switch (pass) {
+    case FLX_CONV_FORWARD:
+      for (auto [what, m] : {std::pair{"x", d->x}, {"w", d->w}, {"y", d->y}})
+        if (int st = need_buffer(call, what, m)) return st;
+      break;
+    case FLX_CONV_BACKWARD_DATA:
+      for (auto [what, m] : {std::pair{"dy", d->dy}, {"w", d->w}, {"dx", d->dx}})
+        if (int st = need_buffer(call, what, m)) return st;
+      break;
+    default:
+      for (auto [what, m] : {std::pair{"x", d->x}, {"dy", d->dy}, {"dw", d->dw}})
+        if (int st = need_buffer(call, what, m)) return st;
+  }
+  return guarded(call, [&] {
+    if (d->dtype == FLX_F32) {
+      const auto p = planned(g, pass, bias, d->deterministic != 0);
+      if (!p->refused) {
+        Scratch scratch(d->workspace, d->workspace_bytes, p->scratch_bytes);
+        std::vector<ArgPtr> ptrs;
+        if (pass == FLX_CONV_FORWARD)
+          ptrs = {{DNNL_ARG_SRC, addr(d->x)},
+                  {DNNL_ARG_WEIGHTS, addr(d->w)},
+                  {DNNL_ARG_DST, addr(d->y)},
+                  {DNNL_ARG_BIAS, bias ? addr(d->b) : nullptr}};
+        else if (pass == FLX_CONV_BACKWARD_DATA)
+          ptrs = {{DNNL_ARG_DIFF_DST, addr(d->dy)}, {DNNL_ARG_WEIGHTS, addr(d->w)}, {DNNL_ARG_DIFF_SRC, addr(d->dx)}};
+        else
+          ptrs = {{DNNL_ARG_SRC, addr(d->x)},
+                  {DNNL_ARG_DIFF_DST, addr(d->dy)},
+                  {DNNL_ARG_DIFF_WEIGHTS, addr(d->dw)},
+                  {DNNL_ARG_DIFF_BIAS, bias ? addr(d->db) : nullptr}};
+        run(*p, ptrs, scratch.at(0));
+        return FLX_OK;
+      }
+    }
+    auto direct = [&](auto tag) {
+      using T = decltype(tag);
+      auto ptr = [](flx_mem m) { return m.buf ? reinterpret_cast<T*>(addr(m)) : nullptr; };
+      if (pass == FLX_CONV_FORWARD)
+        direct_conv_forward<T>(g, ptr(d->x), ptr(d->w), ptr(d->b), ptr(d->y));
+      else if (pass == FLX_CONV_BACKWARD_DATA)
+        direct_conv_backward_data<T>(g, ptr(d->dy), ptr(d->w), ptr(d->dx));
+      else
+        direct_conv_backward_filter<T>(g, ptr(d->x), ptr(d->dy), ptr(d->dw), ptr(d->db));
+    };
+    if (d->dtype == FLX_F32)
+      direct(float{});
+    else
+      direct(double{});
+    return FLX_OK;
+  });
+}
+
+}  // namespace
+
+int conv_workspace(void*, int, const flx_conv_desc* d, int32_t pass, uint64_t* bytes) {
+  if (!bytes) return fail(FLX_ERR_INVALID_ARGUMENT, "conv_workspace: the output is a null pointer");
+  *bytes = 0;
+  if (pass < FLX_CONV_FORWARD || pass > FLX_CONV_BACKWARD_FILTER)
+    return fail(FLX_ERR_INVALID_ARGUMENT, "conv_workspace: pass is " + std::to_string(pass) +
+                                              ", expected FLX_CONV_FORWARD, FLX_CONV_BACKWARD_DATA or "
+                                              "FLX_CONV_BACKWARD_FILTER (0, 1 or 2)");
+  DnnGeometry g;
+  if (int st = conv_geometry(call_name(pass), d, &g)) return st;
+  if (d->dtype != FLX_F32) return FLX_OK;  // the direct loops need none
+  // backend.h leaves d's memory fields unset here, but libflx's dispatch
+  // passes them: the bias's buffer picks the plan the call will use. Where
+  // it guessed wrong, the call makes its plan then and, should that plan
+  // need more scratch than this one, allocates it itself (Scratch).
+  const bool bias =
+      (pass == FLX_CONV_FORWARD ? d->b.buf : pass == FLX_CONV_BACKWARD_FILTER ? d->db.buf : nullptr) != nullptr;
+  return guarded(call_name(pass), [&] {
+    const auto p = planned(g, pass, bias, d->deterministic != 0);
+    *bytes = p->refused ? 0 : p->scratch_bytes;
+    return FLX_OK;
+  });
+}
+
+int conv_forward(void*, int, const flx_conv_desc* d, flx_stream) { return conv_pass(d, FLX_CONV_FORWARD); }
+int conv_backward_data(void*, int, const flx_conv_desc* d, flx_stream) { return conv_pass(d, FLX_CONV_BACKWARD_DATA); }
+int conv_backward_filter(void*, int, const flx_conv_desc* d, flx_stream) {
+  return conv_pass(d, FLX_CONV_BACKWARD_FILTER);
+}
+
+}  // namespace flx::cpu_backend

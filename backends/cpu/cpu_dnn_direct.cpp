@@ -1,0 +1,297 @@
+// Convolution, pooling and batch normalisation as direct loops: Float64
+// (oneDNN has no f64) and any Float32 case oneDNN refuses. Each output
+// element is computed by one thread from its inputs (a gather, no
+// scattering), with sums in double, so results are the same bits at any
+// thread count. Work is split over (sample, channel) pairs or channels on
+// flx's pool (cpu_pool.hpp).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu_dnn.hpp"
+
+namespace flx::cpu_backend {
+namespace {
+
+// Offset of spatial point (p0, p1, p2) in channel c of sample n of a
+// (sizes..., channels, batch) tensor.
+inline int64_t at(const int64_t* sizes, int64_t p0, int64_t p1, int64_t p2, int64_t c, int64_t channels, int64_t n) {
+  return (((n * channels + c) * sizes[2] + p2) * sizes[1] + p1) * sizes[0] + p0;
+}
+
+// Calls f(input offset within a channel plane) for every tap of output
+// point o's window that falls inside the input, in window order (dim 0
+// fastest: row-major's last index first, as the libraries scan).
+template <class F>
+inline void each_inside_tap(const DnnGeometry& g, const int64_t* o, F&& f) {
+  for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+    const int64_t i2 = o[2] * g.stride[2] - g.pad_lo[2] + k2 * g.dilation[2];
+    if (i2 < 0 || i2 >= g.in[2]) continue;
+    for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+      const int64_t i1 = o[1] * g.stride[1] - g.pad_lo[1] + k1 * g.dilation[1];
+      if (i1 < 0 || i1 >= g.in[1]) continue;
+      for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+        const int64_t i0 = o[0] * g.stride[0] - g.pad_lo[0] + k0 * g.dilation[0];
+        if (i0 < 0 || i0 >= g.in[0]) continue;
+        f((i2 * g.in[1] + i1) * g.in[0] + i0, (k2 * g.kernel[1] + k1) * g.kernel[0] + k0);
+      }
+    }
+  }
+}
+
+// Calls f(output point offset within a plane) for every output point.
+template <class F>
+inline void each_out(const DnnGeometry& g, F&& f) {
+  int64_t o[3];
+  int64_t off = 0;
+  for (o[2] = 0; o[2] < g.out[2]; ++o[2])
+    for (o[1] = 0; o[1] < g.out[1]; ++o[1])
+      for (o[0] = 0; o[0] < g.out[0]; ++o[0]) f(o, off++);
+}
+
+// The output index a dim's input index i reaches through tap k, or -1.
+inline int64_t out_of(const DnnGeometry& g, int d, int64_t i, int64_t k) {
+  const int64_t t = i + g.pad_lo[d] - k * g.dilation[d];
+  if (t < 0 || t % g.stride[d]) return -1;
+  const int64_t o = t / g.stride[d];
+  return o < g.out[d] ? o : -1;
+}
+
+}  // namespace
+
+template <class T>
+void direct_conv_forward(const DnnGeometry& g, const T* x, const T* w, const T* b, T* y) {
+  const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups, kn = g.kernel_numel();
+  const int64_t plane_in = g.in_numel(), plane_out = g.out_numel();
+  parallel_for(g.batch * g.cout, grain_of(plane_out * cin_g * kn), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t n = item / g.cout, co = item % g.cout, grp = co / cout_g;
+      T* yp = y + (n * g.cout + co) * plane_out;
+      each_out(g, [&](const int64_t* o, int64_t oo) {
+        double acc = b ? double(b[co]) : 0.0;
+        for (int64_t ci = 0; ci < cin_g; ++ci) {
+          const T* xp = x + (n * g.cin + grp * cin_g + ci) * plane_in;
+          const T* wp = w + (co * cin_g + ci) * kn;
+          each_inside_tap(g, o, [&](int64_t ii, int64_t k) { acc += double(xp[ii]) * double(wp[k]); });
+        }
+        yp[oo] = T(acc);
+      });
+    }
+  });
+}
+
+template <class T>
+void direct_conv_backward_data(const DnnGeometry& g, const T* dy, const T* w, T* dx) {
+  const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups, kn = g.kernel_numel();
+  const int64_t plane_in = g.in_numel();
+  parallel_for(g.batch * g.cin, grain_of(plane_in * cout_g * kn), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t n = item / g.cin, ci = item % g.cin, grp = ci / cin_g, cil = ci % cin_g;
+      T* dxp = dx + item * plane_in;
+      int64_t i[3];
+      for (i[2] = 0; i[2] < g.in[2]; ++i[2])
+        for (i[1] = 0; i[1] < g.in[1]; ++i[1])
+          for (i[0] = 0; i[0] < g.in[0]; ++i[0]) {
+            double acc = 0;
+            for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+              const int64_t o2 = out_of(g, 2, i[2], k2);
+              if (o2 < 0) continue;
+              for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+                const int64_t o1 = out_of(g, 1, i[1], k1);
+                if (o1 < 0) continue;
+                for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+                  const int64_t o0 = out_of(g, 0, i[0], k0);
+                  if (o0 < 0) continue;
+                  const int64_t k = (k2 * g.kernel[1] + k1) * g.kernel[0] + k0;
+                  for (int64_t co = grp * cout_g; co < (grp + 1) * cout_g; ++co)
+                    acc += double(dy[at(g.out, o0, o1, o2, co, g.cout, n)]) * double(w[(co * cin_g + cil) * kn + k]);
+                }
+              }
+            }
+            *dxp++ = T(acc);
+          }
+    }
+  });
+}
+
+template <class T>
+void direct_conv_backward_filter(const DnnGeometry& g, const T* x, const T* dy, T* dw, T* db) {
+  const int64_t cin_g = g.cin / g.groups, cout_g = g.cout / g.groups, kn = g.kernel_numel();
+  const int64_t plane_in = g.in_numel(), plane_out = g.out_numel();
+  parallel_for(g.cout * cin_g, grain_of(g.batch * plane_out * kn), [&](int64_t lo, int64_t hi) {
+    std::vector<double> acc(static_cast<size_t>(kn));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t co = item / cin_g, cil = item % cin_g, ci = (co / cout_g) * cin_g + cil;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t n = 0; n < g.batch; ++n) {
+        const T* xp = x + (n * g.cin + ci) * plane_in;
+        const T* dyp = dy + (n * g.cout + co) * plane_out;
+        each_out(g, [&](const int64_t* o, int64_t oo) {
+          const double d = double(dyp[oo]);
+          each_inside_tap(g, o, [&](int64_t ii, int64_t k) { acc[size_t(k)] += double(xp[ii]) * d; });
+        });
+      }
+      for (int64_t k = 0; k < kn; ++k) dw[item * kn + k] = T(acc[size_t(k)]);
+    }
+  });
+  if (!db) return;
+  parallel_for(g.cout, grain_of(g.batch * plane_out), [&](int64_t lo, int64_t hi) {
+    for (int64_t co = lo; co < hi; ++co) {
+      double s = 0;
+      for (int64_t n = 0; n < g.batch; ++n)
+        for (int64_t p = 0; p < plane_out; ++p) s += double(dy[(n * g.cout + co) * plane_out + p]);
+      db[co] = T(s);
+    }
+  });
+}
+
+namespace {
+// The largest inside element of output point o's window (padding never
+// wins; a NaN in the window gives NaN; -Inf for a window of padding only).
+template <class T>
+inline T window_max(const DnnGeometry& g, const T* xp, const int64_t* o) {
+  T best = -std::numeric_limits<T>::infinity();
+  each_inside_tap(g, o, [&](int64_t ii, int64_t) {
+    const T v = xp[ii];
+    if (std::isnan(v) || v > best) best = std::isnan(best) ? best : v;
+  });
+  return best;
+}
+}  // namespace
+
+template <class T>
+void direct_pool_forward(const DnnGeometry& g, bool max, const T* x, T* y) {
+  const int64_t plane_in = g.in_numel(), plane_out = g.out_numel();
+  const double window = double(g.kernel_numel());
+  parallel_for(g.batch * g.cin, grain_of(plane_out * g.kernel_numel()), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const T* xp = x + item * plane_in;
+      T* yp = y + item * plane_out;
+      each_out(g, [&](const int64_t* o, int64_t oo) {
+        if (max) {
+          yp[oo] = window_max(g, xp, o);
+        } else {
+          double s = 0;
+          each_inside_tap(g, o, [&](int64_t ii, int64_t) { s += double(xp[ii]); });
+          yp[oo] = T(s / window);
+        }
+      });
+    }
+  });
+}
+
+template <class T>
+void direct_pool_backward(const DnnGeometry& g, bool max, const T* x, const T* dy, T* dx) {
+  const int64_t plane_in = g.in_numel(), plane_out = g.out_numel();
+  const double window = double(g.kernel_numel());
+  // One (sample, channel) plane per item: its windows scatter into its own
+  // plane of dx only, in a fixed order.
+  parallel_for(g.batch * g.cin, grain_of(plane_out * g.kernel_numel()), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const T* xp = x + item * plane_in;
+      const T* dyp = dy + item * plane_out;
+      T* dxp = dx + item * plane_in;
+      std::fill(dxp, dxp + plane_in, T(0));
+      each_out(g, [&](const int64_t* o, int64_t oo) {
+        if (max) {
+          const T best = window_max(g, xp, o);
+          bool sent = false;  // to the first largest element only
+          each_inside_tap(g, o, [&](int64_t ii, int64_t) {
+            if (!sent && xp[ii] == best) {
+              dxp[ii] += dyp[oo];
+              sent = true;
+            }
+          });
+        } else {
+          const T share = T(double(dyp[oo]) / window);
+          each_inside_tap(g, o, [&](int64_t ii, int64_t) { dxp[ii] += share; });
+        }
+      });
+    }
+  });
+}
+
+template <class T>
+void direct_batchnorm_forward(const flx_batchnorm_desc& d, const T* x, T* y, const T* scale, const T* bias,
+                              T* running_mean, T* running_var, T* saved_mean, T* saved_invstd) {
+  const int64_t S = d.spatial, C = d.channels, N = d.batch, m = S * N;
+  parallel_for(C, grain_of(m), [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      double mean, var;
+      if (d.training) {
+        double s = 0;
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t p = 0; p < S; ++p) s += double(x[(n * C + c) * S + p]);
+        mean = s / double(m);
+        double q = 0;
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t p = 0; p < S; ++p) {
+            const double e = double(x[(n * C + c) * S + p]) - mean;
+            q += e * e;
+          }
+        var = q / double(m);
+        if (running_mean && running_var) {
+          const double mo = d.momentum, unbiased = m > 1 ? var * double(m) / double(m - 1) : var;
+          running_mean[c] = T((1 - mo) * double(running_mean[c]) + mo * mean);
+          running_var[c] = T((1 - mo) * double(running_var[c]) + mo * unbiased);
+        }
+      } else {
+        mean = double(running_mean[c]);
+        var = double(running_var[c]);
+      }
+      const double invstd = 1 / std::sqrt(var + d.epsilon);
+      if (d.training && saved_mean) saved_mean[c] = T(mean);
+      if (d.training && saved_invstd) saved_invstd[c] = T(invstd);
+      const double a = (scale ? double(scale[c]) : 1.0) * invstd, b = bias ? double(bias[c]) : 0.0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t p = 0; p < S; ++p) {
+          const int64_t i = (n * C + c) * S + p;
+          y[i] = T((double(x[i]) - mean) * a + b);
+        }
+    }
+  });
+}
+
+template <class T>
+void direct_batchnorm_backward(const flx_batchnorm_desc& d, const T* x, const T* dy, const T* scale,
+                               const T* saved_mean, const T* saved_invstd, T* dx, T* dscale, T* dbias) {
+  const int64_t S = d.spatial, C = d.channels, N = d.batch, m = S * N;
+  parallel_for(C, grain_of(m), [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      const double mean = double(saved_mean[c]), invstd = double(saved_invstd[c]);
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t p = 0; p < S; ++p) {
+          const int64_t i = (n * C + c) * S + p;
+          sum_dy += double(dy[i]);
+          sum_dy_xhat += double(dy[i]) * (double(x[i]) - mean) * invstd;
+        }
+      if (dscale) dscale[c] = T(sum_dy_xhat);
+      if (dbias) dbias[c] = T(sum_dy);
+      const double a = (scale ? double(scale[c]) : 1.0) * invstd;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t p = 0; p < S; ++p) {
+          const int64_t i = (n * C + c) * S + p;
+          const double xhat = (double(x[i]) - mean) * invstd;
+          dx[i] = T(a * (double(dy[i]) - sum_dy / double(m) - xhat * sum_dy_xhat / double(m)));
+        }
+    }
+  });
+}
+
+#define FLX_DNN_DIRECT_(T)                                                                                           \
+  template void direct_conv_forward<T>(const DnnGeometry&, const T*, const T*, const T*, T*);                        \
+  template void direct_conv_backward_data<T>(const DnnGeometry&, const T*, const T*, T*);                            \
+  template void direct_conv_backward_filter<T>(const DnnGeometry&, const T*, const T*, T*, T*);                      \
+  template void direct_pool_forward<T>(const DnnGeometry&, bool, const T*, T*);                                      \
+  template void direct_pool_backward<T>(const DnnGeometry&, bool, const T*, const T*, T*);                           \
+  template void direct_batchnorm_forward<T>(const flx_batchnorm_desc&, const T*, T*, const T*, const T*, T*, T*, T*, \
+                                            T*);                                                                     \
+  template void direct_batchnorm_backward<T>(const flx_batchnorm_desc&, const T*, const T*, const T*, const T*,      \
+                                             const T*, T*, T*, T*);
+FLX_DNN_DIRECT_(float)
+FLX_DNN_DIRECT_(double)
+#undef FLX_DNN_DIRECT_
+
+}  // namespace flx::cpu_backend

@@ -1,0 +1,227 @@
+// What the CPU backend's oneDNN paths share: the engine, the calling
+// thread's stream and thread count, the bounded cache of primitives, host
+// scratch memory, and the conversion of whatever oneDNN throws into a
+// status. Not installed.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cpu_common.hpp"
+
+namespace flx::cpu_backend::onednn {
+
+using dims = dnnl::memory::dims;
+using tag = dnnl::memory::format_tag;
+
+dnnl::engine& engine();
+// The calling thread's stream: oneDNN's CPU streams are cheap, but one
+// stream is not meant to be used from several threads at once.
+dnnl::stream& stream();
+
+// Makes oneDNN on the calling thread use the threads flx's pool would use
+// now (flx::num_threads_in_use()), or with `fixed` the most it may use
+// (flx::num_threads()), and returns that count. It belongs in the key of
+// every cached primitive, since oneDNN fixes a primitive's split of the
+// work across threads when it creates it (cpu_dnn_engine.cpp).
+int follow_flx_threads(bool fixed = false);
+
+// The bytes of a cache key: the parameters a primitive was made for.
+class Key {
+ public:
+  explicit Key(const char* kind) : bytes_(kind) { bytes_.push_back('\0'); }
+  template <class T>
+  Key& add(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    bytes_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return *this;
+  }
+  template <class T, size_t N>
+  Key& add_array(const T (&a)[N]) {
+    for (const T& v : a) add(v);
+    return *this;
+  }
+  const std::string& str() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+// A bounded least-recently-used cache of made primitives (and what belongs
+// with them), shared by all threads. make() runs outside the lock, so two
+// threads may both make a missing entry; the one stored first stays.
+// Entries are immutable once made and held by shared_ptr, so an entry that
+// is evicted while another thread still executes it lives until it is done
+// (oneDNN primitives may be executed from several threads at once).
+template <class V>
+class Cache {
+ public:
+  explicit Cache(size_t capacity) : capacity_(capacity) {}
+  template <class Make>
+  std::shared_ptr<const V> get(const Key& key, Make&& make) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = index_.find(key.str());
+      if (it != index_.end()) {
+        order_.splice(order_.begin(), order_, it->second);
+        return it->second->second;
+      }
+    }
+    auto made = std::make_shared<const V>(make());
+    std::lock_guard lock(mutex_);
+    auto it = index_.find(key.str());
+    if (it != index_.end()) return it->second->second;
+    order_.emplace_front(key.str(), made);
+    index_.emplace(key.str(), order_.begin());
+    while (order_.size() > capacity_) {
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+    return made;
+  }
+
+ private:
+  using Entry = std::pair<std::string, std::shared_ptr<const V>>;
+  size_t capacity_;
+  std::mutex mutex_;
+  std::list<Entry> order_;  // most recently used first
+  std::unordered_map<std::string, typename std::list<Entry>::iterator> index_;
+};
+
+// Entries each primitive cache keeps at most: enough for the distinct
+// layers of a large network at a few batch sizes and thread counts.
+inline constexpr size_t kCacheEntries = 256;
+
+// Rounded up to 64 bytes: the parts of one scratch buffer stay aligned.
+inline uint64_t aligned(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Host memory for a call: the caller's workspace when it holds `bytes`,
+// else a buffer of its own (64-byte aligned, freed with the object).
+class Scratch {
+ public:
+  Scratch(flx_mem given, uint64_t given_bytes, uint64_t bytes) {
+    if (bytes == 0) return;
+    if (given.buf && given_bytes >= bytes) {
+      ptr_ = addr(given);
+      return;
+    }
+    own_.reset(static_cast<char*>(::operator new(bytes, std::align_val_t(64))));
+    ptr_ = own_.get();
+  }
+  char* at(uint64_t offset) const { return ptr_ + offset; }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { ::operator delete(p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<char, Free> own_;
+  char* ptr_ = nullptr;
+};
+
+// dims of a (spatial..., channels, batch) tensor in oneDNN's order: batch,
+// channels, then the spatial dims slowest first (D, H, W).
+inline dims activation_dims(int nspatial, int64_t batch, int64_t channels, const int64_t* spatial) {
+  dims d{batch, channels};
+  for (int i = nspatial - 1; i >= 0; --i) d.push_back(spatial[i]);
+  return d;
+}
+// The spatial parameters (strides, paddings, ...) slowest first, minus
+// `minus` (1 turns flx's dilation into oneDNN's "dilates").
+inline dims spatial_dims(int nspatial, const int64_t* v, int64_t minus = 0) {
+  dims d;
+  for (int i = nspatial - 1; i >= 0; --i) d.push_back(v[i] - minus);
+  return d;
+}
+// The plain (row-major, dense) layout of a tensor of `rank` dims: flx's.
+inline tag plain_tag(size_t rank) {
+  switch (rank) {
+    case 1:
+      return tag::a;
+    case 2:
+      return tag::ab;
+    case 3:
+      return tag::abc;
+    case 4:
+      return tag::abcd;
+    case 5:
+      return tag::abcde;
+    default:
+      return tag::abcdef;
+  }
+}
+inline dnnl::memory::desc plain_f32(const dims& d) {
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, plain_tag(d.size()));
+}
+// A memory object over flx's tensor (no copy).
+inline dnnl::memory wrap(const dnnl::memory::desc& md, void* p) { return dnnl::memory(md, engine(), p); }
+
+// A primitive with the reorders between flx's plain layouts and the ones
+// it chose (format `any`), and the layout of its host scratch memory: its
+// own scratchpad (scratchpad_mode::user, so that concurrent calls never
+// share one) and a buffer per reordered argument. Or, when oneDNN refused
+// the case (`refused`, with oneDNN's reason), nothing: the caller runs the
+// direct loops.
+struct Planned {
+  struct Arg {
+    int id;                           // DNNL_ARG_*
+    dnnl::memory::desc plain, inner;  // flx's layout, the primitive's
+    bool out;                         // written by the primitive
+    bool reordered;                   // inner != plain: through `reorder` and the scratch at `offset`
+    dnnl::reorder reorder;
+    uint64_t offset;
+  };
+  bool refused = false;
+  std::string why;
+  dnnl::primitive prim;
+  std::vector<Arg> args;
+  dnnl::memory::desc scratchpad;
+  uint64_t scratch_bytes = 0;  // everything, the scratchpad first
+};
+struct ArgSpec {
+  int id;
+  dnnl::memory::desc plain;
+  bool out;
+};
+// The plan for primitive `prim` of `pd` (made with user scratchpad) and
+// its arguments in flx's layouts.
+Planned plan(const dnnl::primitive_desc& pd, dnnl::primitive prim, const std::vector<ArgSpec>& args);
+// An attribute with the scratchpad in the caller's hands.
+dnnl::primitive_attr user_scratchpad();
+// Runs p on the calling thread's stream with the tensors at `ptrs` (an
+// address per argument id; const ones are only read) and host scratch of
+// p.scratch_bytes at `scratch`; waits for it.
+struct ArgPtr {
+  int id;
+  void* ptr;
+};
+void run(const Planned& p, const std::vector<ArgPtr>& ptrs, char* scratch);
+
+int status_of(dnnl_status_t s);
+
+// Runs f (returning a status), turning what it throws into a status and a
+// message naming `call`: nothing crosses the ABI, nothing aborts.
+template <class F>
+int guarded(const char* call, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const dnnl::error& e) {
+    return fail(status_of(e.status), std::string(call) + ": oneDNN failed: " + e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(FLX_ERR_OUT_OF_MEMORY, std::string(call) + ": out of host memory for oneDNN's buffers");
+  } catch (const std::exception& e) {
+    return fail(FLX_ERR_DEVICE, std::string(call) + ": " + e.what());
+  } catch (...) {
+    return fail(FLX_ERR_DEVICE, std::string(call) + ": an unknown exception");
+  }
+}
+
+}  // namespace flx::cpu_backend::onednn
