@@ -26,18 +26,18 @@ def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def run_flx(exe, epochs, batchsize, threads, seed):
+def run_flx(exe, epochs, batchsize, threads, seed, model="mlp"):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), FLX_SILENCE_WARN_NO_GPU="1")
     with tempfile.TemporaryDirectory() as ckpt:
-        p = subprocess.run([str(exe), "--epochs", str(epochs), "--batchsize", str(batchsize), "--seed", str(seed),
+        p = subprocess.run([str(exe), "--model", model, "--epochs", str(epochs), "--batchsize", str(batchsize), "--seed", str(seed),
                             "--device", "CPU", "--checkpoint-dir", ckpt], env=env, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"compare_train: flx-train failed:\n{p.stderr}")
     return [{"seconds": r["train_seconds"], "accuracy": r["test_accuracy"], "loss": r["loss"]} for r in json_lines(p.stdout)]
 
 
-def run_torch(epochs, batchsize, threads, seed, torch_loader):
-    cmd = [sys.executable, str(HERE / "fashion_mnist_torch.py"), "--epochs", str(epochs), "--batchsize",
+def run_torch(epochs, batchsize, threads, seed, torch_loader, model="mlp"):
+    cmd = [sys.executable, str(HERE / "fashion_mnist_torch.py"), "--model", model, "--epochs", str(epochs), "--batchsize",
            str(batchsize), "--threads", str(threads), "--seed", str(seed)]
     if torch_loader:
         cmd.append("--torch-loader")
@@ -48,10 +48,11 @@ def run_torch(epochs, batchsize, threads, seed, torch_loader):
     return [{"seconds": r["seconds"], "accuracy": r["test_accuracy"], "loss": r["loss"]} for r in json_lines(p.stdout)]
 
 
-def compare(exe, epochs=10, batchsize=64, threads=2, seed=1, torch_loader=False):
-    flx = run_flx(exe, epochs, batchsize, threads, seed)
-    torch = run_torch(epochs, batchsize, threads, seed, torch_loader)
-    print(f"Fashion-MNIST MLP 784-256-256-10, batch {batchsize}, {epochs} epochs, {threads} threads, CPU"
+def compare(exe, epochs=10, batchsize=64, threads=2, seed=1, torch_loader=False, model="mlp"):
+    flx = run_flx(exe, epochs, batchsize, threads, seed, model)
+    torch = run_torch(epochs, batchsize, threads, seed, torch_loader, model)
+    name = "MLP 784-256-256-10" if model == "mlp" else "CNN (flx-train --model cnn)"
+    print(f"Fashion-MNIST {name}, batch {batchsize}, {epochs} epochs, {threads} threads, CPU"
           f"{'   (PyTorch with torch.utils.data.DataLoader)' if torch_loader else ''}")
     print(f"{'epoch':>5} {'flx s':>8} {'PyTorch s':>10} {'ratio':>7} {'flx acc':>8} {'PyTorch acc':>12}")
     for k, (f, t) in enumerate(zip(flx, torch), 1):
@@ -81,9 +82,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--torch-loader", action="store_true", help="PyTorch batches with torch.utils.data.DataLoader")
+    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"], help="flx-train --model")
     ap.add_argument("--json", help="also write the results to this JSON file")
     a = ap.parse_args()
-    res = compare(find_exe(a.build), a.epochs, a.batchsize, a.threads, a.seed, a.torch_loader)
+    res = compare(find_exe(a.build), a.epochs, a.batchsize, a.threads, a.seed, a.torch_loader, a.model)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2))
     return 0

@@ -46,6 +46,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
+    p.add_argument("--model", default="mlp", choices=["mlp", "cnn"],
+                   help="flx-train's models: the MLP, or the CNN of --model cnn (the same layers in PyTorch)")
     p.add_argument("--data", default=os.environ.get("FLX_DATA", "/usr/share/datasets/fashion-mnist"))
     p.add_argument("--torch-loader", action="store_true",
                    help="batch with torch.utils.data.DataLoader (per-sample indexing and collation, much slower) "
@@ -55,8 +57,14 @@ def main():
     torch.manual_seed(a.seed)
     xtr, ytr = load(a.data, "train")
     xte, yte = load(a.data, "test")
-    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
-                                torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    if a.model == "mlp":
+        model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                    torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    else:  # flx-train's cnn: flx's (784, N) columns are PyTorch's (N, 1, 28, 28) rows
+        nn = torch.nn
+        model = nn.Sequential(nn.Unflatten(1, (1, 28, 28)), nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16),
+                              nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32),
+                              nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
     dev = torch.device(a.device)
     gpu = dev.type != "cpu"
     if gpu:  # the model initialised on the CPU as there (same numbers), then moved with the data
@@ -95,6 +103,7 @@ def main():
             torch.cuda.synchronize(dev)
             total = total.item()
         seconds = time.perf_counter() - t0
+        model.eval()
         with torch.no_grad():
             acc = (model(xte).argmax(1) == yte).float().mean().item()
         print(json.dumps({"epoch": epoch, "seconds": seconds, "samples_per_s": n / seconds, "loss": total / n,

@@ -472,9 +472,14 @@ int run_pass(void*, int dev, const flx_conv_desc* d, flx_stream s, int32_t pass)
       return cudnn_fail(*c.api, e, "conv: cudnnAddTensor (the bias)");
   }
   if (pass == FLX_CONV_BACKWARD_FILTER && d->db.buf) {
-    if (cudnnStatus_t e = c.api->conv_backward_bias(c.handle, one, p->y.get(), addr(d->dy), zero, p->b.get(), addr(d->db));
-        e != CUDNN_STATUS_SUCCESS)
+    cudnnStatus_t e = c.api->conv_backward_bias(c.handle, one, p->y.get(), addr(d->dy), zero, p->b.get(), addr(d->db));
+    if (e == CUDNN_STATUS_NOT_SUPPORTED) {  // BFloat16 (seen on an H100, cuDNN 9.19): our own reduction
+      const int64_t spatial = prod3(g.out);
+      if (int st = dnn_bias_grad(c.stream, d->dtype, addr(d->dy), addr(d->db), spatial, d->out_channels, d->batch))
+        return st;
+    } else if (e != CUDNN_STATUS_SUCCESS) {
       return cudnn_fail(*c.api, e, "conv_backward_filter: cudnnConvolutionBackwardBias (db)");
+    }
   }
   if (pass == FLX_CONV_BACKWARD_DATA && g.padded)
     return dnn_crop(c.stream, ws, pad_box, addr(d->dx), in_box, lo, eb);

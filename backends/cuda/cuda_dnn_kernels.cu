@@ -174,7 +174,40 @@ __global__ void bn_running_single_kernel(const T* x, P* rm, P* rv, int64_t chann
   }
 }
 
+// db[c] = the sum of dy over (spatial, batch) for channel c: one block per
+// channel, each thread summing a strided share in double, then a tree in
+// shared memory (a fixed order: the same bits every run).
+template <class T>
+__global__ void bias_grad_kernel(const T* dy, T* db, int64_t spatial, int64_t channels, int64_t batch) {
+  __shared__ double part[256];
+  const int64_t c = blockIdx.x, m = spatial * batch;
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+    const int64_t n = i / spatial, s = i % spatial;
+    sum += double(load(dy[(n * channels + c) * spatial + s]));
+  }
+  part[threadIdx.x] = sum;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) db[c] = store<T>(part[0]);
+}
+
 }  // namespace
+
+int dnn_bias_grad(cudaStream_t st, int32_t dtype, const void* dy, void* db, int64_t spatial, int64_t channels,
+                  int64_t batch) {
+  if (channels == 0) return FLX_OK;
+  const bool known = dispatch_float_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    bias_grad_kernel<T><<<unsigned(channels), 256, 0, st>>>(static_cast<const T*>(dy), static_cast<T*>(db), spatial,
+                                                             channels, batch);
+  });
+  if (!known) return fail(FLX_ERR_UNSUPPORTED, std::string("bias gradient needs a floating dtype, got ") + dtype_name(dtype));
+  return launched("bias gradient kernel");
+}
 
 int dnn_pad(cudaStream_t st, const void* src, const DnnBox& inner, void* dst, const DnnBox& padded,
             const int64_t lo[3], size_t elem_bytes) {

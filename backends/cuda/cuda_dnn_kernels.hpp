@@ -46,6 +46,11 @@ int dnn_pool_direct(cudaStream_t st, int32_t dtype, const DnnPoolGeom& g, const 
 int dnn_pool_direct_backward(cudaStream_t st, int32_t dtype, const DnnPoolGeom& g, const void* x, const void* dy,
                              void* dx);
 
+// db[c] = sum of dy (spatial, channels, batch) over all but c, for the
+// dtypes cuDNN's cudnnConvolutionBackwardBias refuses (BFloat16 in cuDNN 9.19).
+int dnn_bias_grad(cudaStream_t st, int32_t dtype, const void* dy, void* db, int64_t spatial, int64_t channels,
+                  int64_t batch);
+
 // The running statistics of a training batch norm over one element per
 // channel (spatial * batch = 1), which cuDNN would move with the unbiased
 // variance m / (m - 1) = 1 / 0: mean = x (dtype), var = 0, so
