@@ -62,9 +62,10 @@ def main():
                                     torch.nn.ReLU(), torch.nn.Linear(256, 10))
     else:  # flx-train's cnn: flx's (784, N) columns are PyTorch's (N, 1, 28, 28) rows
         nn = torch.nn
-        model = nn.Sequential(nn.Unflatten(1, (1, 28, 28)), nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16),
-                              nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32),
-                              nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+        model = nn.Sequential(nn.Unflatten(1, (1, 28, 28)), nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32),
+                              nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64),
+                              nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
+                              nn.Linear(128, 10))
     dev = torch.device(a.device)
     gpu = dev.type != "cpu"
     if gpu:  # the model initialised on the CPU as there (same numbers), then moved with the data

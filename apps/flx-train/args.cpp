@@ -23,7 +23,7 @@ std::string usage_text() {
          "                 [--distributed]\n"
          "Trains a model on Fashion-MNIST (Adam, learning rate lr * decay^(epoch-1)): --model mlp (default), a\n"
          "784-256-256-10 MLP, or cnn, two blocks of 3x3 convolution, BatchNorm, relu and 2x2 max pooling\n"
-         "(16 and 32 channels), then Dense(1568 => 10).\n"
+         "(32 and 64 channels), then Dense(3136 => 128, relu) and Dense(128 => 10).\n"
          "The device defaults to get_device(): the GPU backend preference, else a functional GPU, else the CPU.\n"
          "Progress goes to stderr; one JSON object per epoch to stdout (and appended to --metrics FILE).\n"
          "After each epoch: DIR/checkpoint.safetensors (model, optimiser state and epoch, in one file written\n"

@@ -40,9 +40,9 @@ struct Images {
   static const char* name() { return "images"; }
 };
 auto cnn() {
-  return Chain(Images(), Conv({3, 3}, 1, 16, {.pad = 1}), BatchNorm(16, relu), MaxPool({2, 2}),
-               Conv({3, 3}, 16, 32, {.pad = 1}), BatchNorm(32, relu), MaxPool({2, 2}), Flatten(),
-               Dense(32 * 7 * 7, 10));
+  return Chain(Images(), Conv({3, 3}, 1, 32, {.pad = 1}), BatchNorm(32, relu), MaxPool({2, 2}),
+               Conv({3, 3}, 32, 64, {.pad = 1}), BatchNorm(64, relu), MaxPool({2, 2}), Flatten(),
+               Dense(64 * 7 * 7, 128, relu), Dense(128, 10));
 }
 
 // How many images of `test` (UInt8 pixels, labels) the model classifies

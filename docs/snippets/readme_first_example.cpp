@@ -8,10 +8,10 @@ int main() {
   auto predict = [&](const Tensor& x) { return matmul(W, x) + b; };
   auto loss = [&](const Tensor& x, const Tensor& y) { return sum(square(predict(x) - y)); };
   Tensor x = rand(5) | gpu, y = rand(2) | gpu;
-  std::cout << loss(x, y).item<float>() << "\n";   // ~4
+  std::cout << loss(x, y).item<float>() << "\n";   // about 4
 
   auto model = Chain(Dense(10, 5, sigmoid), Dense(5, 2), softmax);
-  std::cout << model << "\n";   // Chain(Dense(10 => 5, σ), Dense(5 => 2), softmax)  # 67 parameters
+  std::cout << model << "\n";
   auto opt = setup(Adam(1e-3), model);
   Tensor xs = rand(10, 64), ys = onehotbatch(std::vector<int64_t>(64, 1), 2);
   auto [l, grads] = withgradient([&](const auto& m) { return crossentropy(m(xs), ys); }, model);

@@ -3,6 +3,7 @@
 #include "ops/ops_internal.hpp"
 
 #include <cmath>
+#include <cstdio>
 
 namespace flx {
 
@@ -50,7 +51,50 @@ void show_compact(std::ostream& os, const Dense& d) {
   if (!d.bias.defined()) os << "; bias=false";
   os << ")";
 }
-void show_parameter_count(std::ostream& os, int64_t n) { os << "  # " << n << " parameters"; }
+void show_parameter_count(std::ostream& os, int64_t n) { os << "  # " << underscored(n) << " parameters"; }
+
+std::string underscored(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += '_';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string format_bytes(int64_t bytes) {
+  static const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3f %s", v, units[u]);
+  return buf;
+}
+
+size_t display_width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;  // count the first byte of each UTF-8 character
+  return n;
+}
+
+void show_totals(std::ostream& os, int64_t trainable_arrays, int64_t trainable, int64_t other_arrays, int64_t other,
+                 int64_t bytes) {
+  if (trainable_arrays <= 2) return;  // Flux totals only models of more than two arrays
+  if (other_arrays > 0) {
+    os << std::string(9, ' ') << "# Total: " << trainable_arrays << " trainable arrays, " << underscored(trainable)
+       << " parameters,\n"
+       << std::string(10, ' ') << "# plus " << other_arrays << " non-trainable, " << underscored(other)
+       << " parameters, summarysize " << format_bytes(bytes) << ".";
+  } else {
+    os << std::string(19, ' ') << "# Total: " << trainable_arrays << " arrays, " << underscored(trainable)
+       << " parameters, " << format_bytes(bytes) << ".";
+  }
+}
 }  // namespace detail
 
 std::ostream& operator<<(std::ostream& os, const Dense& d) {

@@ -8,7 +8,7 @@ foreach(expected
     "dloss/db = 2-element Tensor{Float32} on CPU:"
     "d = Dense\\(10 => 5, σ\\)  # 55 parameters"
     "d\\(x\\) has shape \\(5\\)"
-    "m = Chain\\(Dense\\(10 => 5, σ\\), Dense\\(5 => 2\\), softmax\\)  # 67 parameters"
+    "m = Chain\\(\n  Dense\\(10 => 5, σ\\), +# 55 parameters\n  Dense\\(5 => 2\\), +# 12 parameters\n  softmax,\n\\) +# Total: 4 arrays, 67 parameters, 268 bytes."
     "m\\(x\\) = 2-element Tensor{Float32} on CPU:"
     "ActorCritic.actor on CPU, critic on CPU"
     "cu: .*CUDA backend is not available")
