@@ -215,10 +215,10 @@ int main(int argc, char** argv) {
       const double flops = runners[i].flops;
       std::printf(
           "{\"name\": \"%s\", \"ns_per_iter\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"repeats\": %zu, "
-          "\"iters\": %lld, \"device\": \"%s\", \"threads\": %d, \"small\": %s, \"flops\": %.0f, "
+          "\"iters\": %lld, \"device\": \"%s\", \"threads\": %d, \"threads_in_use\": %d, \"small\": %s, \"flops\": %.0f, "
           "\"gflops\": %.3f}\n",
           chosen[i].name.c_str(), median, v.front(), v.back(), n, static_cast<long long>(iters[i]),
-          dev.str().c_str(), num_threads(), o.small ? "true" : "false", flops, flops / median);
+          dev.str().c_str(), num_threads(), num_threads_in_use(), o.small ? "true" : "false", flops, flops / median);
     }
     std::fflush(stdout);
   } catch (const std::exception& e) {

@@ -127,6 +127,8 @@ def main():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--small", action="store_true", help="tiny sizes (a check that everything runs)")
     ap.add_argument("--json", default=None, help="write the medians and ratios here")
+    ap.add_argument("--flx-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra environment for flx only, e.g. FLX_ADAPTIVE_THREADS=0")
     args = ap.parse_args()
 
     import torch
@@ -137,6 +139,7 @@ def main():
     bench_cnn = find(args.build, "bench_cnn")
     onednn = find(args.build, "onednn_conv") if dev == "cpu" else None
     env = dict(os.environ, FLX_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
+    flx_env = dict(env, **dict(kv.partition("=")[::2] for kv in args.flx_env))
     common = ["--repeats", "1", "--min-time", str(args.min_time)] + (["--small"] if args.small else [])
     flx_cmd = [str(bench_cnn), "--device", "CUDA:0" if dev == "cuda" else "CPU"] + common
     one_cmd = [str(onednn), "--threads", str(args.threads)] + common if onednn else None
@@ -149,8 +152,9 @@ def main():
         store.setdefault(name, []).append(ns)
 
     def do_flx():
-        for name, d in run_json(flx_cmd, env).items():
+        for name, d in run_json(flx_cmd, flx_env).items():
             add(flx, name, d["ns_per_iter"])
+            add(flx, name + ":threads_in_use", d["threads_in_use"])
 
     def do_one():
         if one_cmd:
@@ -175,12 +179,18 @@ def main():
     for store in (flx, pt):
         if "conv3x3_fwd_bwd" in store:
             store["conv3x3_bwd"] = [fb - f for fb, f in zip(store["conv3x3_fwd_bwd"], store["conv3x3_fwd"])]
+    if "onednn_conv3x3_fwd_plain" in one:
+        one["onednn_conv3x3_fwd_bwd_plain"] = [f + b for f, b in zip(one["onednn_conv3x3_fwd_plain"],
+                                                                      one["onednn_conv3x3_bwd_plain"])]
     s = SMALL if args.small else SIZE
     gf = 2.0 * s["n"] * s["k"] * s["c"] * 9 * s["hw"] ** 2 / 1e9  # GFLOP of one pass
 
     print(f"flx {bench_cnn} vs PyTorch {torch.__version__} (mkldnn {torch.backends.mkldnn.is_available()}) on "
           f"{dev}, {args.threads} threads, medians of {args.rounds} interleaved rounds"
-          f"{' (--small)' if args.small else ''}")
+          f"{' (--small)' if args.small else ''}{' flx env ' + ' '.join(args.flx_env) if args.flx_env else ''}")
+    tiu = sorted(set(v for k, vs in flx.items() if k.endswith(":threads_in_use") for v in vs))
+    print(f"flx's threads in use at the end of its runs: {tiu} (fewer than {args.threads}: flx gave cores "
+          "to other load; FLX_ADAPTIVE_THREADS=0 turns that off)")
     print(f"{'benchmark':<18}{'flx ms':>10}{'PyTorch ms':>12}{'flx/PyTorch':>13}{'target':>10}  met   "
           f"flx range / PyTorch range (ms)")
     result = {"rounds": args.rounds, "threads": args.threads, "device": dev, "torch": torch.__version__}
@@ -193,21 +203,25 @@ def main():
 
     print(f"\n3x3 convolution N={s['n']} C={s['c']}->{s['k']} {s['hw']}x{s['hw']} pad 1: GFLOP/s (median time)")
     ref_name = "oneDNN" if one else "PyTorch"
-    print(f"{'pass':<6}{'flx':>16}{'oneDNN':>16}{'PyTorch':>16}{'flx/' + ref_name:>14}{'target':>9}  met")
+    print(f"{'pass':<8}{'flx':>17}{'oneDNN':>17}{'oneDNN+reorders':>17}{'PyTorch':>17}{'flx/' + ref_name:>12}"
+          f"{'target':>9}  met")
     for pas, mult, oname in (("fwd", 1, "onednn_conv3x3_fwd"), ("bwd", 2, "onednn_conv3x3_bwd"),
                              ("fwd_bwd", 3, "onednn_conv3x3_fwd_bwd")):
         name = "conv3x3_" + pas
         rate = lambda ns: mult * gf / (ns / 1e9)  # noqa: E731
         cell = lambda v: f"{rate(med(v)):7.2f} ({med(v) / 1e6:6.1f}ms)" if v else f"{'-':>16}"  # noqa: E731
+        plain = one.get(oname + "_plain")
         ref = one.get(oname) if one else pt.get(name)
         ratio = rate(med(flx[name])) / rate(med(ref))
         ok = ratio >= 0.9
-        print(f"{pas:<6}{cell(flx[name]):>16}{cell(one.get(oname)):>16}{cell(pt.get(name)):>16}{ratio:>14.3f}"
-              f"{'>= 0.9':>9}  {'yes' if ok else 'NO'}")
+        print(f"{pas:<8}{cell(flx[name]):>17}{cell(one.get(oname)):>17}{cell(plain):>17}{cell(pt.get(name)):>17}"
+              f"{ratio:>12.3f}{'>= 0.9':>9}  {'yes' if ok else 'NO'}")
         result[name] = {"flx_gflops": rate(med(flx[name])), "ref": ref_name, "ref_gflops": rate(med(ref)),
-                        "torch_gflops": rate(med(pt[name])), "ratio": ratio, "target": 0.9, "met": ok}
-    print("\n(bwd = data + filter gradients; flx's includes the sum and its gradient's fill, "
-          "a few ms, as its fwd_bwd - fwd)")
+                        "torch_gflops": rate(med(pt[name])), "ratio": ratio, "target": 0.9, "met": ok,
+                        "onednn_with_reorders_gflops": rate(med(plain)) if plain else None}
+    print("\n(bwd = data + filter gradients; flx's includes the sum and its gradient's fill, a few ms, as its "
+          "fwd_bwd - fwd. oneDNN+reorders: the same primitives with plain nchw/oihw operands reordered in and out "
+          "at each call, as flx's CPU backend does)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 

@@ -6,6 +6,9 @@
 // Prints JSON lines as bench_cnn does (names onednn_conv3x3_fwd, _bwd_data,
 // _bwd_weights, _bwd = data + weights, _fwd_bwd = all three), medians of
 // interleaved timed runs; bench/compare_cnn.py divides flx's GFLOP/s by these.
+// _fwd_plain and _bwd_plain add what flx's CPU backend does around the same
+// primitives: reorders from and to plain layouts (nchw, oihw), each call
+// (dnnl::reorder made at each call: its primitive cache keeps that cheap).
 //
 //   onednn_conv [--threads N] [--repeats N] [--min-time S] [--small]
 //
@@ -107,6 +110,24 @@ int main(int argc, char** argv) {
     bwd_w.execute(s, {{DNNL_ARG_SRC, bw_src}, {DNNL_ARG_DIFF_DST, bw_ddst}, {DNNL_ARG_DIFF_WEIGHTS, bw_dwei}});
   };
 
+  // What flx's CPU backend does around the same primitives: operands in the
+  // plain layouts (flx's WHCN is oneDNN's nchw, its weights oihw), reordered
+  // into the primitive's layouts and its outputs reordered back.
+  const memory::desc x_md({N, C, HW, HW}, dt::f32, tag::nchw), w_md({K, C, 3, 3}, dt::f32, tag::oihw),
+      y_md({N, K, HW, HW}, dt::f32, tag::nchw);
+  memory x_pl = filled(x_md, eng, 1), w_pl = filled(w_md, eng, 2), y_pl(y_md, eng), dy_pl = filled(y_md, eng, 3),
+         dx_pl(x_md, eng), dw_pl(w_md, eng);
+  auto copy = [&](memory& from, memory& to) {
+    if (from.get_desc() != to.get_desc()) dnnl::reorder(from, to).execute(s, from, to);
+  };
+  auto run_fwd_plain = [&] {
+    copy(x_pl, src), copy(w_pl, wei), run_fwd(), copy(dst, y_pl);
+  };
+  auto run_bwd_plain = [&] {
+    copy(dy_pl, bd_ddst), copy(w_pl, bd_wei), run_bd(), copy(bd_dsrc, dx_pl);
+    copy(x_pl, bw_src), copy(dy_pl, bw_ddst), run_bw(), copy(bw_dwei, dw_pl);
+  };
+
   const double f = 2.0 * double(N * K * C * 9 * HW * HW);
   struct B {
     const char* name;
@@ -122,6 +143,8 @@ int main(int argc, char** argv) {
       {"onednn_conv3x3_bwd_weights", run_bw, f, bwd_w_pd.impl_info_str()},
       {"onednn_conv3x3_bwd", [&] { run_bd(), run_bw(); }, 2 * f, ""},
       {"onednn_conv3x3_fwd_bwd", [&] { run_fwd(), run_bd(), run_bw(); }, 3 * f, ""},
+      {"onednn_conv3x3_fwd_plain", run_fwd_plain, f, "reorders from/to nchw, oihw"},
+      {"onednn_conv3x3_bwd_plain", run_bwd_plain, 2 * f, "reorders from/to nchw, oihw"},
   };
   auto time_ns = [&](B& b, int64_t iters) {
     s.wait();

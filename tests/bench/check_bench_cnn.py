@@ -14,7 +14,7 @@ names = subprocess.run([bench_cnn, "--list"], capture_output=True, text=True, ch
 expected = {
     bench_cnn: names,
     onednn: ["onednn_conv3x3_fwd", "onednn_conv3x3_bwd_data", "onednn_conv3x3_bwd_weights", "onednn_conv3x3_bwd",
-             "onednn_conv3x3_fwd_bwd"],
+             "onednn_conv3x3_fwd_bwd", "onednn_conv3x3_fwd_plain", "onednn_conv3x3_bwd_plain"],
 }
 for exe, want in expected.items():
     p = subprocess.run([exe, "--small", "--repeats", "1", "--min-time", "0.002"], capture_output=True, text=True,
