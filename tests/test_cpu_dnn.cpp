@@ -384,12 +384,13 @@ TEST(CpuDnn, MaxPoolingSendsTheGradientToTheFirstMaximum) {
 
 // A NaN in a window gives NaN (oneDNN's maximum would drop it).
 TEST(CpuDnn, MaxPoolingPropagatesNaN) {
-  const PoolCase& c = kPoolCases[1];
-  const ref::PoolShape s = pool_shape(c, true);
-  auto xv = values(s.x_size(), 8);
-  xv[3] = xv[40] = std::nan("");
-  check_pool<float>(c, true, xv);
-  check_pool<double>(c, true, xv);
+  for (const PoolCase& c : {kPoolCases[1], kPoolCases[2]}) {  // padded, and unpadded (the loops without bounds checks)
+    const ref::PoolShape s = pool_shape(c, true);
+    auto xv = values(s.x_size(), 8);
+    xv[3] = xv[40] = std::nan("");
+    check_pool<float>(c, true, xv);
+    check_pool<double>(c, true, xv);
+  }
 }
 
 // ---- batch normalisation ---------------------------------------------------------

@@ -199,20 +199,27 @@ inline void each_window(const DnnGeometry& g, const Taps& t, F&& f) {
     }
 }
 
-// The index into t.offsets of the tap window_max takes (-1 for a NaN).
+// The scan of one window without branches on the data (random data would
+// mispredict about half of them): the running maximum and the first tap
+// that holds it (a strict >: later equal values, -0 against 0 included, do
+// not move it, as window_max's first tap equal to the maximum), and whether
+// a NaN was seen (then the result is NaN and no tap takes the gradient).
 template <class T>
-inline int64_t max_tap(const T* base, const Taps& t, T* value) {
+struct WindowScan {
   T best = -std::numeric_limits<T>::infinity();
-  const int64_t n = int64_t(t.offsets.size());
-  for (int64_t k = 0; k < n; ++k) {
-    const T v = base[t.offsets[size_t(k)]];
-    if (std::isnan(v) || v > best) best = std::isnan(best) ? best : v;
+  int64_t first = 0;
+  bool nan = false;
+  WindowScan(const T* base, const Taps& t) {
+    const int64_t n = int64_t(t.offsets.size());
+    for (int64_t k = 0; k < n; ++k) {
+      const T v = base[t.offsets[size_t(k)]];
+      nan |= v != v;
+      const bool above = v > best;
+      first = above ? k : first;
+      best = above ? v : best;
+    }
   }
-  *value = best;
-  for (int64_t k = 0; k < n; ++k)
-    if (base[t.offsets[size_t(k)]] == best) return k;
-  return -1;
-}
+};
 
 template <class T>
 void unpadded_max_pool_forward(const DnnGeometry& g, const T* x, T* y) {
@@ -223,12 +230,16 @@ void unpadded_max_pool_forward(const DnnGeometry& g, const T* x, T* y) {
       const T* xp = x + item * plane_in;
       T* yp = y + item * plane_out;
       each_window(g, t, [&](int64_t base, int64_t oo) {
-        T best = -std::numeric_limits<T>::infinity();
-        for (int64_t off : t.offsets) {
-          const T v = xp[base + off];
-          if (std::isnan(v) || v > best) best = std::isnan(best) ? best : v;
+        const WindowScan<T> w(xp + base, t);
+        if (!w.nan) {
+          yp[oo] = w.best;
+          return;
         }
-        yp[oo] = best;
+        for (int64_t off : t.offsets)  // the first NaN, as window_max keeps it
+          if (std::isnan(xp[base + off])) {
+            yp[oo] = xp[base + off];
+            return;
+          }
       });
     }
   });
@@ -245,9 +256,8 @@ void unpadded_max_pool_backward(const DnnGeometry& g, const T* x, const T* dy, T
       T* dxp = dx + item * plane_in;
       std::fill(dxp, dxp + plane_in, T(0));
       each_window(g, t, [&](int64_t base, int64_t oo) {
-        T best;
-        const int64_t k = max_tap(xp + base, t, &best);  // to the first largest element only
-        if (k >= 0) dxp[base + t.offsets[size_t(k)]] += dyp[oo];
+        const WindowScan<T> w(xp + base, t);  // to the first largest element only
+        if (!w.nan) dxp[base + t.offsets[size_t(w.first)]] += dyp[oo];
       });
     }
   });
