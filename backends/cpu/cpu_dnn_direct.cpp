@@ -160,8 +160,114 @@ inline T window_max(const DnnGeometry& g, const T* xp, const int64_t* o) {
 }
 }  // namespace
 
+namespace {
+
+// Max pooling without padding, where every tap of every window is inside
+// the input: the taps' offsets are computed once, and each window is
+// scanned in the same order with the same NaN rule as window_max (so the
+// results are those of the general loops, faster: no bounds checks).
+bool unpadded(const DnnGeometry& g) {
+  for (int i = 0; i < 3; ++i)
+    if (g.pad_lo[i] || g.pad_hi[i]) return false;
+  return true;
+}
+
+struct Taps {
+  std::vector<int64_t> offsets;  // in window order, dim 0 fastest
+  int64_t step[3];               // input offset of one output step per dim
+};
+Taps taps_of(const DnnGeometry& g) {
+  Taps t;
+  for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2)
+    for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1)
+      for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0)
+        t.offsets.push_back(((k2 * g.dilation[2]) * g.in[1] + k1 * g.dilation[1]) * g.in[0] + k0 * g.dilation[0]);
+  t.step[0] = g.stride[0];
+  t.step[1] = g.stride[1] * g.in[0];
+  t.step[2] = g.stride[2] * g.in[1] * g.in[0];
+  return t;
+}
+
+// Calls f(window base offset, output offset) for every output point of a plane.
+template <class F>
+inline void each_window(const DnnGeometry& g, const Taps& t, F&& f) {
+  int64_t oo = 0;
+  for (int64_t o2 = 0; o2 < g.out[2]; ++o2)
+    for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+      const int64_t row = o2 * t.step[2] + o1 * t.step[1];
+      for (int64_t o0 = 0; o0 < g.out[0]; ++o0) f(row + o0 * t.step[0], oo++);
+    }
+}
+
+// The scan of one window without branches on the data (random data would
+// mispredict about half of them): the running maximum and the first tap
+// that holds it (a strict >: later equal values, -0 against 0 included, do
+// not move it, as window_max's first tap equal to the maximum), and whether
+// a NaN was seen (then the result is NaN and no tap takes the gradient).
+template <class T>
+struct WindowScan {
+  T best = -std::numeric_limits<T>::infinity();
+  int64_t first = 0;
+  bool nan = false;
+  WindowScan(const T* base, const Taps& t) {
+    const int64_t n = int64_t(t.offsets.size());
+    for (int64_t k = 0; k < n; ++k) {
+      const T v = base[t.offsets[size_t(k)]];
+      nan |= v != v;
+      const bool above = v > best;
+      first = above ? k : first;
+      best = above ? v : best;
+    }
+  }
+};
+
+template <class T>
+void unpadded_max_pool_forward(const DnnGeometry& g, const T* x, T* y) {
+  const int64_t plane_in = g.in_numel(), plane_out = g.out_numel();
+  const Taps t = taps_of(g);
+  parallel_for(g.batch * g.cin, grain_of(plane_out * g.kernel_numel()), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const T* xp = x + item * plane_in;
+      T* yp = y + item * plane_out;
+      each_window(g, t, [&](int64_t base, int64_t oo) {
+        const WindowScan<T> w(xp + base, t);
+        if (!w.nan) {
+          yp[oo] = w.best;
+          return;
+        }
+        for (int64_t off : t.offsets)  // the first NaN, as window_max keeps it
+          if (std::isnan(xp[base + off])) {
+            yp[oo] = xp[base + off];
+            return;
+          }
+      });
+    }
+  });
+}
+
+template <class T>
+void unpadded_max_pool_backward(const DnnGeometry& g, const T* x, const T* dy, T* dx) {
+  const int64_t plane_in = g.in_numel(), plane_out = g.out_numel();
+  const Taps t = taps_of(g);
+  parallel_for(g.batch * g.cin, grain_of(plane_out * g.kernel_numel()), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const T* xp = x + item * plane_in;
+      const T* dyp = dy + item * plane_out;
+      T* dxp = dx + item * plane_in;
+      std::fill(dxp, dxp + plane_in, T(0));
+      each_window(g, t, [&](int64_t base, int64_t oo) {
+        const WindowScan<T> w(xp + base, t);  // to the first largest element only
+        if (!w.nan) dxp[base + t.offsets[size_t(w.first)]] += dyp[oo];
+      });
+    }
+  });
+}
+
+}  // namespace
+
 template <class T>
 void direct_pool_forward(const DnnGeometry& g, bool max, const T* x, T* y) {
+  if (max && unpadded(g)) return unpadded_max_pool_forward(g, x, y);
   const int64_t plane_in = g.in_numel(), plane_out = g.out_numel();
   const double window = double(g.kernel_numel());
   parallel_for(g.batch * g.cin, grain_of(plane_out * g.kernel_numel()), [&](int64_t lo, int64_t hi) {
@@ -183,6 +289,7 @@ void direct_pool_forward(const DnnGeometry& g, bool max, const T* x, T* y) {
 
 template <class T>
 void direct_pool_backward(const DnnGeometry& g, bool max, const T* x, const T* dy, T* dx) {
+  if (max && unpadded(g)) return unpadded_max_pool_backward(g, x, dy, dx);
   const int64_t plane_in = g.in_numel(), plane_out = g.out_numel();
   const double window = double(g.kernel_numel());
   // One (sample, channel) plane per item: its windows scatter into its own

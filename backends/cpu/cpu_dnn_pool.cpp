@@ -1,18 +1,16 @@
-// Pooling (the dnn table's pool_*): Float32 through oneDNN's pooling on
-// flx's plain layout (max, and avg_include_padding for the mean); a
-// training max pooling keeps oneDNN's workspace (where each window's
-// maximum was) in the reserve that libflx hands to pool_backward. Float64,
-// and the cases below, as direct loops (cpu_dnn_direct.cpp):
+// Pooling (the dnn table's pool_*): mean pooling in Float32 through
+// oneDNN's pooling on flx's plain layout (avg_include_padding); max pooling,
+// Float64, and the cases below, as direct loops (cpu_dnn_direct.cpp):
+//  - max pooling: on the plain layout oneDNN has only its simple_nchw
+//    implementation, several times slower than the direct loops (which, for
+//    windows without padding, run without bounds checks); those also keep
+//    the ABI's rules without a scan of x (a NaN in a window gives NaN,
+//    where oneDNN's maximum drops it) and need no reserve: the backward
+//    finds each window's first maximum again from x. (The workspace paths
+//    below serve a max pooling through oneDNN, which none takes now.)
 //  - a pad as wide as the window, which leaves windows of padding only
 //    (the ABI's -Inf for max; oneDNN's is the lowest finite float);
-//  - max pooling of an x holding a NaN: oneDNN's maximum drops NaNs, the
-//    ABI's propagates them. The backward pass decides from the same x, so
-//    it takes the direct loops exactly when the forward did (and needs no
-//    reserve then);
 //  - a backward call without the reserve the forward's size asked for.
-#include <atomic>
-#include <cmath>
-
 #include "cpu_dnn.hpp"
 #include "cpu_dnn_engine.hpp"
 
@@ -84,21 +82,10 @@ bool pad_covers_window(const DnnGeometry& g) {
   return false;
 }
 
-bool has_nan(const float* x, int64_t n) {
-  std::atomic<bool> found{false};
-  parallel_for(n, parallel_grain, [&](int64_t lo, int64_t hi) {
-    bool f = false;
-    for (int64_t i = lo; i < hi; ++i) f |= std::isnan(x[i]);
-    if (f) found.store(true, std::memory_order_relaxed);
-  });
-  return found.load();
-}
-
-// Whether d (checked, geometry g) runs through oneDNN; x is read for NaNs
-// when given (nullptr: the reserve size query, before x exists).
-bool through_onednn(const flx_pool_desc& d, const DnnGeometry& g, const float* x) {
-  if (d.dtype != FLX_F32 || pad_covers_window(g)) return false;
-  return !(d.mode == FLX_POOL_MAX && x && has_nan(x, g.batch * g.cin * g.in_numel()));
+// Whether d (checked, geometry g) runs through oneDNN: mean pooling in
+// Float32 whose windows all hold some input.
+bool through_onednn(const flx_pool_desc& d, const DnnGeometry& g, const float*) {
+  return d.dtype == FLX_F32 && d.mode != FLX_POOL_MAX && !pad_covers_window(g);
 }
 
 }  // namespace

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Compare flx's convolutions with PyTorch and with oneDNN itself (issue 19).
+
+Runs the already-built build/bench/bench_cnn (and, on the CPU,
+build/bench/onednn_conv), times the same work in PyTorch in this process,
+and prints the medians over --rounds interleaved rounds (each round: flx,
+oneDNN, PyTorch, in an order that alternates from round to round, one timed
+run of about --min-time seconds each after a warm-up) and the ratios against
+the issue's targets:
+
+  cnn_step_b16, cnn_step_b128   one training step of flx-train's CNN
+      (Conv 1=>16, BatchNorm, relu, MaxPool, Conv 16=>32, BatchNorm, relu,
+      MaxPool, flatten, Dense 1568=>10; cross-entropy on logits; Adam 1e-3)
+      against torch.nn with the same layers, torch.set_num_threads(threads):
+      flx / PyTorch <= 0.8 at batch 16, <= 1.0 at batch 128
+  conv3x3_fwd, conv3x3_bwd      one 3x3 convolution, N=32, C=64->64, 56x56,
+      pad 1, forward and backward (data + filter): flx's GFLOP/s over
+      oneDNN's own (onednn_conv: its primitives with format any) >= 0.9.
+      flx's backward is its fwd_bwd run (withgradient of sum(crosscor(x, w)))
+      less its forward. PyTorch's figures (mkldnn on the CPU) are shown too.
+
+With --device cuda, bench_cnn runs on CUDA:0 and PyTorch on cuda (cuDNN);
+the convolution is then compared with PyTorch's. Missed targets are
+reported, not failures (exit status 0).
+
+  python3 bench/compare_cnn.py --build build --rounds 7            # --threads 2 by default
+  python3 bench/compare_cnn.py --build build --device cuda
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SIZE = dict(n=32, c=64, k=64, hw=56)
+SMALL = dict(n=2, c=8, k=8, hw=12)
+
+
+def find(build, name):
+    repo = Path(__file__).resolve().parent.parent
+    for r in ([Path(build)] if build else []) + [Path("build"), repo / "build"]:
+        for cand in (r / "bench" / name, r / name):
+            if cand.is_file():
+                return cand
+    sys.exit(f"compare_cnn: {name} not found; build it first (ninja -C build bench_cnn onednn_conv) "
+             "or pass --build DIR")
+
+
+def run_json(cmd, env):
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return {d["name"]: d for d in (json.loads(line) for line in out.splitlines() if line.startswith("{"))}
+
+
+# ---- PyTorch side ----------------------------------------------------------
+
+def torch_benches(torch, dev, small):
+    nn, F = torch.nn, torch.nn.functional
+
+    def step(batch):
+        torch.manual_seed(42)
+        model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Flatten(), nn.Linear(32 * 7 * 7, 10)).to(dev).train()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        g = torch.Generator().manual_seed(1234)
+        pool = [(torch.rand(batch, 1, 28, 28, generator=g).to(dev), torch.randint(0, 10, (batch,), generator=g).to(dev))
+                for _ in range(4)]
+        k = [0]
+
+        def body():
+            x, y = pool[k[0]]
+            k[0] = (k[0] + 1) % len(pool)
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+        return body
+
+    s = SMALL if small else SIZE
+    torch.manual_seed(7)
+    x = torch.randn(s["n"], s["c"], s["hw"], s["hw"], device=dev)
+    w = (torch.randn(s["k"], s["c"], 3, 3) * 0.05).to(dev)
+
+    def fwd():
+        with torch.no_grad():
+            F.conv2d(x, w, padding=1)
+
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+
+    def fwd_bwd():
+        torch.autograd.grad(F.conv2d(xg, wg, padding=1).sum(), (xg, wg))
+
+    return {"cnn_step_b16": step(2 if small else 16), "cnn_step_b128": step(4 if small else 128),
+            "conv3x3_fwd": fwd, "conv3x3_fwd_bwd": fwd_bwd}
+
+
+def torch_time(torch, dev, body, min_time, iters=None):
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+
+    def run(n):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            body()
+        sync()
+        return (time.perf_counter() - t0) * 1e9 / n
+    if iters is None:  # warm-up and calibration, as bench_cnn does
+        best, spent, k = 1e300, 0.0, 0
+        while k < 2 or (spent < 0.5e9 * min_time and k < 1000):
+            ns = run(1)
+            best, spent, k = min(best, ns), spent + ns, k + 1
+        iters = max(1, int(min_time * 1e9 / best))
+    return run(iters), iters
+
+
+# ---- the comparison ----------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=None)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--min-time", type=float, default=0.3)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--small", action="store_true", help="tiny sizes (a check that everything runs)")
+    ap.add_argument("--json", default=None, help="write the medians and ratios here")
+    ap.add_argument("--flx-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra environment for flx only, e.g. FLX_ADAPTIVE_THREADS=0")
+    args = ap.parse_args()
+
+    import torch
+    torch.set_num_threads(args.threads)
+    dev = args.device
+    if dev == "cuda" and not torch.cuda.is_available():
+        sys.exit("compare_cnn: --device cuda, but PyTorch sees no GPU")
+    bench_cnn = find(args.build, "bench_cnn")
+    onednn = find(args.build, "onednn_conv") if dev == "cpu" else None
+    env = dict(os.environ, FLX_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
+    flx_env = dict(env, **dict(kv.partition("=")[::2] for kv in args.flx_env))
+    common = ["--repeats", "1", "--min-time", str(args.min_time)] + (["--small"] if args.small else [])
+    flx_cmd = [str(bench_cnn), "--device", "CUDA:0" if dev == "cuda" else "CPU"] + common
+    one_cmd = [str(onednn), "--threads", str(args.threads)] + common if onednn else None
+
+    tb = torch_benches(torch, dev, args.small)
+    titers = {}
+    flx, one, pt = {}, {}, {}
+
+    def add(store, name, ns):
+        store.setdefault(name, []).append(ns)
+
+    def do_flx():
+        for name, d in run_json(flx_cmd, flx_env).items():
+            add(flx, name, d["ns_per_iter"])
+            add(flx, name + ":threads_in_use", d["threads_in_use"])
+
+    def do_one():
+        if one_cmd:
+            for name, d in run_json(one_cmd, env).items():
+                add(one, name, d["ns_per_iter"])
+
+    def do_torch():
+        for name, body in tb.items():
+            ns, titers[name] = torch_time(torch, dev, body, args.min_time, titers.get(name))
+            add(pt, name, ns)
+
+    order = [do_flx, do_one, do_torch]
+    t0 = time.time()
+    for r in range(args.rounds):
+        for f in (order if r % 2 == 0 else order[::-1]):
+            f()
+        print(f"round {r + 1}/{args.rounds} done ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+
+    med = lambda v: statistics.median(v)  # noqa: E731
+    spread = lambda v: f"{min(v) / 1e6:.1f}..{max(v) / 1e6:.1f}"  # noqa: E731
+    # Derived: each round's backward = its fwd_bwd - its fwd (same process, adjacent runs).
+    for store in (flx, pt):
+        if "conv3x3_fwd_bwd" in store:
+            store["conv3x3_bwd"] = [fb - f for fb, f in zip(store["conv3x3_fwd_bwd"], store["conv3x3_fwd"])]
+    if "onednn_conv3x3_fwd_plain" in one:
+        one["onednn_conv3x3_fwd_bwd_plain"] = [f + b for f, b in zip(one["onednn_conv3x3_fwd_plain"],
+                                                                      one["onednn_conv3x3_bwd_plain"])]
+    s = SMALL if args.small else SIZE
+    gf = 2.0 * s["n"] * s["k"] * s["c"] * 9 * s["hw"] ** 2 / 1e9  # GFLOP of one pass
+
+    print(f"flx {bench_cnn} vs PyTorch {torch.__version__} (mkldnn {torch.backends.mkldnn.is_available()}) on "
+          f"{dev}, {args.threads} threads, medians of {args.rounds} interleaved rounds"
+          f"{' (--small)' if args.small else ''}{' flx env ' + ' '.join(args.flx_env) if args.flx_env else ''}")
+    tiu = sorted(set(v for k, vs in flx.items() if k.endswith(":threads_in_use") for v in vs))
+    print(f"flx's threads in use at the end of its runs: {tiu} (fewer than {args.threads}: flx gave cores "
+          "to other load; FLX_ADAPTIVE_THREADS=0 turns that off)")
+    print(f"{'benchmark':<18}{'flx ms':>10}{'PyTorch ms':>12}{'flx/PyTorch':>13}{'target':>10}  met   "
+          f"flx range / PyTorch range (ms)")
+    result = {"rounds": args.rounds, "threads": args.threads, "device": dev, "torch": torch.__version__}
+    for name, limit in (("cnn_step_b16", 0.8), ("cnn_step_b128", 1.0)):
+        f, p = med(flx[name]), med(pt[name])
+        ok = f / p <= limit
+        print(f"{name:<18}{f / 1e6:>10.2f}{p / 1e6:>12.2f}{f / p:>13.3f}{'<= ' + str(limit):>10}  "
+              f"{'yes' if ok else 'NO ':<5} {spread(flx[name])} / {spread(pt[name])}")
+        result[name] = {"flx_ns": f, "torch_ns": p, "ratio": f / p, "target": limit, "met": ok}
+
+    print(f"\n3x3 convolution N={s['n']} C={s['c']}->{s['k']} {s['hw']}x{s['hw']} pad 1: GFLOP/s (median time)")
+    ref_name = "oneDNN" if one else "PyTorch"
+    print(f"{'pass':<8}{'flx':>17}{'oneDNN':>17}{'oneDNN+reorders':>17}{'PyTorch':>17}{'flx/' + ref_name:>12}"
+          f"{'target':>9}  met")
+    for pas, mult, oname in (("fwd", 1, "onednn_conv3x3_fwd"), ("bwd", 2, "onednn_conv3x3_bwd"),
+                             ("fwd_bwd", 3, "onednn_conv3x3_fwd_bwd")):
+        name = "conv3x3_" + pas
+        rate = lambda ns: mult * gf / (ns / 1e9)  # noqa: E731
+        cell = lambda v: f"{rate(med(v)):7.2f} ({med(v) / 1e6:6.1f}ms)" if v else f"{'-':>16}"  # noqa: E731
+        plain = one.get(oname + "_plain")
+        ref = one.get(oname) if one else pt.get(name)
+        ratio = rate(med(flx[name])) / rate(med(ref))
+        ok = ratio >= 0.9
+        print(f"{pas:<8}{cell(flx[name]):>17}{cell(one.get(oname)):>17}{cell(plain):>17}{cell(pt.get(name)):>17}"
+              f"{ratio:>12.3f}{'>= 0.9':>9}  {'yes' if ok else 'NO'}")
+        result[name] = {"flx_gflops": rate(med(flx[name])), "ref": ref_name, "ref_gflops": rate(med(ref)),
+                        "torch_gflops": rate(med(pt[name])), "ratio": ratio, "target": 0.9, "met": ok,
+                        "onednn_with_reorders_gflops": rate(med(plain)) if plain else None}
+    print("\n(bwd = data + filter gradients; flx's includes the sum and its gradient's fill, a few ms, as its "
+          "fwd_bwd - fwd. oneDNN+reorders: the same primitives with plain nchw/oihw operands reordered in and out "
+          "at each call, as flx's CPU backend does)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

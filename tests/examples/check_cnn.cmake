@@ -1,0 +1,31 @@
+# examples/cnn, short: 60 steps on 4,000 images, tested on 1,000. The model
+# prints as Flux prints it, the loss falls and the accuracy beats chance by
+# far; without Fashion-MNIST the example exits with 77 (the test skips).
+execute_process(COMMAND ${EXE} --steps 60 --train 4000 --test 1000 RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+message(STATUS "${out}")
+if(rc EQUAL 77)
+  message("SKIPPED: ${out}")
+  return()
+endif()
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cnn exited with ${rc}: ${out} ${err}")
+endif()
+foreach(expected "Chain\\(" "Conv\\(\\(3, 3\\), 1 => 16, pad=1\\)" "BatchNorm\\(16, relu\\)" "MaxPool\\(\\(2, 2\\)\\)"
+    "Dense\\(1568 => 10\\)" "step +60  loss [0-9.]+")
+  if(NOT out MATCHES "${expected}")
+    message(FATAL_ERROR "cnn output lacks /${expected}/")
+  endif()
+endforeach()
+if(NOT out MATCHES "loss fell from ([0-9.]+) to ([0-9.]+); test accuracy ([0-9.]+)")
+  message(FATAL_ERROR "cnn printed no summary")
+endif()
+set(first ${CMAKE_MATCH_1})
+set(last ${CMAKE_MATCH_2})
+set(acc ${CMAKE_MATCH_3})
+if(NOT last LESS first)
+  message(FATAL_ERROR "the loss did not fall: ${first} -> ${last}")
+endif()
+if(acc LESS 0.5)
+  message(FATAL_ERROR "test accuracy ${acc} (expected 0.5 or more after 60 steps)")
+endif()
