@@ -14,9 +14,10 @@
 //
 // Benchmarks:
 //   cnn_step_b16, cnn_step_b128  one training step of flx-train's CNN (apps/flx-train/main.cpp: cnn()):
-//                     Conv((3,3), 1=>16, pad=1), BatchNorm(16, relu), MaxPool((2,2)),
-//                     Conv((3,3), 16=>32, pad=1), BatchNorm(32, relu), MaxPool((2,2)),
-//                     flatten, Dense(1568 => 10) on (28, 28, 1, B) inputs: withgradient of
+//                     Conv((3,3), 1=>32, pad=1), BatchNorm(32, relu), MaxPool((2,2)),
+//                     Conv((3,3), 32=>64, pad=1), BatchNorm(64, relu), MaxPool((2,2)),
+//                     flatten, Dense(3136 => 128, relu), Dense(128 => 10) on (28, 28, 1, B)
+//                     inputs: withgradient of
 //                     logitcrossentropy(model(x), onehot), then update with Adam(1e-3)
 //   conv3x3_fwd       crosscor of x (56, 56, 64, 32) with w (3, 3, 64, 64), pad 1, no bias
 //   conv3x3_fwd_bwd   the same forward, then the gradients of x and w (withgradient of
@@ -65,8 +66,8 @@ struct Bench {
 };
 
 auto cnn() {
-  return Chain(Conv({3, 3}, 1, 16, {.pad = 1}), BatchNorm(16, relu), MaxPool({2, 2}), Conv({3, 3}, 16, 32, {.pad = 1}),
-               BatchNorm(32, relu), MaxPool({2, 2}), Flatten(), Dense(32 * 7 * 7, 10));
+  return Chain(Conv({3, 3}, 1, 32, {.pad = 1}), BatchNorm(32, relu), MaxPool({2, 2}), Conv({3, 3}, 32, 64, {.pad = 1}),
+               BatchNorm(64, relu), MaxPool({2, 2}), Flatten(), Dense(64 * 7 * 7, 128, relu), Dense(128, 10));
 }
 using CNN = decltype(cnn());
 
