@@ -32,7 +32,8 @@ void write_torch_checkpoint() {
 // PyTorch's names to flx's, for either model below.
 State torch_names() {
   State s = rename(load("torch_cnn.safetensors"),
-                   {{"0.", "layers.0."}, {"1.", "layers.1."}, {"4.", "layers.3."}, {"5.", "layers.4."}, {"9.", "layers.7."}});
+                   {{"0.", "layers.0."}, {"1.", "layers.1."}, {"4.", "layers.3."}, {"5.", "layers.4."},
+                    {"9.", "layers.7."}});
   s = rename(s, [](const std::string& key) -> std::string {
     if (key.ends_with("num_batches_tracked")) return "";           // flx keeps no counter
     const bool batchnorm = key.starts_with("layers.1.") || key.starts_with("layers.4.");

@@ -61,9 +61,11 @@ def crosscor(x, w, b, pad):
 
 
 def batchnorm(x, sd, p):
-    scale = sd[p + "weight"] / np.sqrt(sd[p + "running_var"].astype(np.float64) + EPS)
-    return (x - sd[p + "running_mean"][None, :, None, None]) * scale[None, :, None, None] + sd[p + "bias"][None, :,
-                                                                                                              None, None]
+    def channel(v):
+        return v.astype(np.float64)[None, :, None, None]
+
+    scale = channel(sd[p + "weight"]) / np.sqrt(channel(sd[p + "running_var"]) + EPS)
+    return (x - channel(sd[p + "running_mean"])) * scale + channel(sd[p + "bias"])
 
 
 def maxpool2(x):
@@ -168,6 +170,7 @@ def main():
         print("torch is not installed: the checkpoint is written with numpy and the reference is numpy's forward pass")
         x, y = numpy_model(work)
 
+    reference = "PyTorch's outputs" if torch is not None else "numpy's forward pass"
     sd = load_file(model_path)
     want_shapes = {"0.weight": (4, 1, 3, 3), "1.running_var": (4,), "4.weight": (8, 4, 3, 3), "9.weight": (10, 32)}
     for k, s in want_shapes.items():
@@ -191,10 +194,10 @@ def main():
         got = out[layer]  # flx's (10, N): [10, N] in the file
         assert got.shape == (10, N), (layer, got.shape)
         np.testing.assert_allclose(got.T, y, rtol=1e-5, atol=1e-5, err_msg=f"flx with {layer} layers")
-        print(f"flx with {layer} layers matches PyTorch's outputs: max |diff| {np.abs(got.T - y).max():.2e}")
+        print(f"flx with {layer} layers matches {reference}: max |diff| {np.abs(got.T - y).max():.2e}")
     got = out["conv_transpose"]  # flx's WHCN (7, 5, 3, N): [7, 5, 3, N] in the file
     np.testing.assert_allclose(got.transpose(3, 2, 1, 0), ct_y, rtol=1e-5, atol=1e-5, err_msg="flx's ConvTranspose")
-    print("flx's ConvTranspose with torch_to_conv matches ConvTranspose2d:",
+    print(f"flx's ConvTranspose with torch_to_conv matches {reference} of ConvTranspose2d:",
           f"max |diff| {np.abs(got.transpose(3, 2, 1, 0) - ct_y).max():.2e}")
     # Without the conversion the weight is refused, and the message says which conversion.
     refusal = [line for line in run.stdout.splitlines() if line.startswith("refused: ")]
