@@ -431,6 +431,65 @@ TEST(Checkpoints, ARefusedMappedLoadChangesNoParameter) {
                  "the checkpoint holds \"4.weight\", which the model has no place for");
 }
 
+// A PyTorch Conv2d weight [out, in, kH, kW], as load() reads it: that shape.
+TEST(Checkpoints, TorchConvWeightsConvertForCrossCorAndConv) {
+  const int64_t O = 4, I = 2, KH = 2, KW = 3;  // not a palindrome: (3, 2, 2, 3) would load unconverted
+  std::vector<float> v(size_t(O * I * KH * KW));
+  for (size_t k = 0; k < v.size(); ++k) v[k] = float(k);
+  const Tensor t = tensor(v, Shape{O, I, KH, KW});  // t(o, i, h, w) = v[o + O (i + I (h + KH w))]
+  auto at = [&](int64_t o, int64_t i, int64_t h, int64_t w) { return v[size_t(o + O * (i + I * (h + KH * w)))]; };
+  // CrossCor's (kW, kH, in, out): the dims reversed, nothing flipped; Conv's: flipped too.
+  const Tensor cc = torch_to_crosscor(t), cv = torch_to_conv(t);
+  EXPECT_EQ(cc.shape(), (Shape{KW, KH, I, O}));
+  EXPECT_EQ(cv.shape(), (Shape{KW, KH, I, O}));
+  const auto ccv = cc.to_vector<float>(), cvv = cv.to_vector<float>();
+  for (int64_t w = 0; w < KW; ++w)
+    for (int64_t h = 0; h < KH; ++h)
+      for (int64_t i = 0; i < I; ++i)
+        for (int64_t o = 0; o < O; ++o) {
+          const size_t k = size_t(w + KW * (h + KH * (i + I * o)));
+          EXPECT_EQ(ccv[k], at(o, i, h, w)) << w << h << i << o;
+          EXPECT_EQ(cvv[k], at(o, i, KH - 1 - h, KW - 1 - w)) << w << h << i << o;
+        }
+  // So CrossCor and Conv compute the same function from the same PyTorch weight.
+  const Tensor b = tensor(std::vector<float>{0.5f, -1, 2, 0.25f}, Shape{O}), x = rand(5, 4, I, 2);
+  const auto y1 = CrossCor(cc, b)(x).to_vector<float>(), y2 = Conv(cv, b)(x).to_vector<float>();
+  ASSERT_EQ(y1.size(), y2.size());
+  for (size_t k = 0; k < y1.size(); ++k) EXPECT_NEAR(y1[k], y2[k], 1e-5f * (1 + std::abs(y1[k])));
+  // Conv1d and Conv3d weights too.
+  EXPECT_EQ(torch_to_conv(rand(4, 2, 5)).shape(), (Shape{5, 2, 4}));
+  EXPECT_EQ(torch_to_crosscor(rand(4, 2, 1, 2, 3)).shape(), (Shape{3, 2, 1, 2, 4}));
+  // Anything else is an ArgumentError that names what it found.
+  const std::string m = flx::testing::error_message<ArgumentError>([] { torch_to_crosscor(rand(4, 3)); });
+  EXPECT_NE(m.find("torch_to_crosscor: expected a PyTorch convolution weight"), std::string::npos) << m;
+  EXPECT_NE(m.find("found shape (4×3) (2 dims)"), std::string::npos) << m;
+
+  // Loaded without the conversion, the weight is refused with the conversion to use.
+  State s;
+  s.insert("weight", t);
+  s.insert("bias", b);
+  s.metadata()["format"] = "pt";
+  CrossCor layer({KW, KH}, I, O);  // flx lists the kernel as its dims: (kW, kH)
+  const auto before = parameter_bytes(layer);
+  std::string msg = error_of([&] { loadmodel(layer, s); });
+  EXPECT_NE(msg.find("its dims reversed are the model's"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("torch_to_crosscor"), std::string::npos) << msg;
+  EXPECT_EQ(parameter_bytes(layer), before);
+  // map_tensors converts it: the same names in the same order, the same metadata.
+  const State conv = map_tensors(s, [](const std::string& name, const Tensor& w) {
+    return name == "weight" ? torch_to_crosscor(w) : w;
+  });
+  EXPECT_EQ(names(conv), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(conv.metadata().at("format"), "pt");
+  EXPECT_EQ(conv.at("bias").id(), b.id());
+  loadmodel(layer, conv);
+  EXPECT_EQ(layer.weight.to_vector<float>(), ccv);
+  // A function that gives back no tensor is an ArgumentError naming the key.
+  const std::string u = flx::testing::error_message<ArgumentError>(
+      [&] { map_tensors(s, [](const std::string&, const Tensor&) { return Tensor(); }); });
+  EXPECT_NE(u.find("map_tensors: the function returned an undefined tensor for \"weight\""), std::string::npos) << u;
+}
+
 // ---- every device --------------------------------------------------------------
 
 class CheckpointDevices : public ::testing::TestWithParam<Device> {};

@@ -156,6 +156,34 @@ const M& loadmodel(const M& model, const State& s, const PrefixMap& prefixes) {
 State rename(const State& s, const KeyMap& key_map);
 State rename(const State& s, const PrefixMap& prefixes);
 
+// ---- tensors in another library's layout ----
+// A file's bytes are row-major under the file's shape, and a tensor loads
+// with that shape (column-major in memory), so a tensor whose layout differs
+// from flx's must be converted as it loads. f(name, t) gets each tensor and
+// its name, and returns it as the model needs it (or t itself):
+//
+//   State s = rename(load("torch.safetensors"), key_map);
+//   loadmodel(model, map_tensors(s, [](const std::string& name, const Tensor& t) {
+//     return t.ndims() == 4 ? torch_to_crosscor(t) : t;     // Conv2d weights
+//   }));
+//
+// Returns the same names in the same order with the same metadata.
+using TensorMap = std::function<Tensor(const std::string& name, const Tensor& t)>;
+State map_tensors(const State& s, const TensorMap& f);
+
+// PyTorch's ConvNd weight [out, in / groups, k1, ..., kN] (as load() reads
+// it: that shape) as flx's CrossCor weight (kN, ..., k1, in / groups, out):
+// the dims reversed, so its bytes are the file's, unchanged. PyTorch's Conv2d
+// is a cross-correlation, as CrossCor is. An ArgumentError unless w has 3 to
+// 5 dims (1 to 3 spatial).
+Tensor torch_to_crosscor(const Tensor& w);
+// The same as flx's Conv weight: also flipped along the spatial dims
+// (flip_kernel), since Conv convolves; Conv then computes what Conv2d does.
+// PyTorch's ConvTranspose2d weight [in, out / groups, kH, kW] loads into
+// flx's ConvTranspose (kW, kH, out / groups, in) this way too (flipped, as
+// Flux's ConvTranspose is the transpose of its Conv).
+Tensor torch_to_conv(const Tensor& w);
+
 // Restores an optimiser state saved with save(path, opt_state) into one
 // made by setup() with the same rule for the same model. The learning rate
 // is the rule's (adjust() it as the run that saved it did).

@@ -72,6 +72,18 @@ std::string names_of(const State& s) {
   return out.empty() ? "nothing" : out;
 }
 
+// Why a checkpoint's shape differs from the model's: a convolution weight
+// in PyTorch's layout (the model's dims reversed) or another model.
+std::string shape_advice(const Shape& file, const Shape& model) {
+  bool reversed = file.ndims() == model.ndims() && file.ndims() >= 3;
+  for (int i = 0; reversed && i < file.ndims(); ++i) reversed = file[i] == model[model.ndims() - 1 - i];
+  if (reversed)
+    return "its dims reversed are the model's, as in a PyTorch convolution weight [out, in, kernel...]: convert it "
+           "with torch_to_crosscor (into CrossCor) or torch_to_conv (into Conv), e.g. by map_tensors "
+           "(see docs/checkpoints.md)";
+  return "the checkpoint is for another model";
+}
+
 }  // namespace
 
 void save(const std::string& path, const State& s) {
@@ -163,7 +175,7 @@ void load_into(const std::vector<State::Entry>& targets, const State& s, const c
               "\", which the model needs; it holds ", names_of(s), ". Is it a checkpoint of another model?", hint);
     const Tensor& v = s.at(name);
     FLX_CHECK(v.shape() == t.shape(), CheckpointError, what, ": ", show(name), " has shape ", v.shape(),
-              " in the checkpoint but ", t.shape(), " in the model; the checkpoint is for another model");
+              " in the checkpoint but ", t.shape(), " in the model; ", shape_advice(v.shape(), t.shape()));
     FLX_CHECK(v.dtype() == t.dtype(), CheckpointError, what, ": ", show(name), " is ", v.dtype(),
               " in the checkpoint but ", t.dtype(), " in the model; convert one so they agree (e.g. fmap with ",
               "t.to(", v.dtype(), ") on the model)");

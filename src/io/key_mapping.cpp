@@ -1,12 +1,16 @@
-// Key mappings for checkpoints of other libraries: rename(), prefix maps, and
-// the hint that tells a user with a PyTorch nn.Sequential file what to write.
+// Key mappings for checkpoints of other libraries: rename(), prefix maps,
+// the hint that tells a user with a PyTorch nn.Sequential file what to write,
+// and the conversions of tensors in PyTorch's layout (map_tensors,
+// torch_to_crosscor, torch_to_conv).
 #include "key_mapping.hpp"
 
 #include <charconv>
 #include <set>
 #include <utility>
 
+#include "flx/dnn.hpp"
 #include "flx/error.hpp"
+#include "flx/ops.hpp"
 
 namespace flx {
 
@@ -96,5 +100,39 @@ State rename(const State& s, const KeyMap& key_map) {
 }
 
 State rename(const State& s, const PrefixMap& prefixes) { return rename(s, detail::prefix_key_map(prefixes)); }
+
+State map_tensors(const State& s, const TensorMap& f) {
+  State out;
+  for (const auto& [name, t] : s) {
+    Tensor v = f(name, t);
+    FLX_CHECK(v.defined(), ArgumentError, "map_tensors: the function returned an undefined tensor for \"", name,
+              "\"; return the tensor itself to keep it as it is (or leave it out with rename's key map)");
+    out.insert(name, v);
+  }
+  out.metadata() = s.metadata();
+  return out;
+}
+
+namespace {
+
+// [out, in / groups, k1, ..., kN] -> (kN, ..., k1, in / groups, out).
+Tensor reversed_conv_weight(const Tensor& w, const char* what) {
+  FLX_CHECK(w.defined(), ArgumentError, what, ": the weight is an undefined tensor");
+  const int n = w.ndims();
+  FLX_CHECK(n >= 3 && n <= 5, ArgumentError, what, ": expected a PyTorch convolution weight [out, in / groups, ",
+            "kernel...] with 1 to 3 spatial dims (3 to 5 dims), found shape ", w.shape(), " (", n, " dims)");
+  std::vector<int> perm(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) perm[size_t(i)] = n - 1 - i;
+  return permutedims(w, perm);
+}
+
+}  // namespace
+
+Tensor torch_to_crosscor(const Tensor& w) { return reversed_conv_weight(w, "torch_to_crosscor"); }
+
+Tensor torch_to_conv(const Tensor& w) {
+  Tensor r = reversed_conv_weight(w, "torch_to_conv");
+  return flip_kernel(r, r.ndims() - 2);
+}
 
 }  // namespace flx
