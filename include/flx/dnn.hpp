@@ -72,8 +72,10 @@ WindowGeometry conv_geometry(const std::vector<int64_t>& kernel, const ConvOptio
 Tensor crosscor(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {},
                 const char* layer = "crosscor");
 Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {}, const char* layer = "conv");
-// The transpose of crosscor (the gradient of its input), as Flux's
-// ConvTranspose: w is (kernel..., out_channels / groups, in_channels).
+// The transpose of conv (the gradient of its input: a cross-correlation's
+// with the kernel flipped), as Flux's ConvTranspose and PyTorch's
+// ConvTranspose2d compute it: w is (kernel..., out_channels / groups,
+// in_channels).
 // out_pad (per spatial dim, 0 by default) adds to the output's high side
 // the rows a strided forward would drop.
 Tensor conv_transpose(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {},
