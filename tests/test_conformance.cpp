@@ -540,7 +540,9 @@ void model_moves_between_devices(const char* backend) {
   EXPECT_EQ(get_device(on1), d1);
   std::ostringstream shown;
   shown << on1;
-  EXPECT_EQ(shown.str(), "Chain(Dense(3 => 4, relu), Dense(4 => 2))  # 26 parameters");
+  EXPECT_EQ(shown.str(), "Chain(\n  Dense(3 => 4, relu),                  # 16 parameters\n"
+                         "  Dense(4 => 2),                        # 10 parameters\n"
+                         ")                   # Total: 4 arrays, 26 parameters, 104 bytes.");
   flx::testing::expect_close(on1(x | d1), model(x), 1e-5, "the model's output on " + d1.str());
   // One training step on the second device matches the same step on the CPU.
   auto loss = [](const auto& m, const Tensor& in) { return sum(square(m(in))); };

@@ -47,11 +47,17 @@ TEST(Layers, ChainAppliesInOrderAndPrintsLikeFlux) {
   Tensor h = std::get<1>(m.layers)(std::get<0>(m.layers)(x));
   flx::testing::expect_close(m(x), softmax(h));
   expect_values(sum(m(x), {0}), {1, 1, 1}, 1e-6);
-  EXPECT_EQ(show(m), "Chain(Dense(10 => 5, σ), Dense(5 => 2), softmax)  # 67 parameters");
+  // Two layers with arrays: one a line, as Flux displays a model.
+  EXPECT_EQ(show(m), "Chain(\n  Dense(10 => 5, σ),                    # 55 parameters\n"
+                     "  Dense(5 => 2),                        # 12 parameters\n  softmax,\n"
+                     ")                   # Total: 4 arrays, 67 parameters, 268 bytes.");
   EXPECT_EQ(show(Dense(10, 5)), "Dense(10 => 5)  # 55 parameters");
   EXPECT_EQ(show(Dense(2, 3, relu)), "Dense(2 => 3, relu)  # 9 parameters");
   EXPECT_EQ(show(Chain(Chain(Dense(2, 2, flx::tanh)), Dense(2, 1, gelu))),
-            "Chain(Chain(Dense(2 => 2, tanh)), Dense(2 => 1, gelu))  # 9 parameters");
+            "Chain(\n  Chain(\n    Dense(2 => 2, tanh),                # 6 parameters\n  ),\n"
+            "  Dense(2 => 1, gelu),                  # 3 parameters\n"
+            ")                   # Total: 4 arrays, 9 parameters, 36 bytes.");
+  EXPECT_EQ(show(Chain(Chain(Dense(2, 2, flx::tanh)), gelu)), "Chain(Chain(Dense(2 => 2, tanh)), gelu)  # 6 parameters");
   auto lam = Chain(Dense(2, 2), [](const Tensor& t) { return t * 2.0; });
   expect_values(lam(zeros(2)), {0, 0});
 }
