@@ -161,12 +161,6 @@ int64_t calibrate(Runner& r, Device dev, double min_time) {
   return std::max<int64_t>(1, int64_t(min_time * 1e9 / best));
 }
 
-Device parse_device(const std::string& s) {
-  auto colon = s.find(':');
-  int ordinal = colon == std::string::npos ? 0 : std::atoi(s.c_str() + colon + 1);
-  return get_device(s.substr(0, colon), ordinal);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -198,7 +192,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    const Device dev = parse_device(o.device);
+    const Device dev = flx_bench::parse_device(o.device);
     std::vector<Runner> runners;
     std::vector<int64_t> iters;
     for (auto& b : chosen) {

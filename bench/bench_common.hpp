@@ -1,9 +1,11 @@
-// Pieces the benchmark programs (bench_flx, bench_gpu) share.
+// Pieces the benchmark programs (bench_flx, bench_gpu, bench_cnn) share.
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include <flx/devices.hpp>
 
 namespace flx_bench {
 
@@ -21,6 +23,13 @@ inline std::string option_value(const char* program, int argc, char** argv, int*
     std::exit(2);
   }
   return argv[++*i];
+}
+
+// The device a --device value names: "CPU", "CUDA" (ordinal 0), "CUDA:1".
+inline flx::Device parse_device(const std::string& s) {
+  const auto colon = s.find(':');
+  const int ordinal = colon == std::string::npos ? 0 : std::atoi(s.c_str() + colon + 1);
+  return flx::get_device(s.substr(0, colon), ordinal);
 }
 
 }  // namespace flx_bench

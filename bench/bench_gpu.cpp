@@ -313,12 +313,6 @@ std::vector<Bench> benches() {
   };
 }
 
-Device parse_device(const std::string& s) {
-  auto colon = s.find(':');
-  int ordinal = colon == std::string::npos ? 0 : std::atoi(s.c_str() + colon + 1);
-  return get_device(s.substr(0, colon), ordinal);
-}
-
 // --serve: one round per requested name, states kept between requests.
 int serve(const Options& o, Device dev) {
   std::map<std::string, Bench> by_name;
@@ -395,7 +389,7 @@ int main(int argc, char** argv) {
   }
   Device dev = Device::cpu();
   try {
-    dev = parse_device(o.device);
+    dev = flx_bench::parse_device(o.device);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpu: device %s is not usable: %s\n", o.device.c_str(), e.what());
     return 3;

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "cuda_stream_handles.hpp"
+#include "cuda_thread_handles.hpp"
 
 namespace flx_cuda {
 namespace {
@@ -17,33 +17,8 @@ namespace {
 // keeps cudnnSetStream out of every call. Destroyed when the thread ends,
 // each with its device current, unless the runtime is already gone (a
 // thread ending during process exit), where the driver frees everything.
-struct Handles {
-  const CudnnApi* api = nullptr;
-  StreamHandles<cudnnHandle_t> hs;
-  Handles() = default;
-  Handles(const Handles&) = delete;
-  Handles& operator=(const Handles&) = delete;
-  ~Handles() {
-    int prev = 0;
-    if (!api || hs.size() == 0 || cudaGetDevice(&prev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return;
-    }
-    bool runtime_gone = false;
-    hs.destroy_all([&](int dev, cudnnHandle_t h) {
-      if (runtime_gone || cudaSetDevice(dev) != cudaSuccess) {
-        runtime_gone = true;
-        return;
-      }
-      (void)api->destroy(h);
-    });
-    (void)cudaSetDevice(prev);
-    (void)cudaGetLastError();
-  }
-};
-
 int handle_for(const CudnnApi& api, int dev, cudaStream_t st, cudnnHandle_t* out) {
-  thread_local Handles handles;
+  thread_local ThreadHandles<CudnnApi, cudnnHandle_t> handles;  // cuda_thread_handles.hpp
   handles.api = &api;
   return handles.hs.get(dev, st, [&](cudnnHandle_t* h) -> int {
     if (cudnnStatus_t e = api.create(h); e != CUDNN_STATUS_SUCCESS) return cudnn_fail(api, e, "cudnnCreate");

@@ -10,7 +10,7 @@
 
 #include "cuda_blas_libs.hpp"
 #include "cuda_common.hpp"
-#include "cuda_stream_handles.hpp"
+#include "cuda_thread_handles.hpp"
 
 namespace flx_cuda {
 namespace {
@@ -20,41 +20,10 @@ int cublas_fail(const CublasApi& api, cublasStatus_t st, const std::string& what
               what + " failed: " + api.status_string(st));
 }
 
-// This thread's cuBLAS handles, one per (device, stream), each bound to its
-// stream once (cuda_stream_handles.hpp says why). They are destroyed when
-// the thread ends (cublasDestroy synchronises the device), each with its
-// device current; when the CUDA runtime is already being torn down (a
-// thread ending during process exit) they are left to the driver, which
-// frees everything at exit anyway.
-struct Handles {
-  const CublasApi* api = nullptr;  // set with the first handle
-  StreamHandles<cublasHandle_t> hs;
-  Handles() = default;
-  Handles(const Handles&) = delete;
-  Handles& operator=(const Handles&) = delete;
-  ~Handles() {
-    int prev = 0;
-    if (!api || cudaGetDevice(&prev) != cudaSuccess) {  // cudaErrorCudartUnloading at exit
-      (void)cudaGetLastError();
-      return;
-    }
-    bool runtime_gone = false;
-    hs.destroy_all([&](int dev, cublasHandle_t h) {
-      if (runtime_gone || cudaSetDevice(dev) != cudaSuccess) {
-        runtime_gone = true;
-        return;
-      }
-      (void)api->destroy(h);
-    });
-    (void)cudaSetDevice(prev);
-    (void)cudaGetLastError();
-  }
-};
-
 // This thread's handle for (dev, st); dev is the current device (enter()
 // made it so).
 int handle_for(const CublasApi& api, int dev, cudaStream_t st, cublasHandle_t* out) {
-  thread_local Handles handles;
+  thread_local ThreadHandles<CublasApi, cublasHandle_t> handles;  // cuda_thread_handles.hpp
   handles.api = &api;
   return handles.hs.get(dev, st, [&](cublasHandle_t* h) -> int {
     if (cublasStatus_t e = api.create(h); e != CUBLAS_STATUS_SUCCESS) return cublas_fail(api, e, "cublasCreate");

@@ -132,19 +132,31 @@ ConvOptions ConvGeometry::options() const {
   return ConvOptions{PerDim(stride), Padding(pad), PerDim(dilation), groups};
 }
 
-// ---- Conv, CrossCor ------------------------------------------------------------
+// ---- Conv, CrossCor, ConvTranspose ---------------------------------------------------
 
-Conv::Conv(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a, const ConvOptions& o) : act(std::move(a)) {
-  check_sizes(kernel, in, out, o.groups, "Conv");
-  geometry = resolve(kernel, o, "Conv");
-  kernel.push_back(in / o.groups);
-  kernel.push_back(out);
-  weight = glorot_conv(kernel);
-  bias = zeros(out);
+namespace {
+// A new layer's Glorot-uniform weight: (kernel..., in / groups, out), or for
+// a transposed convolution (kernel..., out / groups, in). Sizes and options
+// are checked before a random number is drawn.
+Tensor new_weight(std::vector<int64_t> kernel, int64_t in, int64_t out, const ConvOptions& o, const char* layer,
+                  bool transposed) {
+  check_sizes(kernel, in, out, o.groups, layer);
+  (void)conv_geometry(kernel, o, layer);
+  kernel.push_back(transposed ? out / o.groups : in / o.groups);
+  kernel.push_back(transposed ? in : out);
+  return glorot_conv(kernel);
 }
+// The size of w's dim `back` places before its last (0: the last); 0 when w has none.
+int64_t dim_from_end(const Tensor& w, int back) {
+  return w.defined() && w.ndims() > back ? w.shape()[w.ndims() - 1 - back] : 0;
+}
+}  // namespace
+
+Conv::Conv(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a, const ConvOptions& o)
+    : Conv(new_weight(std::move(kernel), in, out, o, "Conv", false), zeros(out), std::move(a), o) {}
 Conv::Conv(Tensor w, Tensor b, Activation a, const ConvOptions& o)
     : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
-  check_weight(weight, bias, weight.defined() && weight.ndims() > 0 ? weight.shape()[weight.ndims() - 1] : 0, "Conv");
+  check_weight(weight, bias, dim_from_end(weight, 0), "Conv");
   geometry = resolve(spatial_shape(weight), o, "Conv");
 }
 Tensor Conv::operator()(const Tensor& x) const {
@@ -152,40 +164,22 @@ Tensor Conv::operator()(const Tensor& x) const {
 }
 
 CrossCor::CrossCor(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a, const ConvOptions& o)
-    : act(std::move(a)) {
-  check_sizes(kernel, in, out, o.groups, "CrossCor");
-  geometry = resolve(kernel, o, "CrossCor");
-  kernel.push_back(in / o.groups);
-  kernel.push_back(out);
-  weight = glorot_conv(kernel);
-  bias = zeros(out);
-}
+    : CrossCor(new_weight(std::move(kernel), in, out, o, "CrossCor", false), zeros(out), std::move(a), o) {}
 CrossCor::CrossCor(Tensor w, Tensor b, Activation a, const ConvOptions& o)
     : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
-  check_weight(weight, bias, weight.defined() && weight.ndims() > 0 ? weight.shape()[weight.ndims() - 1] : 0,
-               "CrossCor");
+  check_weight(weight, bias, dim_from_end(weight, 0), "CrossCor");
   geometry = resolve(spatial_shape(weight), o, "CrossCor");
 }
 Tensor CrossCor::operator()(const Tensor& x) const {
   return act(crosscor(x, weight, bias, geometry.options(), label(*this).c_str()));
 }
 
-// ---- ConvTranspose --------------------------------------------------------------
-
 ConvTranspose::ConvTranspose(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a,
                              const ConvOptions& o)
-    : act(std::move(a)) {
-  check_sizes(kernel, in, out, o.groups, "ConvTranspose");
-  geometry = resolve(kernel, o, "ConvTranspose");
-  kernel.push_back(out / o.groups);
-  kernel.push_back(in);
-  weight = glorot_conv(kernel);
-  bias = zeros(out);
-}
+    : ConvTranspose(new_weight(std::move(kernel), in, out, o, "ConvTranspose", true), zeros(out), std::move(a), o) {}
 ConvTranspose::ConvTranspose(Tensor w, Tensor b, Activation a, const ConvOptions& o)
     : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
-  const int64_t out = weight.defined() && weight.ndims() > 1 ? weight.shape()[weight.ndims() - 2] * o.groups : 0;
-  check_weight(weight, bias, out, "ConvTranspose");
+  check_weight(weight, bias, dim_from_end(weight, 1) * o.groups, "ConvTranspose");
   geometry = resolve(spatial_shape(weight), o, "ConvTranspose");
 }
 Tensor ConvTranspose::operator()(const Tensor& x) const {
