@@ -19,7 +19,7 @@ tool=${GPU_DEPS_TOOL:-../shared/tools/gpu-deps.sh}
 [ -f "$tool" ] || { echo "gpu-carry: $tool not found (set GPU_DEPS_TOOL)" >&2; exit 2; }
 mkdir -p "$(git rev-parse --git-dir)/info"  # gpu-deps.sh adds .gpu-deps to .git/info/exclude
 bash "$tool" libopenblas0-pthread libopenblas-pthread-dev dataset-fashion-mnist zlib1g \
-  ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers
+  ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers libcli11-dev
 unused=(libopenblas0-openmp libopenblas-openmp-dev)
 for p in "${unused[@]}"; do rm -f .gpu-deps/"${p}"_*.deb; done
 # Debian's -dev symlinks can be absolute (libz.so -> /lib/x86_64-linux-gnu/libz.so.1.2.13),

@@ -8,7 +8,7 @@ packages=(
   libopenblas-pthread-dev libtomlplusplus-dev libdnnl-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist
+  zlib1g-dev nlohmann-json3-dev libcli11-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin iproute2
   python3 python3-pip
 )

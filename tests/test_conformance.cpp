@@ -314,7 +314,7 @@ TEST_P(Conformance, OpsLayersAndLossesMatchTheCpuForwardAndBackward) {
 }
 
 namespace {
-// Convolution, pooling and batch normalisation (the dnn table), in Float32
+// Convolution, pooling and batch normalisation (the dnn table), and dropout, in Float32
 // and Float64: Float16 and BFloat16 are optional in that table, and the
 // CPU, the reference, runs them in neither.
 std::vector<Case> dnn_cases() {
@@ -337,6 +337,17 @@ std::vector<Case> dnn_cases() {
       {"batchnorm_infer", {{5, 3, 4}, {3}, {3}}, [](const V& v) {
          const Tensor mu = v[2] * 0.5, var = v[1] * v[1] + 0.5;  // from the inputs: on their device
          return batchnorm(v[0], v[1], v[2], mu.detach(), var.detach(), false);
+       }},
+      // Masks drawn on the device: Philox gives every device the CPU's
+      // numbers for one seed (the plugin suite checks the generator), so the
+      // seed is set inside, for the forward and the gradient's call alike.
+      {"dropout_dims", {{5, 4, 3}}, [](const V& v) {
+         set_seed(21);
+         return dropout(v[0], 0.4, {1});
+       }},
+      {"alphadropout", {{6, 5}}, [](const V& v) {
+         set_seed(22);
+         return alphadropout(v[0], 0.3);
        }},
   };
 }

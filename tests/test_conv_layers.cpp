@@ -164,6 +164,48 @@ TEST(ConvLayers, ModesFollowFlux) {
     for (size_t r = 1; r < 100; ++r) ASSERT_EQ(per_col[c * 100 + r], per_col[c * 100]);
 }
 
+TEST(ConvLayers, AlphaDropoutKeepsMeanAndVarianceAsFlux) {
+  set_seed(5);
+  const double p = 0.2, alpha = -1.7580993408473766;  // selu(-Inf), Flux's α'
+  const double a = 1 / std::sqrt((1 - p) * (1 + p * alpha * alpha)), b = -a * alpha * p;
+  const Tensor x = randn(Float64, {200000});
+  // Inside gradient (training): each element is A x + B (kept) or A α' + B
+  // (dropped), and the gradient is A where kept, 0 where dropped.
+  Tensor y;
+  const auto [l, g] = withgradient([&](const Tensor& in) { return sum((y = AlphaDropout(p)(in))); }, x);
+  (void)l;
+  const std::vector<double> xs = x.to_vector<double>(), ys = y.to_vector<double>(),
+                            gs = std::get<0>(g).to_vector<double>();
+  size_t dropped = 0;
+  double mean = 0, sq = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (gs[i] == 0) {
+      ++dropped;
+      ASSERT_NEAR(ys[i], a * alpha + b, 1e-12) << i;
+    } else {
+      ASSERT_NEAR(gs[i], a, 1e-12) << i;
+      ASSERT_NEAR(ys[i], a * xs[i] + b, 1e-12) << i;
+    }
+    mean += ys[i];
+    sq += ys[i] * ys[i];
+  }
+  const double n = double(xs.size());
+  EXPECT_NEAR(dropped / n, p, 0.005);
+  // Standard normal in, mean 0 and variance 1 out (the point of A and B).
+  mean /= n;
+  EXPECT_NEAR(mean, 0, 0.01);
+  EXPECT_NEAR(sq / n - mean * mean, 1, 0.02);
+  // Outside gradient, or in test mode: the identity; p = 1 gives zeros.
+  EXPECT_EQ(AlphaDropout(p)(x).to_vector<double>(), xs);
+  EXPECT_EQ(testmode(AlphaDropout(p))(x).to_vector<double>(), xs);
+  for (double v : alphadropout(x, 1.0).to_vector<double>()) ASSERT_EQ(v, 0);
+  EXPECT_EQ(alphadropout(x, 0.0).to_vector<double>(), xs);
+  EXPECT_NE(error_message<ArgumentError>([] { AlphaDropout(-0.1); }).find("AlphaDropout: the probability"),
+            std::string::npos);
+  EXPECT_NE(error_message<TypeError>([] { alphadropout(ones(Int32, {3}), 0.5); }).find("expected a floating input"),
+            std::string::npos);
+}
+
 TEST(ConvLayers, PrintLikeFlux) {
   EXPECT_EQ(shown(Conv({3, 3}, 1, 16, relu, {.pad = 1})), "Conv((3, 3), 1 => 16, relu, pad=1)  # 160 parameters");
   EXPECT_EQ(shown(Conv({5}, 2, 4, {.stride = 2, .pad = {1, 2}, .dilation = 3, .groups = 2})),
@@ -179,6 +221,8 @@ TEST(ConvLayers, PrintLikeFlux) {
   EXPECT_EQ(shown(BatchNorm(4, {.affine = false})), "BatchNorm(4, affine=false)  # 0 parameters, plus 8 non-trainable");
   EXPECT_EQ(shown(testmode(Dropout(0.5))), "Dropout(0.5, active=false)");
   EXPECT_EQ(shown(Dropout(0.25, {2})), "Dropout(0.25, dims=3)");
+  EXPECT_EQ(shown(AlphaDropout(0.5)), "AlphaDropout(0.5)");
+  EXPECT_EQ(shown(trainmode(AlphaDropout(0.1))), "AlphaDropout(0.1, active=true)");
   EXPECT_EQ(shown(Chain(Conv({3, 3}, 1, 2), MaxPool({2, 2}), Flatten())),
             "Chain(Conv((3, 3), 1 => 2), MaxPool((2, 2)), flatten)  # 20 parameters");
 }

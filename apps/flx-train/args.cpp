@@ -1,5 +1,6 @@
 #include "args.hpp"
 
+#include <CLI/CLI.hpp>
 #include <flx/device.hpp>
 #include <flx/error.hpp>
 #include <unistd.h>
@@ -16,26 +17,6 @@
 namespace fs = std::filesystem;
 
 namespace flx_train {
-
-std::string usage_text() {
-  return "usage: flx-train [--model mlp|cnn] [--epochs N] [--batchsize N] [--seed N] [--device NAME[:ORDINAL]]\n"
-         "                 [--lr X] [--decay X] [--checkpoint-dir DIR] [--resume] [--metrics FILE] [--limit N]\n"
-         "                 [--distributed]\n"
-         "Trains a model on Fashion-MNIST (Adam, learning rate lr * decay^(epoch-1)): --model mlp (default), a\n"
-         "784-256-256-10 MLP, or cnn, two blocks of 3x3 convolution, BatchNorm, relu and 2x2 max pooling\n"
-         "(32 and 64 channels), then Dense(3136 => 128, relu) and Dense(128 => 10).\n"
-         "The device defaults to get_device(): the GPU backend preference, else a functional GPU, else the CPU.\n"
-         "Progress goes to stderr; one JSON object per epoch to stdout (and appended to --metrics FILE).\n"
-         "After each epoch: DIR/checkpoint.safetensors (model, optimiser state and epoch, in one file written\n"
-         "atomically: --resume continues from it) and DIR/model.safetensors (the model alone, for loadmodel).\n"
-         "Defaults: --epochs 10 --batchsize 64 --seed 1 --lr 1e-3 --decay 0.75 --checkpoint-dir checkpoints\n"
-         "--limit 0 (all training images). Exit status: 0 done, 1 failed, 2 bad arguments.\n"
-         "--distributed: data-parallel training under an MPI launcher (mpiexec -n N flx-train --distributed):\n"
-         "each rank trains on its share of the images (MPI; NCCL when the device is CUDA, one GPU per rank,\n"
-         "each taking GPU node_rank % ndevices) and gradients are averaged across ranks. --batchsize is per\n"
-         "rank, as in PyTorch's DDP: a step takes N x batchsize images. Rank 0 alone prints and writes the\n"
-         "checkpoints (--resume reads them on rank 0 only).\n";
-}
 
 namespace {
 
@@ -125,58 +106,147 @@ void check_writable_file(const std::string& flag, const std::string& path) {
                      "); choose a path you can write to");
 }
 
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(f + " needs a value");
-      return argv[++i];
-    };
-    if (f == "-h" || f == "--help") {
-      std::fputs(usage_text().c_str(), stdout);
+namespace {
+
+// A value option: its flag, the placeholder and help that --help prints, and
+// how its text becomes part of Args. CLI11 reads every value as text and the
+// setters convert it strictly: CLI11's own conversions would take "1e3" as a
+// batch size and wrap "-1" into a huge seed.
+struct ValueOption {
+  const char* flag;
+  const char* placeholder;
+  const char* help;
+  void (*set)(Args&, const std::string& flag, const std::string& value);
+};
+
+const ValueOption value_options[] = {
+    {"--model", "mlp|cnn",
+     "the model (default mlp; both below)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       if (v != "mlp" && v != "cnn") bad(f, v, "mlp or cnn");
+       a.model = v;
+     }},
+    {"--epochs", "N", "epochs to train (default 10)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       a.epochs = at_least<int>(f, v, 1, "a whole number of epochs >= 1");
+     }},
+    {"--batchsize", "N", "images per step (default 64; per rank with --distributed)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       a.batchsize = at_least<int64_t>(f, v, 1, "a whole number of images per batch >= 1");
+     }},
+    {"--seed", "N", "seed of the initial weights and the shuffles (default 1)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       a.seed = number<uint64_t>(f, v, "a whole number from 0 to " +
+                                           std::to_string(std::numeric_limits<uint64_t>::max()));
+     }},
+    {"--device", "NAME[:ORDINAL]",
+     "CPU, CUDA, AMDGPU, Metal or OpenCL; ORDINAL from 0 (default: get_device())",
+     [](Args& a, const std::string&, const std::string& v) { parse_device(v, a); }},
+    {"--lr", "X", "Adam's learning rate in epoch 1 (default 1e-3)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       a.lr = number<double>(f, v, "a learning rate > 0, such as 1e-3");
+       if (!(a.lr > 0)) bad(f, v, "a learning rate > 0, such as 1e-3");
+     }},
+    {"--decay", "X", "learning rate factor per epoch: lr * decay^(epoch-1) (default 0.75)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       a.decay = number<double>(f, v, "a factor per epoch > 0 and <= 1, such as 0.75");
+       if (!(a.decay > 0 && a.decay <= 1)) bad(f, v, "a factor per epoch > 0 and <= 1, such as 0.75");
+     }},
+    {"--checkpoint-dir", "DIR",
+     "where each epoch's checkpoint goes (default checkpoints; below)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       if (v.empty()) bad(f, v, "a directory");
+       a.checkpoint_dir = v;
+     }},
+    {"--metrics", "FILE", "also append each epoch's JSON line to FILE",
+     [](Args& a, const std::string& f, const std::string& v) {
+       if (v.empty()) bad(f, v, "a file name");
+       a.metrics = v;
+     }},
+    {"--limit", "N", "train on the first N images only (default 0: all 60000)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       a.limit = at_least<int64_t>(f, v, 0, "a number of training images >= 0 (0: all)");
+     }},
+};
+
+const char* const description =
+    "flx-train: trains a model on Fashion-MNIST with Adam. Progress goes to stderr, one JSON object per epoch "
+    "to stdout.";
+const char* const footer =
+    "Models: mlp, Dense 784-256-256-10 with relu; cnn, two blocks of 3x3 Conv, BatchNorm, relu and 2x2 MaxPool\n"
+    "(32 and 64 channels), then Dense 3136-128-10.\n"
+    "The device defaults to get_device(): the GPU backend preference, else a functional GPU, else the CPU.\n"
+    "After each epoch: DIR/checkpoint.safetensors (model, optimiser state and epoch, in one file written\n"
+    "atomically: --resume continues from it) and DIR/model.safetensors (the model alone, for loadmodel).\n"
+    "--distributed: data-parallel training under an MPI launcher (mpiexec -n N flx-train --distributed): each\n"
+    "rank trains on its share of the images (MPI; NCCL when the device is CUDA, one GPU per rank, each taking\n"
+    "GPU node_rank % ndevices) and gradients are averaged across ranks. --batchsize is per rank, as in\n"
+    "PyTorch's DDP: a step takes N x batchsize images. Rank 0 alone prints and writes the checkpoints.\n"
+    "Exit status: 0 done, 1 failed, 2 bad arguments.\n";
+
+// flx-train's options in CLI11. Parsing fills only the texts; the setters
+// convert them afterwards, in the order of the table.
+struct CommandLine {
+  CLI::App app{description, "flx-train"};
+  std::vector<CLI::Option*> values;
+  CLI::Option* resume;
+  CLI::Option* distributed;
+
+  CommandLine() {
+    app.allow_extras();  // unknown options are ours to report, with our wording
+    app.set_help_flag("-h,--help", "print this help and exit");
+    app.get_formatter()->column_width(32);
+    for (const ValueOption& o : value_options)
+      values.push_back(app.add_option(o.flag, o.help)->type_name(o.placeholder)->take_last());
+    resume = app.add_flag("--resume")->description("continue from the checkpoint in --checkpoint-dir");
+    distributed = app.add_flag("--distributed")->description("data-parallel over the ranks of an MPI job (below)");
+    app.footer(footer);
+  }
+
+  // CLI11's error for a value that is missing names its option first
+  // ("--epochs: 1 required N missing"): said as before, "--epochs needs a value".
+  static UsageError missing_value(const CLI::ArgumentMismatch& e) {
+    const std::string m = e.what();
+    for (const ValueOption& o : value_options)
+      if (m.rfind(std::string(o.flag) + ":", 0) == 0)
+        return UsageError(std::string(o.flag) + " needs a value (" + o.placeholder + ")");
+    return UsageError(m);
+  }
+
+  Args parse(int argc, char** argv) {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+      std::fputs(app.help().c_str(), stdout);
       std::exit(0);
-    } else if (f == "--epochs") {
-      a.epochs = at_least<int>(f, value(), 1, "a whole number of epochs >= 1");
-    } else if (f == "--batchsize") {
-      a.batchsize = at_least<int64_t>(f, value(), 1, "a whole number of images per batch >= 1");
-    } else if (f == "--seed") {
-      a.seed = number<uint64_t>(f, value(), "a whole number from 0 to " +
-                                                std::to_string(std::numeric_limits<uint64_t>::max()));
-    } else if (f == "--device") {
-      parse_device(value(), a);
-    } else if (f == "--lr") {
-      std::string v = value();
-      a.lr = number<double>(f, v, "a learning rate > 0, such as 1e-3");
-      if (!(a.lr > 0)) bad(f, v, "a learning rate > 0, such as 1e-3");
-    } else if (f == "--decay") {
-      std::string v = value();
-      a.decay = number<double>(f, v, "a factor per epoch > 0 and <= 1, such as 0.75");
-      if (!(a.decay > 0 && a.decay <= 1)) bad(f, v, "a factor per epoch > 0 and <= 1, such as 0.75");
-    } else if (f == "--checkpoint-dir") {
-      a.checkpoint_dir = value();
-      if (a.checkpoint_dir.empty()) bad(f, "", "a directory");
-    } else if (f == "--resume") {
-      a.resume = true;
-    } else if (f == "--metrics") {
-      a.metrics = value();
-      if (a.metrics.empty()) bad(f, "", "a file name");
-    } else if (f == "--limit") {
-      a.limit = at_least<int64_t>(f, value(), 0, "a number of training images >= 0 (0: all)");
-    } else if (f == "--model") {
-      a.model = value();
-      if (a.model != "mlp" && a.model != "cnn") bad(f, a.model, "mlp or cnn");
-    } else if (f == "--distributed") {
+    } catch (const CLI::ArgumentMismatch& e) {
+      throw missing_value(e);
+    } catch (const CLI::ParseError& e) {
+      throw UsageError(e.what());
+    }
+    for (const std::string& extra : app.remaining())
+      throw UsageError(extra.rfind('-', 0) == 0 ? "unknown option " + extra
+                                               : "unexpected argument \"" + extra + "\": flx-train takes options only");
+    Args a;
+    for (size_t i = 0; i < values.size(); ++i)
+      if (values[i]->count() > 0) value_options[i].set(a, value_options[i].flag, values[i]->as<std::string>());
+    a.resume = resume->count() > 0;
+    if (distributed->count() > 0) {
 #if FLX_HAVE_DISTRIBUTED
       a.distributed = true;
 #else
       throw UsageError("--distributed: this flx-train was built without MPI (flx::distributed is built when "
                        "OpenMPI is installed: Debian's libopenmpi-dev and openmpi-bin; then rebuild)");
 #endif
-    } else {
-      throw UsageError("unknown option " + f);
     }
+    return a;
   }
+};
+
+}  // namespace
+
+Args parse(int argc, char** argv) {
+  Args a = CommandLine().parse(argc, argv);
   if (a.distributed && a.device == "CUDA" && a.ordinal_given)
     throw UsageError("--device CUDA:" + std::to_string(a.ordinal) +
                      " with --distributed: each rank takes the GPU node_rank % ndevices of its machine; give "

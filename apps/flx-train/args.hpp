@@ -30,9 +30,10 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The arguments, each checked (a number is all digits and in range, the
-// device name is known); a UsageError saying which flag, which value and
-// what was expected otherwise. Prints the usage and exits 0 for --help.
+// The arguments, parsed by CLI11 and each checked (a number is all digits and
+// in range, the device name is known); a UsageError saying which flag, which
+// value and what was expected otherwise. Prints the help and exits 0 for
+// --help.
 Args parse(int argc, char** argv);
 
 // Can `path` be made as a directory (or is it one we may write in), and can
@@ -40,7 +41,5 @@ Args parse(int argc, char** argv);
 // flag, the path and the system's reason otherwise.
 void check_writable_dir(const std::string& flag, const std::string& path);
 void check_writable_file(const std::string& flag, const std::string& path);
-
-std::string usage_text();
 
 }  // namespace flx_train

@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
   try {  // on every rank, before MPI starts
     args = checked_args(argc, argv);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "flx-train: %s\n\n%s", e.what(), usage_text().c_str());
+    std::fprintf(stderr, "flx-train: %s\nRun flx-train --help for every option.\n", e.what());
     return 2;
   }
 #if FLX_HAVE_DISTRIBUTED

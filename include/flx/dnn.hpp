@@ -106,6 +106,12 @@ Tensor batchnorm(const Tensor& x, const Tensor& scale, const Tensor& bias, const
 // drawn on x's device from the global seed (set_seed).
 Tensor dropout(const Tensor& x, double p, const std::vector<int>& dims = {});
 
+// Dropout for self-normalising (selu) networks, as Flux's AlphaDropout: each
+// element is set to selu's negative saturation α' = -λα with probability p,
+// then the whole is scaled and shifted (A .* x′ .+ B) so that inputs of mean
+// 0 and variance 1 keep them. The mask is drawn as dropout's.
+Tensor alphadropout(const Tensor& x, double p);
+
 // (..., N) -> (prod(...), N), Flux's flatten / MLUtils.flatten.
 Tensor flatten(const Tensor& x);
 

@@ -1,4 +1,4 @@
-// BatchNorm and Dropout: Flux's defaults, modes and printing.
+// BatchNorm, Dropout and AlphaDropout: Flux's defaults, modes and printing.
 #include "flx/layers/normalise.hpp"
 
 #include <sstream>
@@ -47,6 +47,14 @@ Dropout::Dropout(double q, std::vector<int> d) : p(q), dims(std::move(d)) {
 
 Tensor Dropout::operator()(const Tensor& x) const { return detail::training_now(active) ? dropout(x, p, dims) : x; }
 
+AlphaDropout::AlphaDropout(double q) : p(q) {
+  FLX_CHECK(q >= 0 && q <= 1, ArgumentError, "AlphaDropout: the probability must lie in [0, 1]; got ", q);
+}
+
+Tensor AlphaDropout::operator()(const Tensor& x) const {
+  return detail::training_now(active) ? alphadropout(x, p) : x;
+}
+
 void show_compact(std::ostream& os, const BatchNorm& l) {
   os << "BatchNorm(" << l.channels;
   if (!l.act.is_identity()) os << ", " << l.act;
@@ -70,6 +78,12 @@ void show_compact(std::ostream& os, const Dropout& l) {
   os << ")";
 }
 
+void show_compact(std::ostream& os, const AlphaDropout& l) {
+  os << "AlphaDropout(" << l.p;
+  if (l.active) os << ", active=" << (*l.active ? "true" : "false");
+  os << ")";
+}
+
 std::ostream& operator<<(std::ostream& os, const BatchNorm& l) {
   show_compact(os, l);
   const int64_t trainable = l.scale.defined() ? l.scale.numel() + l.bias.numel() : 0;
@@ -79,6 +93,10 @@ std::ostream& operator<<(std::ostream& os, const BatchNorm& l) {
   return os;
 }
 std::ostream& operator<<(std::ostream& os, const Dropout& l) {
+  show_compact(os, l);
+  return os;
+}
+std::ostream& operator<<(std::ostream& os, const AlphaDropout& l) {
   show_compact(os, l);
   return os;
 }

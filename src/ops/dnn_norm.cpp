@@ -1,5 +1,6 @@
 // Batch normalisation (through the dnn table), dropout and flatten, with
 // their autodiff rules.
+#include <cmath>
 #include <string>
 
 #include "dnn_internal.hpp"
@@ -145,6 +146,21 @@ Tensor dropout(const Tensor& x, double p, const std::vector<int>& dims) {
   const Tensor r = detail::rand_on(x.dtype(), Shape(ms), x.device());
   const Tensor mask = (r >= p).to(x.dtype()) * (1.0 / (1.0 - p));
   return x * mask;
+}
+
+Tensor alphadropout(const Tensor& x, double p) {
+  ops::check_defined(x, "alphadropout");
+  FLX_CHECK(p >= 0 && p <= 1, ArgumentError, "alphadropout: the probability must lie in [0, 1]; got ", p);
+  FLX_CHECK(is_floating(x.dtype()), TypeError, "alphadropout: expected a floating input; got ", x.dtype());
+  if (p == 0) return x;
+  if (p == 1) return sign(x) * 0.0;  // Flux's special case
+  // Flux's constants (Klambauer et al. 2017): α' = selu(-Inf), and A, B
+  // restore mean 0 and variance 1 after a fraction p is set to α'.
+  const double alpha = -1.7580993408473766;
+  const double a = 1.0 / std::sqrt((1 - p) * (1 + p * alpha * alpha));
+  const double b = -a * alpha * p;
+  const Tensor kept = detail::rand_on(x.dtype(), x.shape(), x.device()) > p;
+  return where(kept, x, full(x.dtype(), alpha, Shape{}).to(x.device())) * a + b;
 }
 
 Tensor flatten(const Tensor& x) {

@@ -1,5 +1,5 @@
 // Normalisation and regularisation layers (Flux's normalise.jl): BatchNorm
-// and Dropout, and the train/test mode they follow. As in Flux, a layer
+// Dropout and AlphaDropout, and the train/test mode they follow. As in Flux, a layer
 // trains inside gradient/withgradient and infers outside; trainmode(model)
 // and testmode(model) fix the mode for a whole model (Flux's trainmode! and
 // testmode!), automode(model) gives the choice back.
@@ -60,8 +60,21 @@ struct Dropout {
 };
 FLX_LEAF(Dropout)
 
+// Dropout for selu networks (Flux's AlphaDropout; see alphadropout): keeps
+// the mean and variance of its input while training; the identity in
+// inference.
+struct AlphaDropout {
+  double p = 0.5;
+  std::optional<bool> active;
+
+  explicit AlphaDropout(double p);
+  Tensor operator()(const Tensor& x) const;
+};
+FLX_LEAF(AlphaDropout)
+
 void show_compact(std::ostream& os, const BatchNorm& l);  // for Chain (see conv.hpp)
 void show_compact(std::ostream& os, const Dropout& l);
+void show_compact(std::ostream& os, const AlphaDropout& l);
 
 namespace detail {
 // Whether a layer with this mode setting trains now.
@@ -110,5 +123,6 @@ M automode(M model) {
 
 std::ostream& operator<<(std::ostream& os, const BatchNorm& l);
 std::ostream& operator<<(std::ostream& os, const Dropout& l);
+std::ostream& operator<<(std::ostream& os, const AlphaDropout& l);
 
 }  // namespace flx
