@@ -20,11 +20,14 @@ the issue's targets:
       less its forward. PyTorch's figures (mkldnn on the CPU) are shown too.
 
 With --device cuda, bench_cnn runs on CUDA:0 and PyTorch on cuda (cuDNN);
-the convolution is then compared with PyTorch's. Missed targets are
-reported, not failures (exit status 0).
+the convolution is then compared with PyTorch's. Both compute in full
+Float32 there: PyTorch lets cuDNN use TF32 tensor cores by default, flx only
+with FLX_CUDA_ALLOW_TF32=1, so PyTorch's TF32 is turned off unless --tf32
+turns it on for both. Missed targets are reported, not failures (exit
+status 0).
 
   python3 bench/compare_cnn.py --build build --rounds 7            # --threads 2 by default
-  python3 bench/compare_cnn.py --build build --device cuda
+  python3 bench/compare_cnn.py --build build --device cuda [--tf32]
 """
 import argparse
 import json
@@ -126,6 +129,8 @@ def main():
     ap.add_argument("--min-time", type=float, default=0.3)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--small", action="store_true", help="tiny sizes (a check that everything runs)")
+    ap.add_argument("--tf32", action="store_true",
+                    help="on CUDA, let both use TF32 tensor cores (flx: FLX_CUDA_ALLOW_TF32=1); default: neither")
     ap.add_argument("--json", default=None, help="write the medians and ratios here")
     ap.add_argument("--flx-env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for flx only, e.g. FLX_ADAPTIVE_THREADS=0")
@@ -136,10 +141,15 @@ def main():
     dev = args.device
     if dev == "cuda" and not torch.cuda.is_available():
         sys.exit("compare_cnn: --device cuda, but PyTorch sees no GPU")
+    # The same arithmetic on both sides (see the docstring).
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
     bench_cnn = find(args.build, "bench_cnn")
     onednn = find(args.build, "onednn_conv") if dev == "cpu" else None
     env = dict(os.environ, FLX_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
     flx_env = dict(env, **dict(kv.partition("=")[::2] for kv in args.flx_env))
+    if args.tf32:
+        flx_env["FLX_CUDA_ALLOW_TF32"] = "1"
     common = ["--repeats", "1", "--min-time", str(args.min_time)] + (["--small"] if args.small else [])
     flx_cmd = [str(bench_cnn), "--device", "CUDA:0" if dev == "cuda" else "CPU"] + common
     one_cmd = [str(onednn), "--threads", str(args.threads)] + common if onednn else None
@@ -186,14 +196,16 @@ def main():
     gf = 2.0 * s["n"] * s["k"] * s["c"] * 9 * s["hw"] ** 2 / 1e9  # GFLOP of one pass
 
     print(f"flx {bench_cnn} vs PyTorch {torch.__version__} (mkldnn {torch.backends.mkldnn.is_available()}) on "
-          f"{dev}, {args.threads} threads, medians of {args.rounds} interleaved rounds"
+          f"{dev}{(', TF32 ' + ('on' if args.tf32 else 'off') + ' for both') if dev == 'cuda' else ''}, "
+          f"{args.threads} threads, medians of {args.rounds} interleaved rounds"
           f"{' (--small)' if args.small else ''}{' flx env ' + ' '.join(args.flx_env) if args.flx_env else ''}")
     tiu = sorted(set(v for k, vs in flx.items() if k.endswith(":threads_in_use") for v in vs))
     print(f"flx's threads in use at the end of its runs: {tiu} (fewer than {args.threads}: flx gave cores "
           "to other load; FLX_ADAPTIVE_THREADS=0 turns that off)")
     print(f"{'benchmark':<18}{'flx ms':>10}{'PyTorch ms':>12}{'flx/PyTorch':>13}{'target':>10}  met   "
           f"flx range / PyTorch range (ms)")
-    result = {"rounds": args.rounds, "threads": args.threads, "device": dev, "torch": torch.__version__}
+    result = {"rounds": args.rounds, "threads": args.threads, "device": dev, "torch": torch.__version__,
+              "tf32": args.tf32 if dev == "cuda" else None}
     for name, limit in (("cnn_step_b16", 0.8), ("cnn_step_b128", 1.0)):
         f, p = med(flx[name]), med(pt[name])
         ok = f / p <= limit

@@ -2,12 +2,14 @@
 """flx-train against the same training in PyTorch, on the same machine.
 
 Runs build/apps/flx-train and bench/fashion_mnist_torch.py with the same
-model (784-256-256-10 MLP, relu), loss, optimiser (Adam 1e-3, x0.75 per
-epoch), batch size, epochs and thread count, on the CPU, and prints the
-per-epoch training time (test evaluation and checkpoints excluded on both
-sides), the ratio flx / PyTorch (target <= 0.8) and both test accuracies.
+model (--model mlp: the 784-256-256-10 MLP; cnn: flx-train's CNN), loss,
+optimiser and learning-rate schedule (each model's recipe), batch size, epochs and thread count,
+on the CPU (or both on the GPU with --device cuda), and prints the per-epoch
+training time (test evaluation and checkpoints excluded on both sides), the
+ratio flx / PyTorch (target <= 0.8) and both test accuracies.
 
-  python3 bench/compare_train.py --build build [--epochs 10] [--batchsize 64] [--threads 2]
+  python3 bench/compare_train.py --build build [--model cnn] [--epochs 10] [--batchsize 64] [--threads 2]
+  python3 bench/compare_train.py --build build --model cnn --epochs 5 --device cuda
 """
 import argparse
 import json
@@ -26,19 +28,20 @@ def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def run_flx(exe, epochs, batchsize, threads, seed, model="mlp"):
+def run_flx(exe, epochs, batchsize, threads, seed, model="mlp", device="cpu"):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), FLX_SILENCE_WARN_NO_GPU="1")
     with tempfile.TemporaryDirectory() as ckpt:
         p = subprocess.run([str(exe), "--model", model, "--epochs", str(epochs), "--batchsize", str(batchsize), "--seed", str(seed),
-                            "--device", "CPU", "--checkpoint-dir", ckpt], env=env, capture_output=True, text=True)
+                            "--device", "CUDA" if device == "cuda" else "CPU", "--checkpoint-dir", ckpt], env=env,
+                           capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"compare_train: flx-train failed:\n{p.stderr}")
     return [{"seconds": r["train_seconds"], "accuracy": r["test_accuracy"], "loss": r["loss"]} for r in json_lines(p.stdout)]
 
 
-def run_torch(epochs, batchsize, threads, seed, torch_loader, model="mlp"):
+def run_torch(epochs, batchsize, threads, seed, torch_loader, model="mlp", device="cpu"):
     cmd = [sys.executable, str(HERE / "fashion_mnist_torch.py"), "--model", model, "--epochs", str(epochs), "--batchsize",
-           str(batchsize), "--threads", str(threads), "--seed", str(seed)]
+           str(batchsize), "--threads", str(threads), "--seed", str(seed), "--device", device]
     if torch_loader:
         cmd.append("--torch-loader")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -48,11 +51,12 @@ def run_torch(epochs, batchsize, threads, seed, torch_loader, model="mlp"):
     return [{"seconds": r["seconds"], "accuracy": r["test_accuracy"], "loss": r["loss"]} for r in json_lines(p.stdout)]
 
 
-def compare(exe, epochs=10, batchsize=64, threads=2, seed=1, torch_loader=False, model="mlp"):
-    flx = run_flx(exe, epochs, batchsize, threads, seed, model)
-    torch = run_torch(epochs, batchsize, threads, seed, torch_loader, model)
+def compare(exe, epochs=10, batchsize=64, threads=2, seed=1, torch_loader=False, model="mlp", device="cpu"):
+    flx = run_flx(exe, epochs, batchsize, threads, seed, model, device)
+    torch = run_torch(epochs, batchsize, threads, seed, torch_loader, model, device)
     name = "MLP 784-256-256-10" if model == "mlp" else "CNN (flx-train --model cnn)"
-    print(f"Fashion-MNIST {name}, batch {batchsize}, {epochs} epochs, {threads} threads, CPU"
+    where = f"{threads} threads, CPU" if device == "cpu" else "GPU (flx CUDA, PyTorch cuda)"
+    print(f"Fashion-MNIST {name}, batch {batchsize}, {epochs} epochs, {where}"
           f"{'   (PyTorch with torch.utils.data.DataLoader)' if torch_loader else ''}")
     print(f"{'epoch':>5} {'flx s':>8} {'PyTorch s':>10} {'ratio':>7} {'flx acc':>8} {'PyTorch acc':>12}")
     for k, (f, t) in enumerate(zip(flx, torch), 1):
@@ -83,9 +87,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--torch-loader", action="store_true", help="PyTorch batches with torch.utils.data.DataLoader")
     ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"], help="flx-train --model")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="both on the CPU or both on the GPU")
     ap.add_argument("--json", help="also write the results to this JSON file")
     a = ap.parse_args()
-    res = compare(find_exe(a.build), a.epochs, a.batchsize, a.threads, a.seed, a.torch_loader, a.model)
+    res = compare(find_exe(a.build), a.epochs, a.batchsize, a.threads, a.seed, a.torch_loader, a.model, a.device)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2))
     return 0

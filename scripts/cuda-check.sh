@@ -3,7 +3,9 @@
 # and the CUDA toolkit: configure and build flx with -DFLX_CUDA=ON, run the
 # whole test suite (and count its CUDA tests apart), the examples on CUDA,
 # an example under CUDA_VISIBLE_DEVICES=-1 (the CPU and exactly one warning),
-# the GPU benchmarks against PyTorch (bench/compare_gpu.py) and
+# the GPU benchmarks against PyTorch (bench/compare_gpu.py; the CNN's
+# training step and a 3x3 convolution, bench/compare_cnn.py; flx-train
+# --model cnn against the same training in PyTorch, bench/compare_train.py) and
 # compute-sanitizer (memcheck, racecheck) over the CUDA plugin's test suite
 # and memcheck over the conformance suite's and the fused Dense tests' CUDA
 # cases;
@@ -14,7 +16,7 @@
 #
 #   scripts/cuda-check.sh [--build-dir DIR] [--summary FILE] [--only STEPS] [--skip-build]
 #                         [--no-gpu-ok] [--jobs N] [--budget SECONDS] [--data DIR] [--rounds N]
-#                         [--train-epochs N] [--ctest-args "ARGS"]
+#                         [--train-epochs N] [--cnn-epochs N] [--ctest-args "ARGS"]
 #   STEPS: comma-separated subset of build,tests,examples,bench,sanitizer (default: all)
 #
 # Exit status: 0 every step passed (or was skipped), 1 a step failed,
@@ -31,10 +33,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
 
 BUILD_DIR=build-cuda SUMMARY="" ONLY="build,tests,examples,bench,sanitizer" SKIP_BUILD=0 NO_GPU_OK=0
-JOBS=$(nproc) BUDGET=570 DATA="" ROUNDS=5 TRAIN_EPOCHS=3 CTEST_ARGS="" PYTHON=${PYTHON:-python3}
+JOBS=$(nproc) BUDGET=570 DATA="" ROUNDS=5 TRAIN_EPOCHS=3 CNN_EPOCHS=5 CTEST_ARGS="" PYTHON=${PYTHON:-python3}
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
-  case $1 in --build-dir|--summary|--only|--jobs|--budget|--data|--rounds|--train-epochs|--ctest-args)
+  case $1 in --build-dir|--summary|--only|--jobs|--budget|--data|--rounds|--train-epochs|--cnn-epochs|--ctest-args)
     [ $# -ge 2 ] || { echo "cuda-check: $1 needs a value" >&2; exit 2; } ;;
   esac
   case $1 in
@@ -48,6 +50,7 @@ while [ $# -gt 0 ]; do
     --data) DATA=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
     --train-epochs) TRAIN_EPOCHS=$2; shift ;;
+    --cnn-epochs) CNN_EPOCHS=$2; shift ;;
     --ctest-args) CTEST_ARGS=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cuda-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -284,7 +287,11 @@ step_examples() {
 }
 
 step_bench() {
-  if [ "$HAVE_GPU" = 0 ]; then record "benchmarks (a)-(e)" "skipped: no GPU" ""; return; fi
+  if [ "$HAVE_GPU" = 0 ]; then
+    record "benchmarks (a)-(e)" "skipped: no GPU" ""
+    record "CNN benchmarks" "skipped: no GPU" ""
+    return
+  fi
   local common=(--build "$BUILD_DIR" --device CUDA:0 --rounds "$ROUNDS")
   # Limits (GPU only, not measured here): (a)-(d) import PyTorch and start
   # CUDA (~10 s), then 5 rounds of 12 flx and 12 PyTorch benchmarks of at
@@ -300,6 +307,23 @@ step_bench() {
     ${DATA:+--data "$DATA"} --json "$LOGS/bench-e.json"
   [ "$RC" = 0 ] && record "benchmark (e) flx-train" PASS "$TRAIN_EPOCHS epochs on GPU and CPU; figures below" ||
     record "benchmark (e) flx-train" FAIL "$(rc_text); see $LOGS/bench-e.log"
+  # The CNN's training step at batch 16 and 128 and a 3x3 convolution
+  # against PyTorch with cuDNN, both in full Float32 (no TF32). Limit (GPU
+  # only, not measured here): PyTorch's import and cuDNN's autotuning
+  # ~15 s, then 5 rounds of 4 benchmarks a side of ~0.3 s each: ~40 s
+  # expected, 120 s.
+  run_step bench-cnn 120 "$PYTHON" bench/compare_cnn.py --build "$BUILD_DIR" --device cuda --rounds "$ROUNDS" \
+    --json "$LOGS/bench-cnn.json"
+  [ "$RC" = 0 ] && record "CNN benchmarks" PASS "$ROUNDS interleaved rounds; figures below" ||
+    record "CNN benchmarks" FAIL "$(rc_text); see $LOGS/bench-cnn.log"
+  # flx-train --model cnn against the same training in PyTorch, both on the
+  # GPU. Limit: 1.4-1.5 s an epoch for flx and 2.3-2.6 s for PyTorch on an
+  # H100 (2026-11), with the data's load and PyTorch's import: ~35 s for 5
+  # epochs, 120 s.
+  run_step train-cnn 120 "$PYTHON" bench/compare_train.py --build "$BUILD_DIR" --model cnn --epochs "$CNN_EPOCHS" \
+    --device cuda --json "$LOGS/train-cnn.json"
+  [ "$RC" = 0 ] && record "flx-train --model cnn vs PyTorch" PASS "$CNN_EPOCHS epochs each on the GPU; figures below" ||
+    record "flx-train --model cnn vs PyTorch" FAIL "$(rc_text); see $LOGS/train-cnn.log"
 }
 
 # compute-sanitizer over the CUDA plugin's test suite (memcheck, then
@@ -370,7 +394,7 @@ write_summary() {
     echo "|---|---|---|"
     printf '%s\n' "${ROWS[@]}"
     if [ -s "$LOGS/ctest-failures.txt" ]; then echo; echo "Failing tests (first 20):"; echo; cat "$LOGS/ctest-failures.txt"; fi
-    for j in "$LOGS/bench-abcd.json" "$LOGS/bench-e.json"; do
+    for j in "$LOGS/bench-abcd.json" "$LOGS/bench-e.json" "$LOGS/bench-cnn.json" "$LOGS/train-cnn.json"; do
       [ -f "$j" ] && "$PYTHON" "$ROOT/bench/gpu_summary.py" "$j"
     done
     echo

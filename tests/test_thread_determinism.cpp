@@ -5,7 +5,9 @@
 // beside busy competitors, must give identical bits: products of the shapes
 // whose bits once changed with the thread count, batched, transposed (the
 // backward rules' products), in every floating dtype, Dense's fused
-// epilogue forward and backward, big reductions, softmax and Adam steps.
+// epilogue forward and backward, big reductions, softmax and Adam steps;
+// and conv nets, whose filter gradients and batch statistics the CPU's dnn
+// table sums in pieces fixed by the batch (cpu_dnn_conv.cpp).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -99,6 +101,35 @@ void training(Work& w) {
   for (const auto& [name, t] : state(opt)) w.add("Adam " + name, t);
 }
 
+// Training steps of flx-train's CNN (convolutions, BatchNorm, max pooling,
+// Dense) at a batch of 20 (pieces of the filter's gradient of two sizes),
+// and a strided, grouped convolution with its gradients.
+void convnet(Work& w) {
+  set_seed(13);
+  auto model = Chain(Conv({3, 3}, 1, 8, {.pad = 1}), BatchNorm(8, relu), MaxPool({2, 2}), Conv({3, 3}, 8, 16, {.pad = 1}),
+                     BatchNorm(16, relu), MaxPool({2, 2}), Flatten(), Dense(16 * 7 * 7, 10));
+  OptState opt = setup(Adam(1e-3), model);
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = rand(28, 28, 1, 20);
+    std::vector<int64_t> lab(20);
+    for (size_t i = 0; i < lab.size(); ++i) lab[i] = int64_t((i * 3 + size_t(step)) % 10);
+    auto [l, grads] = withgradient(
+        [&](const auto& mm) { return logitcrossentropy(mm(x), onehotbatch(tensor(lab, Shape{20}), 10)); }, model);
+    update(opt, model, std::get<0>(grads));
+    w.add("cnn training loss " + std::to_string(step), l);
+  }
+  for (const auto& [name, t] : state(model)) w.add("cnn trained " + name, t);
+  Tensor x = rand(Float32, {19, 17, 4, 37}) - 0.5, k = rand(Float32, {3, 3, 2, 6}) - 0.5, b = rand(Float32, {6});
+  auto f = [](const Tensor& xx, const Tensor& kk, const Tensor& bb) {
+    return sum(square(conv(xx, kk, bb, {.stride = {2, 1}, .pad = 1, .groups = 2})));
+  };
+  w.add("grouped conv forward", conv(x, k, b, {.stride = {2, 1}, .pad = 1, .groups = 2}));
+  auto [dx, dk, db] = gradient(f, x, k, b);
+  w.add("grouped conv dx", dx);
+  w.add("grouped conv dw", dk);
+  w.add("grouped conv db", db);
+}
+
 std::vector<Result> compute() {
   Work w;
   for (DType t : {Float32, Float64}) {
@@ -127,6 +158,7 @@ std::vector<Result> compute() {
     reductions(w, t);
   }
   training(w);
+  convnet(w);
   return w.out;
 }
 

@@ -119,6 +119,7 @@ struct ValueOption {
   void (*set)(Args&, const std::string& flag, const std::string& value);
 };
 
+// --model comes first: its recipe sets the defaults of the schedule's options.
 const ValueOption value_options[] = {
     {"--model", "mlp|cnn",
      "the model (default mlp; both below)",
@@ -142,15 +143,25 @@ const ValueOption value_options[] = {
     {"--device", "NAME[:ORDINAL]",
      "CPU, CUDA, AMDGPU, Metal or OpenCL; ORDINAL from 0 (default: get_device())",
      [](Args& a, const std::string&, const std::string& v) { parse_device(v, a); }},
-    {"--lr", "X", "Adam's learning rate in epoch 1 (default 1e-3)",
+    {"--schedule", "exp|cosine", "the learning rate's schedule (default: the model's; below)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       if (v != "exp" && v != "cosine") bad(f, v, "exp or cosine");
+       a.schedule = v;
+     }},
+    {"--lr", "X", "Adam's learning rate: the schedule's peak (default: mlp 1e-3, cnn 3e-3)",
      [](Args& a, const std::string& f, const std::string& v) {
        a.lr = number<double>(f, v, "a learning rate > 0, such as 1e-3");
        if (!(a.lr > 0)) bad(f, v, "a learning rate > 0, such as 1e-3");
      }},
-    {"--decay", "X", "learning rate factor per epoch: lr * decay^(epoch-1) (default 0.75)",
+    {"--decay", "X", "exp's factor per epoch: lr * decay^(epoch-1) (default 0.75)",
      [](Args& a, const std::string& f, const std::string& v) {
        a.decay = number<double>(f, v, "a factor per epoch > 0 and <= 1, such as 0.75");
        if (!(a.decay > 0 && a.decay <= 1)) bad(f, v, "a factor per epoch > 0 and <= 1, such as 0.75");
+     }},
+    {"--warmup", "EPOCHS", "epochs of linear warm-up to lr, a fraction too (default: mlp 0, cnn 0.3)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       a.warmup = number<double>(f, v, "a number of epochs >= 0, such as 0.3");
+       if (!(a.warmup >= 0)) bad(f, v, "a number of epochs >= 0, such as 0.3");
      }},
     {"--checkpoint-dir", "DIR",
      "where each epoch's checkpoint goes (default checkpoints; below)",
@@ -175,6 +186,9 @@ const char* const description =
 const char* const footer =
     "Models: mlp, Dense 784-256-256-10 with relu; cnn, two blocks of 3x3 Conv, BatchNorm, relu and 2x2 MaxPool\n"
     "(32 and 64 channels), then Dense 3136-128-10.\n"
+    "Schedules, per step: exp, lr * decay^(epoch-1); cosine, lr * (1 + cos(pi * step / steps)) / 2 over the\n"
+    "whole run; either after --warmup epochs rising linearly to lr. Each model has its recipe: mlp, exp with\n"
+    "lr 1e-3 and decay 0.75; cnn, cosine with lr 3e-3 and 0.3 epochs of warm-up.\n"
     "The device defaults to get_device(): the GPU backend preference, else a functional GPU, else the CPU.\n"
     "After each epoch: DIR/checkpoint.safetensors (model, optimiser state and epoch, in one file written\n"
     "atomically: --resume continues from it) and DIR/model.safetensors (the model alone, for loadmodel).\n"
@@ -213,6 +227,18 @@ struct CommandLine {
     return UsageError(m);
   }
 
+  // The value option `flag` as CLI11 read it.
+  CLI::Option* value(const std::string& flag) const {
+    size_t i = 0;
+    while (value_options[i].flag != flag) ++i;
+    return values[i];
+  }
+
+  // Runs the option's setter when the option was given.
+  void set_if_given(Args& a, const ValueOption& o) const {
+    if (const CLI::Option* v = value(o.flag); v->count() > 0) o.set(a, o.flag, v->as<std::string>());
+  }
+
   Args parse(int argc, char** argv) {
     try {
       app.parse(argc, argv);
@@ -227,9 +253,23 @@ struct CommandLine {
     for (const std::string& extra : app.remaining())
       throw UsageError(extra.rfind('-', 0) == 0 ? "unknown option " + extra
                                                : "unexpected argument \"" + extra + "\": flx-train takes options only");
+    // The model first: its recipe gives the schedule's defaults, which
+    // the options given then override.
     Args a;
-    for (size_t i = 0; i < values.size(); ++i)
-      if (values[i]->count() > 0) value_options[i].set(a, value_options[i].flag, values[i]->as<std::string>());
+    set_if_given(a, value_options[0]);  // --model
+    if (a.model == "cnn") {
+      a.schedule = "cosine";
+      a.lr = 3e-3;
+      a.warmup = 0.3;
+    }
+    for (const ValueOption& o : value_options)
+      if (&o != &value_options[0]) set_if_given(a, o);
+    if (a.schedule != "exp" && value("--decay")->count() > 0)
+      throw UsageError("--decay applies to --schedule exp only, and this run's schedule is " + a.schedule +
+                       "; add --schedule exp, or leave --decay out");
+    if (a.warmup >= a.epochs)
+      throw UsageError("--warmup " + value("--warmup")->as<std::string>() +
+                       ": the warm-up must end before the last epoch (--epochs " + std::to_string(a.epochs) + ")");
     a.resume = resume->count() > 0;
     if (distributed->count() > 0) {
 #if FLX_HAVE_DISTRIBUTED

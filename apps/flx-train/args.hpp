@@ -16,8 +16,13 @@ struct Args {
   std::string device;  // backend name; empty: get_device()
   int ordinal = 0;     // of device
   bool ordinal_given = false;  // NAME:ORDINAL, not NAME
+  // The learning rate of each step (schedule.hpp). The defaults are the
+  // model's recipe (parse sets them): mlp: exp, lr 1e-3, decay 0.75, no
+  // warm-up; cnn: cosine, lr 3e-3, 0.3 epochs of warm-up.
+  std::string schedule = "exp";  // or "cosine"
   double lr = 1e-3;
-  double decay = 0.75;  // learning rate factor per epoch
+  double decay = 0.75;  // learning rate factor per epoch (exp)
+  double warmup = 0;    // epochs (a fraction too) of linear warm-up
   std::string checkpoint_dir = "checkpoints";
   bool resume = false;
   std::string metrics;

@@ -4,8 +4,8 @@
 // With --distributed, under mpiexec, data-parallel over the ranks of the job.
 //
 //   flx-train [--model mlp|cnn] [--epochs 10] [--batchsize 64] [--seed 1] [--device OpenCL[:1]]
-//             [--lr 1e-3] [--decay 0.75] [--checkpoint-dir DIR] [--resume]
-//             [--metrics FILE] [--limit N] [--distributed]
+//             [--schedule exp|cosine] [--lr X] [--decay X] [--warmup EPOCHS] [--checkpoint-dir DIR]
+//             [--resume] [--metrics FILE] [--limit N] [--distributed]
 #include <flx/flx.hpp>
 #include <unistd.h>
 
@@ -20,6 +20,7 @@
 #include "args.hpp"
 #include "checkpoint.hpp"
 #include "progress.hpp"
+#include "schedule.hpp"
 #include "team.hpp"
 #if FLX_HAVE_DISTRIBUTED
 #include "team_mpi.hpp"
@@ -143,7 +144,6 @@ int train(const Args& args, const Team& team, const Model& initial) {
   const bool terminal = isatty(STDERR_FILENO);
   double acc = 0;
   for (int epoch = first_epoch; epoch <= args.epochs; ++epoch) {
-    adjust(opt, args.lr * std::pow(args.decay, epoch - 1));
     // One seeded shuffle per epoch, so a resumed run sees the same batches.
     DataLoader loader(mapobs(training_batch, train_data),
                       {.batchsize = args.batchsize, .shuffle = true, .seed = args.seed * 1000003 + uint64_t(epoch)});
@@ -154,7 +154,10 @@ int train(const Args& args, const Team& team, const Model& initial) {
     // make a GPU wait for each step to finish before queueing the next.
     Tensor loss_sum = zeros(Float32, Shape{}) | dev;
     int64_t seen = 0, batch = 0;
+    double lr = 0;
     for (auto [x, y] : loader | dev) {
+      lr = learning_rate(args, epoch, batch, loader.size());
+      adjust(opt, lr);
       auto [l, grads] = withgradient([&](const Model& m) { return logitcrossentropy(m(x), y); }, model);
       update(opt, model, std::get<0>(grads));
       int64_t b = x.size(1);
@@ -173,7 +176,8 @@ int train(const Args& args, const Team& team, const Model& initial) {
     std::ostringstream js;
     js << "{\"epoch\":" << epoch << ",\"step\":" << step << ",\"loss\":" << mean_loss
        << ",\"test_accuracy\":" << acc << ",\"samples\":" << int64_t(samples) << ",\"train_seconds\":" << train_s
-       << ",\"samples_per_second\":" << samples / train_s << ",\"device\":\"" << dev.str() << "\"";
+       << ",\"samples_per_second\":" << samples / train_s << ",\"learning_rate\":" << lr << ",\"device\":\""
+       << dev.str() << "\"";
     if constexpr (Team::distributed) js << ",\"workers\":" << team.size();
     js << "}";
     metrics->write(js.str());

@@ -1,8 +1,9 @@
 // The CPU backend's "dnn" table (backend.h, minor 5): convolution, pooling
-// and batch normalisation. Float32 runs through oneDNN (cpu_dnn_engine.hpp
-// and the cpu_dnn_{conv,pool,batchnorm}.cpp files); Float64, which oneDNN
-// lacks, and any case oneDNN refuses run as direct loops on flx's thread
-// pool (cpu_dnn_direct.cpp). This header holds what both share: the
+// and batch normalisation. Float32 convolutions and mean pooling run through
+// oneDNN (cpu_dnn_engine.hpp, cpu_dnn_conv.cpp, cpu_dnn_pool.cpp); batch
+// normalisation, max pooling, Float64 (which oneDNN lacks) and any case
+// oneDNN refuses run as direct loops on flx's thread pool
+// (cpu_dnn_direct.cpp). This header holds what both share: the
 // descriptors' geometry in one form, checked once.
 #pragma once
 
@@ -57,8 +58,9 @@ template <class T>
 void direct_pool_forward(const DnnGeometry& g, bool max, const T* x, T* y);
 template <class T>
 void direct_pool_backward(const DnnGeometry& g, bool max, const T* x, const T* dy, T* dx);
-// Batch normalisation with parameters of the same type (F64; F32 where
-// oneDNN refuses). scale, bias, running_*: nullptr for none.
+// Batch normalisation with parameters of the same type as x (halves are
+// refused before), one channel to a thread. scale, bias, running_*:
+// nullptr for none.
 template <class T>
 void direct_batchnorm_forward(const flx_batchnorm_desc& d, const T* x, T* y, const T* scale, const T* bias,
                               T* running_mean, T* running_var, T* saved_mean, T* saved_invstd);

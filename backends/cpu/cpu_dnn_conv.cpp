@@ -8,10 +8,18 @@
 // w (kernel..., cin / groups, cout) is row-major O, I, D, H, W, and with
 // groups, O splits into (groups, cout / groups): oneDNN's G, O, I, D, H, W.
 //
+// Threads: oneDNN computes pieces of the batch, each on one thread, in
+// parallel on flx's pool (cpu_dnn_engine.cpp says why). The filter's
+// gradient sums over the batch: each piece's partial gradient goes to the
+// scratch, and the partials are added in the pieces' order, so that its
+// bits do not depend on the threads.
+//
 // The primitives, with their reorders and scratch layout (Planned), are
-// cached per pass, shape, parameters and thread count; conv_workspace asks
-// for the scratch (the primitive's scratchpad and the reordered tensors) so
-// that a call allocates nothing.
+// cached per pass, shape and parameters; conv_workspace asks for the
+// scratch (each piece's scratchpad and reordered tensors, and the filter's
+// partial gradients) so that a call allocates nothing.
+#include <algorithm>
+
 #include "cpu_dnn.hpp"
 #include "cpu_dnn_engine.hpp"
 
@@ -111,16 +119,100 @@ Cache<Planned>& cache() {
   return c;
 }
 
-// The cached plan of pass `pass` of g (bias: with the bias or its gradient).
-// deterministic: on a thread count that load does not change (cpu_dnn_engine.cpp).
-std::shared_ptr<const Planned> planned(const DnnGeometry& g, int32_t pass, bool bias, bool deterministic) {
-  const int threads = follow_flx_threads(deterministic);
+// The cached plan of pass `pass` of g (bias: with the bias or its
+// gradient), for the calling thread's oneDNN thread count (one: see
+// piece_plans).
+std::shared_ptr<const Planned> planned(const DnnGeometry& g, int32_t pass, bool bias) {
   Key key("conv");
-  key.add(pass).add(bias).add(threads).add(g.nspatial).add(g.batch).add(g.cin).add(g.cout).add(g.groups);
+  key.add(pass).add(bias).add(g.nspatial).add(g.batch).add(g.cin).add(g.cout).add(g.groups);
   key.add_array(g.in).add_array(g.out).add_array(g.kernel).add_array(g.stride).add_array(g.dilation);
   key.add_array(g.pad_lo).add_array(g.pad_hi);
   return cache().get(key, [&] { return make_plan(g, pass, bias); });
 }
+
+// ---- pieces of the batch --------------------------------------------------------
+
+// A pass's plans for the pieces of the batch and, for the filter's
+// gradient, each piece's partial gradients of the filter and the bias in
+// the host scratch after the pieces' own.
+struct ConvPieces {
+  PiecePlans plans;
+  uint64_t partial_w = 0, partial_b = 0;
+
+  uint64_t w_at(int64_t k) const { return plans.bytes() + uint64_t(k) * partial_w; }
+  uint64_t b_at(int64_t k) const { return w_at(plans.pieces.count) + uint64_t(k) * partial_b; }
+  uint64_t bytes() const { return b_at(plans.pieces.count); }
+};
+
+ConvPieces conv_pieces(const DnnGeometry& g, int32_t pass, bool bias) {
+  ConvPieces c{piece_plans(g.batch, [&](int64_t n) {
+    DnnGeometry piece = g;
+    piece.batch = n;
+    return planned(piece, pass, bias);
+  })};
+  if (pass == FLX_CONV_BACKWARD_FILTER) {
+    c.partial_w = aligned(uint64_t(g.cout * (g.cin / g.groups) * g.kernel_numel()) * sizeof(float));
+    c.partial_b = bias ? aligned(uint64_t(g.cout) * sizeof(float)) : 0;
+  }
+  return c;
+}
+
+// dst[i] = part(0)[i] + part(1)[i] + ... + part(count - 1)[i], in that order.
+template <class Part>
+void add_pieces(float* dst, int64_t n, int64_t count, Part part) {
+  parallel_for(n, grain_of(count), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      float s = part(0)[i];
+      for (int64_t k = 1; k < count; ++k) s += part(k)[i];
+      dst[i] = s;
+    }
+  });
+}
+
+// Pass `pass` of d in Float32 through oneDNN, piece by piece on flx's pool;
+// false when oneDNN refuses a piece's shape.
+bool conv_f32(const DnnGeometry& g, const flx_conv_desc* d, int32_t pass, bool bias) {
+  const ConvPieces c = conv_pieces(g, pass, bias);
+  if (c.plans.refused) return false;
+  Scratch scratch(d->workspace, d->workspace_bytes, c.bytes());
+  const uint64_t x_image = uint64_t(g.cin * g.in_numel()) * sizeof(float);
+  const uint64_t y_image = uint64_t(g.cout * g.out_numel()) * sizeof(float);
+  run_pieces(c.plans.pieces, [&](int64_t k, int64_t first) {
+    const Planned& p = c.plans.of(k);
+    const uint64_t n0 = uint64_t(first);
+    char* const piece_scratch = scratch.at(c.plans.scratch_at(k));
+    if (pass == FLX_CONV_FORWARD)
+      run(p,
+          {{DNNL_ARG_SRC, addr(d->x) + n0 * x_image},
+           {DNNL_ARG_WEIGHTS, addr(d->w)},
+           {DNNL_ARG_DST, addr(d->y) + n0 * y_image},
+           {DNNL_ARG_BIAS, bias ? addr(d->b) : nullptr}},
+          piece_scratch);
+    else if (pass == FLX_CONV_BACKWARD_DATA)
+      run(p,
+          {{DNNL_ARG_DIFF_DST, addr(d->dy) + n0 * y_image},
+           {DNNL_ARG_WEIGHTS, addr(d->w)},
+           {DNNL_ARG_DIFF_SRC, addr(d->dx) + n0 * x_image}},
+          piece_scratch);
+    else
+      run(p,
+          {{DNNL_ARG_SRC, addr(d->x) + n0 * x_image},
+           {DNNL_ARG_DIFF_DST, addr(d->dy) + n0 * y_image},
+           {DNNL_ARG_DIFF_WEIGHTS, scratch.at(c.w_at(k))},
+           {DNNL_ARG_DIFF_BIAS, bias ? scratch.at(c.b_at(k)) : nullptr}},
+          piece_scratch);
+  });
+  if (pass != FLX_CONV_BACKWARD_FILTER) return true;
+  auto partial = [&](uint64_t offset) { return reinterpret_cast<const float*>(scratch.at(offset)); };
+  const int64_t count = c.plans.pieces.count;
+  add_pieces(reinterpret_cast<float*>(addr(d->dw)), g.cout * (g.cin / g.groups) * g.kernel_numel(), count,
+             [&](int64_t k) { return partial(c.w_at(k)); });
+  if (bias)
+    add_pieces(reinterpret_cast<float*>(addr(d->db)), g.cout, count, [&](int64_t k) { return partial(c.b_at(k)); });
+  return true;
+}
+
+// ---- the calls --------------------------------------------------------------------
 
 // One pass of d: checks, then oneDNN for Float32, else the direct loops.
 int conv_pass(const flx_conv_desc* d, int32_t pass) {
@@ -142,27 +234,7 @@ int conv_pass(const flx_conv_desc* d, int32_t pass) {
         if (int st = need_buffer(call, what, m)) return st;
   }
   return guarded(call, [&] {
-    if (d->dtype == FLX_F32) {
-      const auto p = planned(g, pass, bias, d->deterministic != 0);
-      if (!p->refused) {
-        Scratch scratch(d->workspace, d->workspace_bytes, p->scratch_bytes);
-        std::vector<ArgPtr> ptrs;
-        if (pass == FLX_CONV_FORWARD)
-          ptrs = {{DNNL_ARG_SRC, addr(d->x)},
-                  {DNNL_ARG_WEIGHTS, addr(d->w)},
-                  {DNNL_ARG_DST, addr(d->y)},
-                  {DNNL_ARG_BIAS, bias ? addr(d->b) : nullptr}};
-        else if (pass == FLX_CONV_BACKWARD_DATA)
-          ptrs = {{DNNL_ARG_DIFF_DST, addr(d->dy)}, {DNNL_ARG_WEIGHTS, addr(d->w)}, {DNNL_ARG_DIFF_SRC, addr(d->dx)}};
-        else
-          ptrs = {{DNNL_ARG_SRC, addr(d->x)},
-                  {DNNL_ARG_DIFF_DST, addr(d->dy)},
-                  {DNNL_ARG_DIFF_WEIGHTS, addr(d->dw)},
-                  {DNNL_ARG_DIFF_BIAS, bias ? addr(d->db) : nullptr}};
-        run(*p, ptrs, scratch.at(0));
-        return FLX_OK;
-      }
-    }
+    if (d->dtype == FLX_F32 && conv_f32(g, d, pass, bias)) return FLX_OK;
     auto direct = [&](auto tag) {
       using T = decltype(tag);
       auto ptr = [](flx_mem m) { return m.buf ? reinterpret_cast<T*>(addr(m)) : nullptr; };
@@ -200,8 +272,8 @@ int conv_workspace(void*, int, const flx_conv_desc* d, int32_t pass, uint64_t* b
   const bool bias =
       (pass == FLX_CONV_FORWARD ? d->b.buf : pass == FLX_CONV_BACKWARD_FILTER ? d->db.buf : nullptr) != nullptr;
   return guarded(call_name(pass), [&] {
-    const auto p = planned(g, pass, bias, d->deterministic != 0);
-    *bytes = p->refused ? 0 : p->scratch_bytes;
+    const ConvPieces c = conv_pieces(g, pass, bias);
+    *bytes = c.plans.refused ? 0 : c.bytes();
     return FLX_OK;
   });
 }

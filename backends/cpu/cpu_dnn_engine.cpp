@@ -1,28 +1,28 @@
 // The oneDNN engine, streams and threads of the CPU backend.
 //
 // Threads: Debian's oneDNN (2.6) runs on OpenMP (libgomp; dnnl_config.h
-// says DNNL_CPU_RUNTIME_OMP), and a primitive uses omp_get_max_threads()
-// of the thread that creates it: its split of the work across threads is
-// fixed then and each execution opens a parallel region of that many
-// threads. So before making or running a primitive, the calling thread's
-// OpenMP count (a per-thread setting, omp_set_num_threads) is set to the
-// count flx's own pool would use now (pool_threads_now(): FLX_NUM_THREADS or
-// flx::set_num_threads(), less the cores other work keeps busy), and that
-// count is part of every cached primitive's key, so a primitive made for 4
-// threads never runs on 2. OpenMP's team is separate from flx's pool, but
-// the two never run at once: a oneDNN call returns only when its parallel
-// region has ended, and flx's loops run between such calls. (libgomp's
-// threads spin a little after each region before they sleep, as OpenMP
-// does by default; OMP_WAIT_POLICY=passive turns that off.)
-//
-// Results: where oneDNN splits a sum across threads (the weights' gradient
-// of a convolution, batch statistics), its bits depend on the thread count.
-// A convolution asked to be deterministic (flx_conv_desc::deterministic)
-// therefore runs on flx's maximum count, which load does not change, rather
-// than on the threads free now.
+// says DNNL_CPU_RUNTIME_OMP), and a primitive splits its work for
+// omp_get_max_threads() of the thread that creates it. flx makes every
+// primitive for one thread and runs pieces of the batch in parallel on its
+// own pool (run_pieces), for two reasons:
+//  - results: where oneDNN splits a sum across threads (the filter's
+//    gradient of a convolution, batch statistics) its bits follow the
+//    thread count, which load changes. On one thread a piece's bits are
+//    fixed, the pieces are fixed by the batch size alone, and where they
+//    are summed (the filter's gradient, cpu_dnn_conv.cpp) the sum runs in
+//    the pieces' order: the same inputs give the same bits at any thread
+//    count and load, as flx's GEMMs do;
+//  - speed: libgomp's threads spin after each parallel region before they
+//    sleep, on the cores where flx's pool runs the loops between oneDNN's
+//    calls (BatchNorm, max pooling, Adam); in flx-train's CNN that cost a
+//    third of a training step. With one thread no OpenMP team starts.
+// A batch of one image is one piece, on one thread.
 #include "cpu_dnn_engine.hpp"
 
 #include <omp.h>
+
+#include <exception>
+#include <mutex>
 
 #include "cpu_pool.hpp"
 
@@ -40,10 +40,25 @@ dnnl::stream& stream() {
   return s;
 }
 
-int follow_flx_threads(bool fixed) {
-  const int n = fixed ? pool_max_threads() : pool_threads_now();
+void use_threads(int n) {
   if (omp_get_max_threads() != n) omp_set_num_threads(n);
-  return n;
+}
+
+void run_pieces(const BatchPieces& pieces, const std::function<void(int64_t, int64_t)>& body) {
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  parallel_for(pieces.count, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      try {
+        use_threads(1);
+        body(k, pieces.first(k));
+      } catch (...) {  // parallel_for's bodies must not throw
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  });
+  if (error) std::rethrow_exception(error);
 }
 
 int status_of(dnnl_status_t s) {

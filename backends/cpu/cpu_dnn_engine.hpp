@@ -4,8 +4,10 @@
 // status. Not installed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -28,12 +30,8 @@ dnnl::engine& engine();
 // stream is not meant to be used from several threads at once.
 dnnl::stream& stream();
 
-// Makes oneDNN on the calling thread use the threads flx's pool would use
-// now (flx::num_threads_in_use()), or with `fixed` the most it may use
-// (flx::num_threads()), and returns that count. It belongs in the key of
-// every cached primitive, since oneDNN fixes a primitive's split of the
-// work across threads when it creates it (cpu_dnn_engine.cpp).
-int follow_flx_threads(bool fixed = false);
+// Makes oneDNN on the calling thread use n threads (its OpenMP count).
+void use_threads(int n);
 
 // The bytes of a cache key: the parameters a primitive was made for.
 class Key {
@@ -204,6 +202,58 @@ struct ArgPtr {
   void* ptr;
 };
 void run(const Planned& p, const std::vector<ArgPtr>& ptrs, char* scratch);
+
+// ---- pieces of a batch on flx's pool ------------------------------------------
+// Every primitive is made for one thread, and flx's pool runs pieces of the
+// batch in parallel (cpu_dnn_engine.cpp says why).
+
+// At most this many pieces: enough for the threads of most machines, and
+// few enough for the sums of a filter's gradient to stay a small part of
+// its cost.
+inline constexpr int64_t kMaxPieces = 16;
+
+// The pieces of a batch, fixed by its size alone: `count` of them, the
+// first `longer` one image longer than the rest.
+struct BatchPieces {
+  int64_t count, shorter, longer;
+  explicit BatchPieces(int64_t batch)
+      : count(std::min(batch, kMaxPieces)), shorter(batch / count), longer(batch % count) {}
+  int64_t first(int64_t k) const { return k * shorter + std::min(k, longer); }
+};
+
+// A call's plans for the pieces of a batch (one per piece size) and their
+// host scratch, each piece's after the one before.
+struct PiecePlans {
+  BatchPieces pieces;
+  std::shared_ptr<const Planned> plan[2];  // for pieces of size shorter + 1, of size shorter
+  uint64_t scratch_each = 0;
+  bool refused = false;  // oneDNN refused a piece's shape
+
+  const Planned& of(int64_t k) const { return *plan[k < pieces.longer ? 0 : 1]; }
+  uint64_t scratch_at(int64_t k) const { return uint64_t(k) * scratch_each; }
+  uint64_t bytes() const { return scratch_at(pieces.count); }
+};
+
+// The plans for the pieces of `batch` images: plan_for(n) gives the
+// (cached) plan for a piece of n images, made for one thread.
+template <class PlanFor>
+PiecePlans piece_plans(int64_t batch, PlanFor&& plan_for) {
+  PiecePlans p{BatchPieces(batch), {}};
+  use_threads(1);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t n = p.pieces.shorter + (i == 0 ? 1 : 0);
+    if (n == 0 || (i == 0 && p.pieces.longer == 0)) continue;  // no pieces of that size
+    p.plan[i] = plan_for(n);
+    if (p.plan[i]->refused) p.refused = true;
+    else p.scratch_each = std::max(p.scratch_each, aligned(p.plan[i]->scratch_bytes));
+  }
+  return p;
+}
+
+// Runs body(k, first image of piece k) for every piece, in parallel on
+// flx's pool, with oneDNN on one thread; rethrows the first exception a
+// piece threw once all have run.
+void run_pieces(const BatchPieces& pieces, const std::function<void(int64_t, int64_t)>& body);
 
 int status_of(dnnl_status_t s);
 

@@ -1,16 +1,16 @@
 // Pooling (the dnn table's pool_*): mean pooling in Float32 through
-// oneDNN's pooling on flx's plain layout (avg_include_padding); max pooling,
-// Float64, and the cases below, as direct loops (cpu_dnn_direct.cpp):
+// oneDNN's pooling on flx's plain layout (avg_include_padding), in pieces
+// of the batch on flx's pool (cpu_dnn_engine.cpp); max pooling, Float64,
+// and a pad as wide as the window as direct loops (cpu_dnn_direct.cpp):
 //  - max pooling: on the plain layout oneDNN has only its simple_nchw
 //    implementation, several times slower than the direct loops (which, for
 //    windows without padding, run without bounds checks); those also keep
 //    the ABI's rules without a scan of x (a NaN in a window gives NaN,
 //    where oneDNN's maximum drops it) and need no reserve: the backward
-//    finds each window's first maximum again from x. (The workspace paths
-//    below serve a max pooling through oneDNN, which none takes now.)
-//  - a pad as wide as the window, which leaves windows of padding only
-//    (the ABI's -Inf for max; oneDNN's is the lowest finite float);
-//  - a backward call without the reserve the forward's size asked for.
+//    finds each window's first maximum again from x. So no pooling keeps a
+//    reserve (pool_reserve_size is 0).
+//  - a pad as wide as the window leaves windows of padding only (the
+//    ABI's -Inf for max; oneDNN's mean would count them differently).
 #include "cpu_dnn.hpp"
 #include "cpu_dnn_engine.hpp"
 
@@ -19,34 +19,24 @@ namespace {
 
 using namespace onednn;
 
-enum Pass : int32_t { kForward, kForwardTraining, kBackward };
+enum Pass : int32_t { kForward, kBackward };
 
-bool keeps_workspace(const flx_pool_desc& d) { return d.mode == FLX_POOL_MAX && d.training; }
-
-Planned make_plan(const DnnGeometry& g, bool max, Pass pass) {
+// Mean pooling's plan for pass `pass` of g.
+Planned make_plan(const DnnGeometry& g, Pass pass) {
   try {
     const int ns = g.nspatial;
     const auto x = plain_f32(activation_dims(ns, g.batch, g.cin, g.in));
     const auto y = plain_f32(activation_dims(ns, g.batch, g.cin, g.out));
     const auto strides = spatial_dims(ns, g.stride), kernel = spatial_dims(ns, g.kernel);
     const auto pad_l = spatial_dims(ns, g.pad_lo), pad_r = spatial_dims(ns, g.pad_hi);
-    const auto alg = max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_include_padding;
-    const bool training = pass != kForward;
-    const dnnl::pooling_forward::desc fwd(
-        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, alg, x, y, strides, kernel,
-        pad_l, pad_r);
+    const auto alg = dnnl::algorithm::pooling_avg_include_padding;
+    const dnnl::pooling_forward::desc fwd(dnnl::prop_kind::forward_training, alg, x, y, strides, kernel, pad_l, pad_r);
     const dnnl::pooling_forward::primitive_desc fwd_pd(fwd, user_scratchpad(), engine());
-    const bool ws = max && training;
-    if (pass != kBackward) {
-      std::vector<ArgSpec> args{{DNNL_ARG_SRC, x, false}, {DNNL_ARG_DST, y, true}};
-      if (ws) args.push_back({DNNL_ARG_WORKSPACE, fwd_pd.workspace_desc(), true});
-      return plan(fwd_pd, dnnl::pooling_forward(fwd_pd), args);
-    }
+    if (pass == kForward)
+      return plan(fwd_pd, dnnl::pooling_forward(fwd_pd), {{DNNL_ARG_SRC, x, false}, {DNNL_ARG_DST, y, true}});
     const dnnl::pooling_backward::desc bwd(alg, x, y, strides, kernel, pad_l, pad_r);
     const dnnl::pooling_backward::primitive_desc pd(bwd, user_scratchpad(), engine(), fwd_pd);
-    std::vector<ArgSpec> args{{DNNL_ARG_DIFF_DST, y, false}, {DNNL_ARG_DIFF_SRC, x, true}};
-    if (ws) args.push_back({DNNL_ARG_WORKSPACE, pd.workspace_desc(), false});
-    return plan(pd, dnnl::pooling_backward(pd), args);
+    return plan(pd, dnnl::pooling_backward(pd), {{DNNL_ARG_DIFF_DST, y, false}, {DNNL_ARG_DIFF_SRC, x, true}});
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_out_of_memory) throw;
     Planned refused;
@@ -61,31 +51,46 @@ Cache<Planned>& cache() {
   return c;
 }
 
-std::shared_ptr<const Planned> planned(const DnnGeometry& g, bool max, Pass pass) {
-  const int threads = follow_flx_threads();
-  Key key("pool");
-  key.add(max).add(pass).add(threads).add(g.nspatial).add(g.batch).add(g.cin);
-  key.add_array(g.in).add_array(g.out).add_array(g.kernel).add_array(g.stride).add_array(g.pad_lo).add_array(g.pad_hi);
-  return cache().get(key, [&] { return make_plan(g, max, pass); });
+// The plans for the pieces of g's batch (cpu_dnn_engine.hpp).
+PiecePlans pool_pieces(const DnnGeometry& g, Pass pass) {
+  return piece_plans(g.batch, [&](int64_t n) {
+    Key key("pool");
+    key.add(pass).add(g.nspatial).add(n).add(g.cin);
+    key.add_array(g.in).add_array(g.out).add_array(g.kernel).add_array(g.stride).add_array(g.pad_lo).add_array(
+        g.pad_hi);
+    DnnGeometry piece = g;
+    piece.batch = n;
+    return cache().get(key, [&] { return make_plan(piece, pass); });
+  });
 }
 
-// The workspace argument's size in a plan (0 when it keeps none).
-uint64_t workspace_bytes(const Planned& p) {
-  for (const auto& a : p.args)
-    if (a.id == DNNL_ARG_WORKSPACE) return a.plain.get_size();
-  return 0;
-}
-
+// Whether some window holds padding only.
 bool pad_covers_window(const DnnGeometry& g) {
   for (int i = 0; i < 3; ++i)
     if (g.pad_lo[i] >= g.kernel[i] || g.pad_hi[i] >= g.kernel[i]) return true;
   return false;
 }
 
-// Whether d (checked, geometry g) runs through oneDNN: mean pooling in
-// Float32 whose windows all hold some input.
-bool through_onednn(const flx_pool_desc& d, const DnnGeometry& g, const float*) {
-  return d.dtype == FLX_F32 && d.mode != FLX_POOL_MAX && !pad_covers_window(g);
+// Pass `pass` of d (checked, geometry g) through oneDNN: false for what it
+// does not run (max pooling, Float64, windows of padding only, a shape it
+// refuses).
+bool through_onednn(const flx_pool_desc& d, const DnnGeometry& g, Pass pass) {
+  if (d.dtype != FLX_F32 || d.mode == FLX_POOL_MAX || pad_covers_window(g)) return false;
+  const PiecePlans p = pool_pieces(g, pass);
+  if (p.refused) return false;
+  Scratch scratch({}, 0, p.bytes());
+  const uint64_t x_image = uint64_t(g.cin * g.in_numel()) * sizeof(float);
+  const uint64_t y_image = uint64_t(g.cin * g.out_numel()) * sizeof(float);
+  run_pieces(p.pieces, [&](int64_t k, int64_t first) {
+    const uint64_t n0 = uint64_t(first);
+    if (pass == kForward)
+      run(p.of(k), {{DNNL_ARG_SRC, addr(d.x) + n0 * x_image}, {DNNL_ARG_DST, addr(d.y) + n0 * y_image}},
+          scratch.at(p.scratch_at(k)));
+    else
+      run(p.of(k), {{DNNL_ARG_DIFF_DST, addr(d.dy) + n0 * y_image}, {DNNL_ARG_DIFF_SRC, addr(d.dx) + n0 * x_image}},
+          scratch.at(p.scratch_at(k)));
+  });
+  return true;
 }
 
 }  // namespace
@@ -94,13 +99,7 @@ int pool_reserve_size(void*, int, const flx_pool_desc* d, uint64_t* bytes) {
   if (!bytes) return fail(FLX_ERR_INVALID_ARGUMENT, "pool_reserve_size: the output is a null pointer");
   *bytes = 0;
   DnnGeometry g;
-  if (int st = pool_geometry("pool_reserve_size", d, &g)) return st;
-  if (!keeps_workspace(*d) || !through_onednn(*d, g, nullptr)) return FLX_OK;
-  return guarded("pool_reserve_size", [&] {
-    const auto p = planned(g, true, kForwardTraining);
-    *bytes = p->refused ? 0 : workspace_bytes(*p);
-    return FLX_OK;
-  });
+  return pool_geometry("pool_reserve_size", d, &g);  // no pooling here keeps a reserve
 }
 
 int pool_forward(void*, int, const flx_pool_desc* d, flx_stream) {
@@ -111,20 +110,7 @@ int pool_forward(void*, int, const flx_pool_desc* d, flx_stream) {
     if (int st = need_buffer(call, what, m)) return st;
   const bool max = d->mode == FLX_POOL_MAX;
   return guarded(call, [&] {
-    if (through_onednn(*d, g, reinterpret_cast<const float*>(addr(d->x)))) {
-      const auto p = planned(g, max, keeps_workspace(*d) ? kForwardTraining : kForward);
-      const uint64_t ws = workspace_bytes(*p);
-      // Without room for the workspace (a caller that skipped
-      // pool_reserve_size), the forward runs for inference: the backward
-      // then finds no reserve and takes the direct loops.
-      const auto q = ws && (!d->reserve.buf || d->reserve_bytes < ws) ? planned(g, max, kForward) : p;
-      if (!q->refused) {
-        Scratch scratch({}, 0, q->scratch_bytes);
-        run(*q, {{DNNL_ARG_SRC, addr(d->x)}, {DNNL_ARG_DST, addr(d->y)}, {DNNL_ARG_WORKSPACE, addr(d->reserve)}},
-            scratch.at(0));
-        return FLX_OK;
-      }
-    }
+    if (through_onednn(*d, g, kForward)) return FLX_OK;
     if (d->dtype == FLX_F32)
       direct_pool_forward(g, max, reinterpret_cast<const float*>(addr(d->x)), reinterpret_cast<float*>(addr(d->y)));
     else
@@ -141,19 +127,7 @@ int pool_backward(void*, int, const flx_pool_desc* d, flx_stream) {
     if (int st = need_buffer(call, what, m)) return st;
   const bool max = d->mode == FLX_POOL_MAX;
   return guarded(call, [&] {
-    if (through_onednn(*d, g, reinterpret_cast<const float*>(addr(d->x)))) {
-      const auto p = planned(g, max, kBackward);
-      const uint64_t ws = workspace_bytes(*p);
-      if (!p->refused && (!ws || (d->reserve.buf && d->reserve_bytes >= ws))) {
-        Scratch scratch({}, 0, p->scratch_bytes);
-        run(*p,
-            {{DNNL_ARG_DIFF_DST, addr(d->dy)},
-             {DNNL_ARG_DIFF_SRC, addr(d->dx)},
-             {DNNL_ARG_WORKSPACE, addr(d->reserve)}},
-            scratch.at(0));
-        return FLX_OK;
-      }
-    }
+    if (through_onednn(*d, g, kBackward)) return FLX_OK;
     if (d->dtype == FLX_F32)
       direct_pool_backward(g, max, reinterpret_cast<const float*>(addr(d->x)),
                            reinterpret_cast<const float*>(addr(d->dy)), reinterpret_cast<float*>(addr(d->dx)));

@@ -49,6 +49,8 @@ print(f"10 epochs: test accuracy {final:.4f}, {runs[-1]['samples_per_second']:.0
       f"{sum(r['train_seconds'] for r in runs):.1f} s training")
 assert final >= 0.885, f"test accuracy {final} < 0.885"
 assert runs[-1]["loss"] < runs[0]["loss"]
+for r in runs:  # the MLP's recipe: lr 1e-3 decayed by 0.75 each epoch
+    assert abs(r["learning_rate"] - 1e-3 * 0.75 ** (r["epoch"] - 1)) < 1e-9, r
 plain = [line for line in p.stderr.splitlines() if line.startswith("epoch ")]
 assert len(plain) == 10 and "\r" not in p.stderr and "test accuracy" in plain[0], p.stderr
 for name in ("checkpoint.safetensors", "model.safetensors"):
