@@ -65,10 +65,11 @@ def compare(exe, epochs=10, batchsize=64, threads=2, seed=1, torch_loader=False,
     fm = statistics.median(r["seconds"] for r in flx)
     tm = statistics.median(r["seconds"] for r in torch)
     ratio = fm / tm
-    print(f"median epoch: flx {fm:.3f} s, PyTorch {tm:.3f} s, flx/PyTorch {ratio:.3f} "
-          f"(target <= {TARGET}: {'MET' if ratio <= TARGET else 'MISSED'}); "
+    # The epoch-time target is the MLP's; the CNN's figures are reported beside PyTorch's, without one.
+    target = f"(target <= {TARGET}: {'MET' if ratio <= TARGET else 'MISSED'}); " if model == "mlp" else ""
+    print(f"median epoch: flx {fm:.3f} s, PyTorch {tm:.3f} s, flx/PyTorch {ratio:.3f} {target}"
           f"final test accuracy: flx {flx[-1]['accuracy']:.4f}, PyTorch {torch[-1]['accuracy']:.4f}")
-    return {"flx": flx, "pytorch": torch, "ratio": ratio, "target_met": ratio <= TARGET}
+    return {"flx": flx, "pytorch": torch, "ratio": ratio, "target_met": ratio <= TARGET if model == "mlp" else None}
 
 
 def find_exe(build):

@@ -237,9 +237,9 @@ TEST(CpuDnn, ConvolutionFloat64MatchesTheReference) {
     for (bool bias : {false, true}) check_conv<double>(c, bias);
 }
 
-// oneDNN's primitives are made for a thread count (part of the cache key):
-// one thread, the default, and the fixed count of a deterministic
-// convolution all give the reference's results.
+// On one thread and on the default count, with and without the
+// deterministic flag, the results are the reference's (the thread
+// determinism test checks that they are the same bits).
 TEST(CpuDnn, ConvolutionFollowsFlxsThreadCount) {
   const int before = num_threads();
   set_num_threads(1);
@@ -279,6 +279,15 @@ const PoolCase kPoolCases[] = {
      {0, 0, 0},
      1,
      16},
+    {"2-D, 2x2 windows at stride 2 over odd sizes (a last row and column in no window)",
+     2,
+     {7, 5, 1},
+     {2, 2, 1},
+     {2, 2, 1},
+     {0, 0, 0},
+     {0, 0, 0},
+     2,
+     3},
     {"3-D, window 2, strides (2, 2, 1), pads (0, 1, 1)",
      3,
      {4, 5, 3},
@@ -384,7 +393,8 @@ TEST(CpuDnn, MaxPoolingSendsTheGradientToTheFirstMaximum) {
 
 // A NaN in a window gives NaN (oneDNN's maximum would drop it).
 TEST(CpuDnn, MaxPoolingPropagatesNaN) {
-  for (const PoolCase& c : {kPoolCases[1], kPoolCases[2]}) {  // padded, and unpadded (the loops without bounds checks)
+  // padded; unpadded (the loops without bounds checks); 2x2 at stride 2 (their own loop)
+  for (const PoolCase& c : {kPoolCases[1], kPoolCases[2], kPoolCases[3]}) {
     const ref::PoolShape s = pool_shape(c, true);
     auto xv = values(s.x_size(), 8);
     xv[3] = xv[40] = std::nan("");

@@ -10,15 +10,15 @@ namespace flx_train {
 
 struct Args {
   std::string model = "mlp";  // or "cnn"
-  int epochs = 10;
+  int epochs = 10;  // the model's recipe: mlp 10, cnn 5
   int64_t batchsize = 64;
   uint64_t seed = 1;
   std::string device;  // backend name; empty: get_device()
   int ordinal = 0;     // of device
   bool ordinal_given = false;  // NAME:ORDINAL, not NAME
   // The learning rate of each step (schedule.hpp). The defaults are the
-  // model's recipe (parse sets them): mlp: exp, lr 1e-3, decay 0.75, no
-  // warm-up; cnn: cosine, lr 3e-3, 0.3 epochs of warm-up.
+  // model's recipe (parse sets them, with epochs): mlp: exp, lr 1e-3, decay
+  // 0.75, no warm-up; cnn: cosine, lr 3e-3, 0.3 epochs of warm-up.
   std::string schedule = "exp";  // or "cosine"
   double lr = 1e-3;
   double decay = 0.75;  // learning rate factor per epoch (exp)

@@ -145,7 +145,8 @@ struct ConvPieces {
 };
 
 ConvPieces conv_pieces(const DnnGeometry& g, int32_t pass, bool bias) {
-  ConvPieces c{piece_plans(g.batch, [&](int64_t n) {
+  const int64_t macs = g.cout * (g.cin / g.groups) * g.kernel_numel() * g.out_numel();  // per image
+  ConvPieces c{piece_plans(g.batch, macs, [&](int64_t n) {
     DnnGeometry piece = g;
     piece.batch = n;
     return planned(piece, pass, bias);

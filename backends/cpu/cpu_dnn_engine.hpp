@@ -211,13 +211,20 @@ void run(const Planned& p, const std::vector<ArgPtr>& ptrs, char* scratch);
 // few enough for the sums of a filter's gradient to stay a small part of
 // its cost.
 inline constexpr int64_t kMaxPieces = 16;
+// Work (multiply-adds, or their worth) a piece should have at least:
+// each call of a primitive costs some microseconds of its own (reorders,
+// memory objects), so small layers take fewer, larger pieces.
+inline constexpr int64_t kPieceWork = int64_t(1) << 22;
 
-// The pieces of a batch, fixed by its size alone: `count` of them, the
-// first `longer` one image longer than the rest.
+// The pieces of a batch, fixed by its size and the work of one image
+// alone: `count` of them, the first `longer` one image longer than the rest.
 struct BatchPieces {
   int64_t count, shorter, longer;
-  explicit BatchPieces(int64_t batch)
-      : count(std::min(batch, kMaxPieces)), shorter(batch / count), longer(batch % count) {}
+  BatchPieces(int64_t batch, int64_t work_per_image)
+      : count(std::clamp(batch * std::max<int64_t>(work_per_image, 1) / kPieceWork, int64_t(1),
+                         std::min(batch, kMaxPieces))),
+        shorter(batch / count),
+        longer(batch % count) {}
   int64_t first(int64_t k) const { return k * shorter + std::min(k, longer); }
 };
 
@@ -234,11 +241,12 @@ struct PiecePlans {
   uint64_t bytes() const { return scratch_at(pieces.count); }
 };
 
-// The plans for the pieces of `batch` images: plan_for(n) gives the
-// (cached) plan for a piece of n images, made for one thread.
+// The plans for the pieces of `batch` images of `work_per_image` each:
+// plan_for(n) gives the (cached) plan for a piece of n images, made for one
+// thread.
 template <class PlanFor>
-PiecePlans piece_plans(int64_t batch, PlanFor&& plan_for) {
-  PiecePlans p{BatchPieces(batch), {}};
+PiecePlans piece_plans(int64_t batch, int64_t work_per_image, PlanFor&& plan_for) {
+  PiecePlans p{BatchPieces(batch, work_per_image), {}};
   use_threads(1);
   for (int i = 0; i < 2; ++i) {
     const int64_t n = p.pieces.shorter + (i == 0 ? 1 : 0);
