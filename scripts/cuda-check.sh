@@ -311,16 +311,16 @@ step_bench() {
   # against PyTorch with cuDNN, both in full Float32 (no TF32). Limit (GPU
   # only, not measured here): PyTorch's import and cuDNN's autotuning
   # ~15 s, then 5 rounds of 4 benchmarks a side of ~0.3 s each: ~40 s
-  # expected, 120 s.
-  run_step bench-cnn 120 "$PYTHON" bench/compare_cnn.py --build "$BUILD_DIR" --device cuda --rounds "$ROUNDS" \
+  # expected, 90 s (the bench steps' limits fit one 570 s call together).
+  run_step bench-cnn 90 "$PYTHON" bench/compare_cnn.py --build "$BUILD_DIR" --device cuda --rounds "$ROUNDS" \
     --json "$LOGS/bench-cnn.json"
   [ "$RC" = 0 ] && record "CNN benchmarks" PASS "$ROUNDS interleaved rounds; figures below" ||
     record "CNN benchmarks" FAIL "$(rc_text); see $LOGS/bench-cnn.log"
   # flx-train --model cnn against the same training in PyTorch, both on the
   # GPU. Limit: 1.4-1.5 s an epoch for flx and 2.3-2.6 s for PyTorch on an
   # H100 (2026-11), with the data's load and PyTorch's import: ~35 s for 5
-  # epochs, 120 s.
-  run_step train-cnn 120 "$PYTHON" bench/compare_train.py --build "$BUILD_DIR" --model cnn --epochs "$CNN_EPOCHS" \
+  # epochs, 90 s.
+  run_step train-cnn 90 "$PYTHON" bench/compare_train.py --build "$BUILD_DIR" --model cnn --epochs "$CNN_EPOCHS" \
     --device cuda --json "$LOGS/train-cnn.json"
   [ "$RC" = 0 ] && record "flx-train --model cnn vs PyTorch" PASS "$CNN_EPOCHS epochs each on the GPU; figures below" ||
     record "flx-train --model cnn vs PyTorch" FAIL "$(rc_text); see $LOGS/train-cnn.log"

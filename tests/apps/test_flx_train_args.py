@@ -41,6 +41,7 @@ bad = {
     "--lr": ["-1", "0", "nan", "inf", "1e999", "abc", "1e-3x"],
     "--decay": ["-0.5", "0", "1.5", "nan", "x"],
     "--limit": ["-5", "10x", "-0.5"],
+    "--warmup": ["-1", "x", "nan", "inf", "0.5x"],
 }
 for flag, values in bad.items():
     for v in values:
@@ -48,6 +49,15 @@ for flag, values in bad.items():
         assert "expected" in err, err
 assert "--epochs needs a value" in refused("--epochs")
 assert "unknown option --bogus" in refused("--bogus")
+assert 'flx-train takes options only' in refused("stray")
+for v in ("lin", "", "COSINE"):
+    refused("--schedule", v, says=("--schedule", f'"{v}"', "exp or cosine"))
+for v in ("", "rnn"):
+    refused("--model", v, says=("--model", f'"{v}"', "mlp or cnn"))
+# The schedule's options against each other and the run's length.
+refused("--warmup", "2", "--epochs", "2", says=("--warmup 2", "before the last epoch", "--epochs 2"))
+refused("--model", "cnn", "--decay", "0.5", says=("--decay applies to --schedule exp only", "cosine"))
+refused("--schedule", "cosine", "--decay", "0.5", says=("--decay",))
 for spec in ("Bogus", "OpenCL:x", "OpenCL:-1", "CPU:", ":0"):
     refused("--device", spec, says=("--device", f'"{spec}"'))
 print("bad numbers, names and missing values: usage errors before anything starts")
