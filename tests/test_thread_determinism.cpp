@@ -83,48 +83,47 @@ void reductions(Work& w, DType t) {
   w.add(name + "logsoftmax", logsoftmax(m));
 }
 
+// Three Adam steps of `model` on random inputs of shape x_shape (the batch
+// last) with labels cycling through 10 classes; the losses, the trained
+// parameters and Adam's state recorded under `name`.
+template <class Model>
+void train_steps(Work& w, const std::string& name, Model model, const Shape& x_shape) {
+  OptState opt = setup(Adam(1e-3), model);
+  const int64_t batch = x_shape[x_shape.ndims() - 1];
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = rand(Float32, x_shape);
+    std::vector<int64_t> lab(static_cast<size_t>(batch));
+    for (size_t i = 0; i < lab.size(); ++i) lab[i] = int64_t((i * 7 + size_t(step)) % 10);
+    const Tensor y = onehotbatch(tensor(lab, Shape{batch}), 10);
+    auto [l, grads] = withgradient([&](const auto& mm) { return logitcrossentropy(mm(x), y); }, model);
+    update(opt, model, std::get<0>(grads));
+    w.add(name + " loss " + std::to_string(step), l);
+  }
+  for (const auto& [n, t] : state(model)) w.add(name + " trained " + n, t);
+  for (const auto& [n, t] : state(opt)) w.add(name + " Adam " + n, t);
+}
+
 // Training steps of an MLP (the flx-train model): forward, backward, Adam.
 void training(Work& w) {
   set_seed(11);
-  auto model = Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10));
-  OptState opt = setup(Adam(1e-3), model);
-  for (int step = 0; step < 3; ++step) {
-    Tensor x = rand(784, 64);
-    std::vector<int64_t> lab(64);
-    for (size_t i = 0; i < lab.size(); ++i) lab[i] = int64_t((i * 7 + size_t(step)) % 10);
-    auto [l, grads] = withgradient(
-        [&](const auto& mm) { return logitcrossentropy(mm(x), onehotbatch(tensor(lab, Shape{64}), 10)); }, model);
-    update(opt, model, std::get<0>(grads));
-    w.add("training loss " + std::to_string(step), l);
-  }
-  for (const auto& [name, t] : state(model)) w.add("trained " + name, t);
-  for (const auto& [name, t] : state(opt)) w.add("Adam " + name, t);
+  train_steps(w, "mlp", Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10)), Shape{784, 64});
 }
 
-// Training steps of flx-train's CNN (convolutions, BatchNorm, max pooling,
-// Dense) at a batch of 20 (pieces of the filter's gradient of two sizes),
-// and a strided, grouped convolution with its gradients.
+// Training steps of a CNN as flx-train's (convolutions, BatchNorm, max
+// pooling, Dense) at a batch of 20 (pieces of two sizes in the CPU's dnn
+// table), and a strided, grouped convolution with its gradients.
 void convnet(Work& w) {
   set_seed(13);
-  auto model = Chain(Conv({3, 3}, 1, 8, {.pad = 1}), BatchNorm(8, relu), MaxPool({2, 2}), Conv({3, 3}, 8, 16, {.pad = 1}),
-                     BatchNorm(16, relu), MaxPool({2, 2}), Flatten(), Dense(16 * 7 * 7, 10));
-  OptState opt = setup(Adam(1e-3), model);
-  for (int step = 0; step < 3; ++step) {
-    Tensor x = rand(28, 28, 1, 20);
-    std::vector<int64_t> lab(20);
-    for (size_t i = 0; i < lab.size(); ++i) lab[i] = int64_t((i * 3 + size_t(step)) % 10);
-    auto [l, grads] = withgradient(
-        [&](const auto& mm) { return logitcrossentropy(mm(x), onehotbatch(tensor(lab, Shape{20}), 10)); }, model);
-    update(opt, model, std::get<0>(grads));
-    w.add("cnn training loss " + std::to_string(step), l);
-  }
-  for (const auto& [name, t] : state(model)) w.add("cnn trained " + name, t);
+  train_steps(w, "cnn",
+              Chain(Conv({3, 3}, 1, 8, {.pad = 1}), BatchNorm(8, relu), MaxPool({2, 2}), Conv({3, 3}, 8, 16, {.pad = 1}),
+                    BatchNorm(16, relu), MaxPool({2, 2}), Flatten(), Dense(16 * 7 * 7, 10)),
+              Shape{28, 28, 1, 20});
   Tensor x = rand(Float32, {19, 17, 4, 37}) - 0.5, k = rand(Float32, {3, 3, 2, 6}) - 0.5, b = rand(Float32, {6});
-  auto f = [](const Tensor& xx, const Tensor& kk, const Tensor& bb) {
-    return sum(square(conv(xx, kk, bb, {.stride = {2, 1}, .pad = 1, .groups = 2})));
-  };
-  w.add("grouped conv forward", conv(x, k, b, {.stride = {2, 1}, .pad = 1, .groups = 2}));
-  auto [dx, dk, db] = gradient(f, x, k, b);
+  const ConvOptions o{.stride = {2, 1}, .pad = 1, .groups = 2};
+  w.add("grouped conv forward", conv(x, k, b, o));
+  auto [dx, dk, db] = gradient([&](const Tensor& xx, const Tensor& kk, const Tensor& bb) {
+    return sum(square(conv(xx, kk, bb, o)));
+  }, x, k, b);
   w.add("grouped conv dx", dx);
   w.add("grouped conv dw", dk);
   w.add("grouped conv db", db);
