@@ -104,6 +104,31 @@ Planned plan(const dnnl::primitive_desc& pd, dnnl::primitive prim, const std::ve
   return p;
 }
 
+const Planned::Arg* Planned::arg(int id) const {
+  for (const Arg& a : args)
+    if (a.id == id) return &a;
+  return nullptr;
+}
+
+uint64_t Planned::scratch_without(int id) const {
+  const Arg* a = arg(id);
+  if (!a || !a->reordered) return scratch_bytes;
+  for (const Arg& b : args)
+    if (b.reordered && b.offset > a->offset) return scratch_bytes;  // not the last: no saving
+  return a->offset;
+}
+
+void reorder_arg(const Planned& p, int id, void* plain, void* inner) {
+  const Planned::Arg* a = p.arg(id);
+  dnnl::stream& s = stream();
+  dnnl::memory user = wrap(a->plain, plain), own = wrap(a->inner, inner);
+  if (a->out)
+    a->reorder.execute(s, own, user);
+  else
+    a->reorder.execute(s, user, own);
+  s.wait();
+}
+
 void run(const Planned& p, const std::vector<ArgPtr>& ptrs, char* scratch) {
   dnnl::stream& s = stream();
   std::unordered_map<int, dnnl::memory> args;
@@ -114,13 +139,17 @@ void run(const Planned& p, const std::vector<ArgPtr>& ptrs, char* scratch) {
   std::vector<Out> outs;  // reordered into flx's layout after the primitive
   for (const Planned::Arg& a : p.args) {
     void* ptr = nullptr;
+    bool given_inner = false;
     for (const ArgPtr& q : ptrs)
-      if (q.id == a.id) ptr = q.ptr;
-    dnnl::memory user = wrap(a.plain, ptr);
-    if (!a.reordered) {
-      args.emplace(a.id, user);
+      if (q.id == a.id) {
+        ptr = q.ptr;
+        given_inner = q.inner;
+      }
+    if (!a.reordered || given_inner) {
+      args.emplace(a.id, wrap(given_inner ? a.inner : a.plain, ptr));
       continue;
     }
+    dnnl::memory user = wrap(a.plain, ptr);
     dnnl::memory inner = wrap(a.inner, scratch + a.offset);
     if (a.out)
       outs.push_back({&a.reorder, inner, user});

@@ -182,7 +182,13 @@ struct Planned {
   dnnl::primitive prim;
   std::vector<Arg> args;
   dnnl::memory::desc scratchpad;
-  uint64_t scratch_bytes = 0;  // everything, the scratchpad first
+  uint64_t scratch_bytes = 0;  // everything, the scratchpad first, the buffers in the order of the args
+
+  // The argument `id` (nullptr when the primitive has none).
+  const Arg* arg(int id) const;
+  // The scratch a run needs when argument `id`, the last one laid out,
+  // comes in the primitive's own layout (ArgPtr::inner): its buffer is not.
+  uint64_t scratch_without(int id) const;
 };
 struct ArgSpec {
   int id;
@@ -196,12 +202,18 @@ Planned plan(const dnnl::primitive_desc& pd, dnnl::primitive prim, const std::ve
 dnnl::primitive_attr user_scratchpad();
 // Runs p on the calling thread's stream with the tensors at `ptrs` (an
 // address per argument id; const ones are only read) and host scratch of
-// p.scratch_bytes at `scratch`; waits for it.
+// p.scratch_bytes at `scratch`; waits for it. An argument marked `inner`
+// is in the primitive's own layout already (no reorder).
 struct ArgPtr {
   int id;
   void* ptr;
+  bool inner = false;
 };
 void run(const Planned& p, const std::vector<ArgPtr>& ptrs, char* scratch);
+// Runs argument `id`'s reorder of p alone, between flx's layout at `plain`
+// and the primitive's at `inner`: into `inner` for an input, out of it for
+// an output.
+void reorder_arg(const Planned& p, int id, void* plain, void* inner);
 
 // ---- pieces of a batch on flx's pool ------------------------------------------
 // Every primitive is made for one thread, and flx's pool runs pieces of the
@@ -217,12 +229,13 @@ inline constexpr int64_t kMaxPieces = 16;
 inline constexpr int64_t kPieceWork = int64_t(1) << 22;
 
 // The pieces of a batch, fixed by its size and the work of one image
-// alone: `count` of them, the first `longer` one image longer than the rest.
+// alone: `count` of them (at most most_pieces), the first `longer` one
+// image longer than the rest.
 struct BatchPieces {
   int64_t count, shorter, longer;
-  BatchPieces(int64_t batch, int64_t work_per_image)
+  BatchPieces(int64_t batch, int64_t work_per_image, int64_t most_pieces = kMaxPieces)
       : count(std::clamp(batch * std::max<int64_t>(work_per_image, 1) / kPieceWork, int64_t(1),
-                         std::min(batch, kMaxPieces))),
+                         std::clamp(most_pieces, int64_t(1), std::min(batch, kMaxPieces)))),
         shorter(batch / count),
         longer(batch % count) {}
   int64_t first(int64_t k) const { return k * shorter + std::min(k, longer); }
@@ -241,12 +254,12 @@ struct PiecePlans {
   uint64_t bytes() const { return scratch_at(pieces.count); }
 };
 
-// The plans for the pieces of `batch` images of `work_per_image` each:
-// plan_for(n) gives the (cached) plan for a piece of n images, made for one
-// thread.
+// The plans for the pieces (BatchPieces) of `batch` images of
+// `work_per_image` each: plan_for(n) gives the (cached) plan for a piece of
+// n images, made for one thread.
 template <class PlanFor>
-PiecePlans piece_plans(int64_t batch, int64_t work_per_image, PlanFor&& plan_for) {
-  PiecePlans p{BatchPieces(batch, work_per_image), {}};
+PiecePlans piece_plans(const BatchPieces& pieces, PlanFor&& plan_for) {
+  PiecePlans p{pieces, {}};
   use_threads(1);
   for (int i = 0; i < 2; ++i) {
     const int64_t n = p.pieces.shorter + (i == 0 ? 1 : 0);

@@ -55,7 +55,7 @@ Cache<Planned>& cache() {
 PiecePlans pool_pieces(const DnnGeometry& g, Pass pass) {
   // Work per image: the elements read and written, each worth some 16
   // multiply-adds of a convolution (which runs 16 to a cycle and a core).
-  return piece_plans(g.batch, 16 * g.cin * (g.in_numel() + g.out_numel()), [&](int64_t n) {
+  return piece_plans(BatchPieces(g.batch, 16 * g.cin * (g.in_numel() + g.out_numel())), [&](int64_t n) {
     Key key("pool");
     key.add(pass).add(g.nspatial).add(n).add(g.cin);
     key.add_array(g.in).add_array(g.out).add_array(g.kernel).add_array(g.stride).add_array(g.pad_lo).add_array(
