@@ -3,7 +3,7 @@
 // each epoch, --resume, and metrics as JSON lines (stdout, and --metrics FILE).
 // With --distributed, under mpiexec, data-parallel over the ranks of the job.
 //
-//   flx-train [--model mlp|cnn] [--epochs 10] [--batchsize 64] [--seed 1] [--device OpenCL[:1]]
+//   flx-train [--model mlp|cnn] [--epochs N] [--batchsize 64] [--seed 1] [--device OpenCL[:1]]
 //             [--schedule exp|cosine] [--lr X] [--decay X] [--warmup EPOCHS] [--checkpoint-dir DIR]
 //             [--resume] [--metrics FILE] [--limit N] [--distributed]
 #include <flx/flx.hpp>

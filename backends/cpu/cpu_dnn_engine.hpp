@@ -254,9 +254,8 @@ struct PiecePlans {
   uint64_t bytes() const { return scratch_at(pieces.count); }
 };
 
-// The plans for the pieces (BatchPieces) of `batch` images of
-// `work_per_image` each: plan_for(n) gives the (cached) plan for a piece of
-// n images, made for one thread.
+// The plans for `pieces`: plan_for(n) gives the (cached) plan for a piece
+// of n images, made for one thread.
 template <class PlanFor>
 PiecePlans piece_plans(const BatchPieces& pieces, PlanFor&& plan_for) {
   PiecePlans p{pieces, {}};

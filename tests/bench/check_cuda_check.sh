@@ -19,7 +19,8 @@ err=$("$src/scripts/cuda-check.sh" --build-dir "$work/b" 2>&1); rc=$?
 cat "$work/summary.md"
 [ "$rc" = 0 ] || { echo "FAIL: status $rc with --no-gpu-ok"; cat "$work/out.log"; exit 1; }
 grep -q '| CUDA_VISIBLE_DEVICES=-1 | PASS |' "$work/summary.md" &&
-  grep -q '| benchmarks (a)-(e) | skipped: no GPU |' "$work/summary.md" || { echo "FAIL: summary"; exit 1; }
+  grep -q '| benchmarks (a)-(e) | skipped: no GPU |' "$work/summary.md" &&
+  grep -q '| CNN benchmarks | skipped: no GPU |' "$work/summary.md" || { echo "FAIL: summary"; exit 1; }
 echo "cuda-check: no-GPU paths ok"
 
 # ---- the budget, with a fake GPU ------------------------------------------------
