@@ -70,17 +70,26 @@ inline bool tracked(const Tensor& t) { return t.defined() && t.impl()->node != n
 // when recording and some input is tracked. The rule captures by value only
 // what it needs; op names it in errors.
 template <class F>
-void record(const char* op, Order order, const Tensor& out, std::initializer_list<Tensor> ins, F fn) {
+void record(const char* op, Order order, const Tensor& out, const Tensor* ins, size_t nins, F fn) {
   if (!detail::is_recording()) return;
   bool any = false;
-  for (const auto& t : ins) any |= tracked(t);
+  for (size_t i = 0; i < nins; ++i) any |= tracked(ins[i]);
   if (!any) return;
   auto n = std::make_shared<FnNode<F>>(std::move(fn));
   n->op = op;
   n->order = order;
-  n->inputs.reserve(ins.size());
-  for (const auto& t : ins) n->inputs.push_back(tracked(t) ? t.impl()->node : nullptr);
+  n->inputs.reserve(nins);
+  for (size_t i = 0; i < nins; ++i) n->inputs.push_back(tracked(ins[i]) ? ins[i].impl()->node : nullptr);
   out.impl()->node = std::move(n);
+}
+template <class F>
+void record(const char* op, Order order, const Tensor& out, std::initializer_list<Tensor> ins, F fn) {
+  record(op, order, out, ins.begin(), ins.size(), std::move(fn));
+}
+// The same for an op of any number of inputs (stacking a sequence's steps).
+template <class F>
+void record(const char* op, Order order, const Tensor& out, const std::vector<Tensor>& ins, F fn) {
+  record(op, order, out, ins.data(), ins.size(), std::move(fn));
 }
 
 // A rule's own output, saved detached (a node holding its output would be a

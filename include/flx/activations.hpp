@@ -90,13 +90,16 @@ class Activation {
     if constexpr (std::is_same_v<std::decay_t<F>, Relu>) kind_ = Kind::Relu;
     else if constexpr (std::is_same_v<std::decay_t<F>, Gelu>) kind_ = Kind::Gelu;
     else if constexpr (std::is_same_v<std::decay_t<F>, Identity>) kind_ = Kind::Identity;
+    else if constexpr (std::is_same_v<std::decay_t<F>, Tanh>) kind_ = Kind::Tanh;
+    else if constexpr (std::is_same_v<std::decay_t<F>, Sigmoid>) kind_ = Kind::Sigmoid;
   }
   Tensor operator()(const Tensor& x) const { return identity_ ? x : fn_(x); }
   const std::string& name() const { return name_; }
   bool is_identity() const { return identity_; }
   // Which built-in activation this is, where a layer can fuse it into its
-  // GEMM (Dense); Other for every other function.
-  enum class Kind { Other, Identity, Relu, Gelu };
+  // kernels (Dense: identity, relu, gelu; RNN: identity, relu, tanh, σ);
+  // Other for every other function.
+  enum class Kind { Other, Identity, Relu, Gelu, Tanh, Sigmoid };
   Kind kind() const { return kind_; }
 
  private:

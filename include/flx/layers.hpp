@@ -5,3 +5,4 @@
 #include "flx/layers/basic.hpp"
 #include "flx/layers/conv.hpp"
 #include "flx/layers/normalise.hpp"
+#include "flx/layers/recurrent.hpp"

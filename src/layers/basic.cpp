@@ -30,8 +30,9 @@ Tensor Dense::operator()(const Tensor& x) const {
             " features in dim 0; got shape ", x.defined() ? x.shape().str() : std::string("undefined"));
   // One GEMM with bias and activation fused where the backend can
   // (src/ops/dense.cpp); else, or for other activations, the ops one by one.
+  using Kind = Activation::Kind;
   const auto kind = act.kind();
-  if (bias.defined() && kind != Activation::Kind::Other) {
+  if (bias.defined() && (kind == Kind::Identity || kind == Kind::Relu || kind == Kind::Gelu)) {
     const auto fused_act = kind == Activation::Kind::Relu   ? ops::DenseAct::Relu
                            : kind == Activation::Kind::Gelu ? ops::DenseAct::Gelu
                                                             : ops::DenseAct::Identity;

@@ -59,6 +59,10 @@ enum class DenseAct { Identity, Relu, Gelu };
 // result or raise the usual error. Nothing has run in that case.
 Tensor dense_fused(const Tensor& w, const Tensor& x, const Tensor& b, DenseAct act);
 
+// xs (each of one shape, dtype and device) stacked along a new last dim:
+// (dims..., n), each a contiguous slot (Julia's stack(xs)). Differentiable.
+Tensor stack_last(const std::vector<Tensor>& xs);
+
 uint32_t dims_mask(const Tensor& x, const Dims& dims, const char* op);
 
 }  // namespace flx::ops

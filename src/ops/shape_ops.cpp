@@ -59,6 +59,38 @@ Tensor permutedims(const Tensor& x, const std::vector<int>& perm) {
   return out;
 }
 
+namespace ops {
+Tensor stack_last(const std::vector<Tensor>& xs) {
+  FLX_CHECK(!xs.empty(), ArgumentError, "stack: no tensors to stack");
+  for (const Tensor& x : xs) check_defined(x, "stack");
+  const Tensor& x0 = xs.front();
+  for (const Tensor& x : xs) {
+    FLX_CHECK(x.shape() == x0.shape() && x.dtype() == x0.dtype(), DimensionMismatch,
+              "stack: every tensor needs the first one's shape and element type, ", x0.shape(), " ", x0.dtype(),
+              "; got ", x.shape(), " ", x.dtype());
+    check_same_device(x0, x, "stack");
+  }
+  Shape s = x0.shape();
+  s.push_back(int64_t(xs.size()));
+  Tensor out = empty(x0.dtype(), s, x0.device());
+  const size_t bytes = size_t(x0.numel()) * dtype_size(x0.dtype());
+  if (bytes) {
+    flx_mem dst = detail::mem(out);
+    for (const Tensor& x : xs) {
+      detail::be(out).copy_d2d(detail::dev(out), dst, detail::mem(x), bytes);
+      dst.offset += bytes;
+    }
+  }
+  // Each input's gradient is its slot of g: a view, so the rule is free.
+  autograd::record("stack", autograd::Order::Higher, out, xs,
+                   [shape = x0.shape(), n = xs.size()](const Tensor& g, const bool* need, Tensor* gi) {
+                     for (size_t i = 0; i < n; ++i)
+                       if (need[i]) gi[i] = reshape(g.slice_last(int64_t(i), int64_t(i) + 1), shape);
+                   });
+  return out;
+}
+}  // namespace ops
+
 Tensor transpose(const Tensor& x) {
   FLX_CHECK(x.ndims() == 2, DimensionMismatch, "transpose: expected a matrix; got shape ", x.shape());
   return permutedims(x, {1, 0});

@@ -1,0 +1,404 @@
+// RNN, LSTM and GRU: Flux's cells and layers, their checks and printing.
+// A cell's step is made of recorded ops (any device, any order of
+// derivative); a layer runs the whole sequence as one fused op where it
+// applies (src/ops/recurrent_scan.cpp), else its cell step by step.
+#include "flx/layers/recurrent.hpp"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "flx/autodiff.hpp"
+#include "flx/layers/basic.hpp"
+#include "ops/recurrent_scan.hpp"
+
+namespace flx {
+namespace {
+
+using ops::RecurrentKind;
+
+std::string shape_of(const Tensor& t) { return t.defined() ? t.shape().str() : std::string("undefined"); }
+
+template <class L>
+std::string named(const L& l) {
+  std::ostringstream os;
+  show_compact(os, l);
+  return os.str();
+}
+
+void check_sizes(const char* layer, int64_t in, int64_t out) {
+  FLX_CHECK(in > 0 && out > 0, ArgumentError, layer, ": sizes must be positive; got ", in, " => ", out);
+}
+
+// A cell has no initial state of its own, and only a GRU has a candidate
+// recurrent bias.
+void check_cell_options(const char* cell, const char* layer, const RecurrentOptions& o, bool gru) {
+  FLX_CHECK(!o.learned_state, ArgumentError, cell, ": learned_state is an option of the layer (", layer,
+            "), which keeps the initial state; a cell starts from the state you pass it");
+  FLX_CHECK(gru || !o.recurrent_bias, ArgumentError, cell,
+            ": recurrent_bias is an option of GRU and GRUCell only (PyTorch's b_hn); ", cell,
+            "'s biases add up into its one bias");
+}
+
+// A layer's options as its cell takes them (the layer keeps the state).
+RecurrentOptions cell_options(const char* layer, const RecurrentOptions& o, bool gru) {
+  FLX_CHECK(gru || !o.recurrent_bias, ArgumentError, layer,
+            ": recurrent_bias is an option of GRU and GRUCell only (PyTorch's b_hn); ", layer,
+            "'s biases add up into its one bias");
+  return {.bias = o.bias, .learned_state = false, .recurrent_bias = o.recurrent_bias};
+}
+
+// Wi (k·H, in), Wh (k·H, H), bias (k·H) or undefined, as a cell of k gates needs them.
+void check_weights(const char* cell, int k, const Tensor& wi, const Tensor& wh, const Tensor& b, const char* bname) {
+  FLX_CHECK(wi.defined() && wi.ndims() == 2 && wi.shape()[0] > 0 && wi.shape()[0] % k == 0, DimensionMismatch, cell,
+            ": Wi must be a matrix (", k == 1 ? "" : std::to_string(k) + "·", "out, in); got shape ", shape_of(wi));
+  const int64_t rows = wi.shape()[0], h = rows / k;
+  FLX_CHECK(wh.defined() && wh.shape() == (Shape{rows, h}), DimensionMismatch, cell, ": Wh must have shape ",
+            Shape{rows, h}, " to match Wi ", wi.shape(), "; got ", shape_of(wh));
+  FLX_CHECK(!b.defined() || b.shape() == Shape{rows}, DimensionMismatch, cell, ": ", bname, " must have shape (",
+            rows, ") to match Wi ", wi.shape(), "; got ", b.shape());
+}
+
+void check_state0(const std::string& layer, const char* what, const Tensor& s, int64_t out) {
+  FLX_CHECK(!s.defined() || s.shape() == Shape{out}, DimensionMismatch, layer, ": the learned initial state ", what,
+            " must have shape (", out, "); got ", s.shape());
+}
+
+// x: (in) or (in, batch).
+void check_step_input(const std::string& cell, const Tensor& x, int64_t in) {
+  FLX_CHECK(x.defined() && (x.ndims() == 1 || x.ndims() == 2) && x.shape()[0] == in, DimensionMismatch, cell,
+            ": expected an input of ", in, " features, (", in, ") or (", in, ", batch); got shape ", shape_of(x),
+            ". A whole sequence (features, time, batch) goes to the layer (RNN, LSTM, GRU) instead");
+}
+
+// A state part of (out) or (out, batch), batch that of x when x has one
+// (batch_of_x < 0: x has none).
+void check_state(const std::string& layer, const char* what, const Tensor& s, int64_t out, int64_t batch_of_x) {
+  const bool ok = s.defined() && (s.ndims() == 1 || s.ndims() == 2) && s.shape()[0] == out &&
+                  (s.ndims() == 1 || batch_of_x < 0 || s.shape()[1] == batch_of_x);
+  FLX_CHECK(ok, DimensionMismatch, layer, ": expected the state ", what, " of shape (", out, ") or (", out, ", ",
+            batch_of_x < 0 ? std::string("batch") : std::to_string(batch_of_x), "); got shape ", shape_of(s),
+            ". initialstates(layer) gives the zero state");
+}
+
+// A sequence as (in, T, B), remembering whether it came without a batch dim.
+struct Sequence {
+  Tensor x;  // (in, T, B)
+  bool batched;
+  int64_t T, B;
+};
+Sequence sequence(const std::string& layer, const Tensor& x, int64_t in) {
+  FLX_CHECK(x.defined() && (x.ndims() == 2 || x.ndims() == 3) && x.shape()[0] == in, DimensionMismatch, layer,
+            ": expected a sequence of ", in, " features, (", in, ", time, batch) or (", in, ", time); got shape ",
+            shape_of(x), x.defined() && x.ndims() == 1 ? ". One time step goes to the cell (.cell) instead" : "");
+  FLX_CHECK(x.shape()[1] > 0, DimensionMismatch, layer, ": expected at least one time step; got shape ", x.shape());
+  const bool batched = x.ndims() == 3;
+  const int64_t T = x.shape()[1], B = batched ? x.shape()[2] : 1;
+  return {batched ? x : reshape(x, {in, T, 1}), batched, T, B};
+}
+
+// Wi x .+ b, (k·H) or (k·H, batch): one GEMM with the bias fused where the
+// backend can (as Dense does).
+Tensor project(const Tensor& wi, const Tensor& x, const Tensor& b) {
+  if (b.defined() && x.ndims() == 2)
+    if (Tensor y = ops::dense_fused(wi, x, b, ops::DenseAct::Identity); y.defined()) return y;
+  Tensor g = matmul(wi, x);
+  return b.defined() ? g + b : g;
+}
+
+// The k gates of g, (k·H) or (k·H, batch), each (H) or (H, batch): the
+// gate index moved last, then a view of each slot.
+std::vector<Tensor> chunk(const Tensor& g, int k) {
+  const int64_t h = g.shape()[0] / k;
+  std::vector<Tensor> out;
+  if (g.ndims() == 1) {
+    const Tensor m = reshape(g, {h, k});
+    for (int j = 0; j < k; ++j) out.push_back(reshape(m.slice_last(j, j + 1), {h}));
+  } else {
+    const int64_t b = g.shape()[1];
+    const Tensor m = permutedims(reshape(g, {h, k, b}), {0, 2, 1});
+    for (int j = 0; j < k; ++j) out.push_back(reshape(m.slice_last(j, j + 1), {h, b}));
+  }
+  return out;
+}
+
+// A state (out) or (out, B) as the fused op takes it: (out, B).
+Tensor batch_state(const Tensor& s, int64_t b) {
+  return s.ndims() == 1 ? ops::broadcast_to(s, Shape{s.shape()[0], b}) : s;
+}
+
+ops::RecurrentAct fused_act(const Activation& a, bool* supported) {
+  using Kind = Activation::Kind;
+  *supported = true;
+  switch (a.kind()) {
+    case Kind::Identity: return ops::RecurrentAct::Identity;
+    case Kind::Tanh: return ops::RecurrentAct::Tanh;
+    case Kind::Relu: return ops::RecurrentAct::Relu;
+    case Kind::Sigmoid: return ops::RecurrentAct::Sigmoid;
+    default: *supported = false; return ops::RecurrentAct::Identity;
+  }
+}
+
+// The fused op's result Z (H, B, T[+1]) as the layer returns it: the outputs
+// (H, T, B) and the final state's parts (H, B).
+struct Unpacked {
+  Tensor y, h, c;
+};
+Unpacked unpack(const Tensor& z, int64_t T, bool lstm) {
+  const Tensor hs = lstm ? z.slice_last(0, T) : z;
+  const int64_t h = z.shape()[0], b = z.shape()[1];
+  Unpacked u{permutedims(hs, {0, 2, 1}), reshape(z.slice_last(T - 1, T), {h, b}), Tensor{}};
+  if (lstm) u.c = reshape(z.slice_last(T, T + 1), {h, b});
+  return u;
+}
+
+// Without a batch dim in: (out, T) and (out) out.
+Tensor unbatch_output(const Tensor& y, const Sequence& s) {
+  return s.batched ? y : reshape(y, {y.shape()[0], s.T});
+}
+Tensor unbatch_state(const Tensor& h, const Sequence& s) {
+  return s.batched || h.ndims() == 1 ? h : reshape(h, {h.shape()[0]});
+}
+
+// Flux's scan: the cell over each step of s.x, (in, T, B); the outputs (out, T, B).
+template <class Cell, class State>
+RecurrentOutput<State> scan_steps(const Cell& cell, const Sequence& s, State state) {
+  const int64_t in = s.x.shape()[0];
+  const Tensor xt = permutedims(s.x, {0, 2, 1});  // (in, B, T): each step a contiguous view
+  std::vector<Tensor> outs;
+  outs.reserve(size_t(s.T));
+  for (int64_t t = 0; t < s.T; ++t) {
+    auto r = cell(reshape(xt.slice_last(t, t + 1), {in, s.B}), state);
+    outs.push_back(r.output);
+    state = std::move(r.state);
+  }
+  return {permutedims(ops::stack_last(outs), {0, 2, 1}), std::move(state)};
+}
+
+// How a layer's parameters print after its sizes (Julia's keyword syntax).
+void show_options(std::ostream& os, bool bias, bool learned_state, bool recurrent_bias) {
+  std::vector<std::string> kw;
+  if (!bias) kw.push_back("bias=false");
+  if (learned_state) kw.push_back("learned_state=true");
+  if (recurrent_bias) kw.push_back("recurrent_bias=true");
+  for (size_t i = 0; i < kw.size(); ++i) os << (i ? ", " : "; ") << kw[i];
+}
+
+template <class L>
+std::ostream& show_with_count(std::ostream& os, const L& l) {
+  show_compact(os, l);
+  detail::show_parameter_count(os, detail::count_of(leaves(l)));
+  return os;
+}
+
+Tensor zeros_like_rows(const Tensor& w, int64_t n) { return zeros(w.dtype(), Shape{n}).to(w.device()); }
+
+}  // namespace
+
+// ---- cells -------------------------------------------------------------------
+
+RNNCell::RNNCell(int64_t in, int64_t out, Activation a, const RecurrentOptions& o) : act(std::move(a)) {
+  check_sizes("RNNCell", in, out);
+  check_cell_options("RNNCell", "RNN", o, false);
+  Wi = glorot_uniform(out, in);
+  Wh = glorot_uniform(out, out);
+  if (o.bias) bias = zeros(out);
+}
+RNNCell::RNNCell(Tensor wi, Tensor wh, Tensor b, Activation a)
+    : Wi(std::move(wi)), Wh(std::move(wh)), bias(std::move(b)), act(std::move(a)) {
+  check_weights("RNNCell", 1, Wi, Wh, bias, "bias");
+}
+RecurrentOutput<Tensor> RNNCell::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
+RecurrentOutput<Tensor> RNNCell::operator()(const Tensor& x, const Tensor& h) const {
+  const std::string name = named(*this);
+  check_step_input(name, x, Wi.shape()[1]);
+  check_state(name, "h", h, Wh.shape()[1], x.ndims() == 2 ? x.shape()[1] : -1);
+  Tensor h2 = act(project(Wi, x, bias) + matmul(Wh, h));
+  return {h2, h2};
+}
+
+LSTMCell::LSTMCell(int64_t in, int64_t out, const RecurrentOptions& o) {
+  check_sizes("LSTMCell", in, out);
+  check_cell_options("LSTMCell", "LSTM", o, false);
+  Wi = glorot_uniform(4 * out, in);
+  Wh = glorot_uniform(4 * out, out);
+  if (o.bias) bias = zeros(4 * out);
+}
+LSTMCell::LSTMCell(Tensor wi, Tensor wh, Tensor b) : Wi(std::move(wi)), Wh(std::move(wh)), bias(std::move(b)) {
+  check_weights("LSTMCell", 4, Wi, Wh, bias, "bias");
+}
+RecurrentOutput<LSTMState> LSTMCell::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
+RecurrentOutput<LSTMState> LSTMCell::operator()(const Tensor& x, const LSTMState& s) const {
+  const std::string name = named(*this);
+  const int64_t out = Wh.shape()[1], batch = x.defined() && x.ndims() == 2 ? x.shape()[1] : -1;
+  check_step_input(name, x, Wi.shape()[1]);
+  check_state(name, "h", s.h, out, batch);
+  check_state(name, "c", s.c, out, batch);
+  const auto g = chunk(project(Wi, x, bias) + matmul(Wh, s.h), 4);  // input, forget, cell, output
+  Tensor c = sigmoid(g[1]) * s.c + sigmoid(g[0]) * flx::tanh(g[2]);
+  Tensor h = sigmoid(g[3]) * flx::tanh(c);
+  return {h, {h, c}};
+}
+
+GRUCell::GRUCell(int64_t in, int64_t out, const RecurrentOptions& o) {
+  check_sizes("GRUCell", in, out);
+  check_cell_options("GRUCell", "GRU", o, true);
+  Wi = glorot_uniform(3 * out, in);
+  Wh = glorot_uniform(3 * out, out);
+  if (o.bias) b = zeros(3 * out);
+  if (o.recurrent_bias) bh = zeros(out);
+}
+GRUCell::GRUCell(Tensor wi, Tensor wh, Tensor b0, Tensor bh0)
+    : Wi(std::move(wi)), Wh(std::move(wh)), b(std::move(b0)), bh(std::move(bh0)) {
+  check_weights("GRUCell", 3, Wi, Wh, b, "b");
+  FLX_CHECK(!bh.defined() || bh.shape() == Shape{Wh.shape()[1]}, DimensionMismatch,
+            "GRUCell: bh (the candidate's recurrent bias) must have shape (", Wh.shape()[1], "); got ", bh.shape());
+}
+RecurrentOutput<Tensor> GRUCell::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
+RecurrentOutput<Tensor> GRUCell::operator()(const Tensor& x, const Tensor& h) const {
+  const std::string name = named(*this);
+  check_step_input(name, x, Wi.shape()[1]);
+  check_state(name, "h", h, Wh.shape()[1], x.ndims() == 2 ? x.shape()[1] : -1);
+  const auto gx = chunk(project(Wi, x, b), 3), gh = chunk(matmul(Wh, h), 3);  // reset, update, candidate
+  Tensor r = sigmoid(gx[0] + gh[0]), z = sigmoid(gx[1] + gh[1]);
+  Tensor n = flx::tanh(gx[2] + r * (bh.defined() ? gh[2] + bh : gh[2]));
+  Tensor h2 = (1.0 - z) * n + z * h;
+  return {h2, h2};
+}
+
+// ---- layers ------------------------------------------------------------------
+
+RNN::RNN(int64_t in, int64_t out, Activation act, const RecurrentOptions& o)
+    : cell(in, out, std::move(act), cell_options("RNN", o, false)) {
+  if (o.learned_state) state0 = zeros(out);
+}
+RNN::RNN(RNNCell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
+  check_state0(named(*this), "state0", state0, cell.Wh.shape()[1]);
+}
+Tensor RNN::operator()(const Tensor& x) const { return with_state(x).output; }
+Tensor RNN::operator()(const Tensor& x, const Tensor& h) const { return with_state(x, h).output; }
+RecurrentOutput<Tensor> RNN::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
+RecurrentOutput<Tensor> RNN::with_state(const Tensor& x, const Tensor& h) const {
+  const std::string name = named(*this);
+  const Sequence s = sequence(name, x, cell.Wi.shape()[1]);
+  check_state(name, "h", h, cell.Wh.shape()[1], s.batched ? s.B : 1);
+  bool supported = false;
+  const auto act = fused_act(cell.act, &supported);
+  if (supported) {
+    const Tensor z = ops::recurrent_scan(RecurrentKind::RNN, act, permutedims(s.x, {0, 2, 1}), cell.Wi, cell.Wh,
+                                         cell.bias, Tensor{}, batch_state(h, s.B), Tensor{});
+    if (z.defined()) {
+      const Unpacked u = unpack(z, s.T, false);
+      return {unbatch_output(u.y, s), unbatch_state(u.h, s)};
+    }
+  }
+  auto r = scan_steps(cell, s, h);
+  return {unbatch_output(r.output, s), unbatch_state(r.state, s)};
+}
+
+LSTM::LSTM(int64_t in, int64_t out, const RecurrentOptions& o)
+    : cell(in, out, cell_options("LSTM", o, false)) {
+  if (o.learned_state) state0 = {zeros(out), zeros(out)};
+}
+LSTM::LSTM(LSTMCell c, LSTMState s0) : cell(std::move(c)), state0(std::move(s0)) {
+  const std::string name = named(*this);
+  FLX_CHECK(state0.h.defined() == state0.c.defined(), ArgumentError, name,
+            ": a learned initial state needs both h and c (or neither)");
+  check_state0(name, "h", state0.h, cell.Wh.shape()[1]);
+  check_state0(name, "c", state0.c, cell.Wh.shape()[1]);
+}
+Tensor LSTM::operator()(const Tensor& x) const { return with_state(x).output; }
+Tensor LSTM::operator()(const Tensor& x, const LSTMState& st) const { return with_state(x, st).output; }
+RecurrentOutput<LSTMState> LSTM::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
+RecurrentOutput<LSTMState> LSTM::with_state(const Tensor& x, const LSTMState& st) const {
+  const std::string name = named(*this);
+  const Sequence s = sequence(name, x, cell.Wi.shape()[1]);
+  const int64_t out = cell.Wh.shape()[1];
+  check_state(name, "h", st.h, out, s.batched ? s.B : 1);
+  check_state(name, "c", st.c, out, s.batched ? s.B : 1);
+  const Tensor z = ops::recurrent_scan(RecurrentKind::LSTM, ops::RecurrentAct::Identity, permutedims(s.x, {0, 2, 1}),
+                                       cell.Wi, cell.Wh, cell.bias, Tensor{}, batch_state(st.h, s.B),
+                                       batch_state(st.c, s.B));
+  if (z.defined()) {
+    const Unpacked u = unpack(z, s.T, true);
+    return {unbatch_output(u.y, s), {unbatch_state(u.h, s), unbatch_state(u.c, s)}};
+  }
+  auto r = scan_steps(cell, s, st);
+  return {unbatch_output(r.output, s), {unbatch_state(r.state.h, s), unbatch_state(r.state.c, s)}};
+}
+
+GRU::GRU(int64_t in, int64_t out, const RecurrentOptions& o)
+    : cell(in, out, cell_options("GRU", o, true)) {
+  if (o.learned_state) state0 = zeros(out);
+}
+GRU::GRU(GRUCell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
+  check_state0(named(*this), "state0", state0, cell.Wh.shape()[1]);
+}
+Tensor GRU::operator()(const Tensor& x) const { return with_state(x).output; }
+Tensor GRU::operator()(const Tensor& x, const Tensor& h) const { return with_state(x, h).output; }
+RecurrentOutput<Tensor> GRU::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
+RecurrentOutput<Tensor> GRU::with_state(const Tensor& x, const Tensor& h) const {
+  const std::string name = named(*this);
+  const Sequence s = sequence(name, x, cell.Wi.shape()[1]);
+  check_state(name, "h", h, cell.Wh.shape()[1], s.batched ? s.B : 1);
+  const Tensor z = ops::recurrent_scan(RecurrentKind::GRU, ops::RecurrentAct::Identity, permutedims(s.x, {0, 2, 1}),
+                                       cell.Wi, cell.Wh, cell.b, cell.bh, batch_state(h, s.B), Tensor{});
+  if (z.defined()) {
+    const Unpacked u = unpack(z, s.T, false);
+    return {unbatch_output(u.y, s), unbatch_state(u.h, s)};
+  }
+  auto r = scan_steps(cell, s, h);
+  return {unbatch_output(r.output, s), unbatch_state(r.state, s)};
+}
+
+// ---- initial states ----------------------------------------------------------
+
+Tensor initialstates(const RNNCell& c) { return zeros_like_rows(c.Wh, c.Wh.shape()[1]); }
+LSTMState initialstates(const LSTMCell& c) {
+  return {zeros_like_rows(c.Wh, c.Wh.shape()[1]), zeros_like_rows(c.Wh, c.Wh.shape()[1])};
+}
+Tensor initialstates(const GRUCell& c) { return zeros_like_rows(c.Wh, c.Wh.shape()[1]); }
+Tensor initialstates(const RNN& l) { return l.state0.defined() ? l.state0 : initialstates(l.cell); }
+LSTMState initialstates(const LSTM& l) { return l.state0.h.defined() ? l.state0 : initialstates(l.cell); }
+Tensor initialstates(const GRU& l) { return l.state0.defined() ? l.state0 : initialstates(l.cell); }
+
+// ---- printing ----------------------------------------------------------------
+
+void show_compact(std::ostream& os, const RNNCell& l) {
+  os << "RNNCell(" << l.Wi.shape()[1] << " => " << l.Wi.shape()[0] << ", " << l.act;
+  show_options(os, l.bias.defined(), false, false);
+  os << ")";
+}
+void show_compact(std::ostream& os, const LSTMCell& l) {
+  os << "LSTMCell(" << l.Wi.shape()[1] << " => " << l.Wi.shape()[0] / 4;
+  show_options(os, l.bias.defined(), false, false);
+  os << ")";
+}
+void show_compact(std::ostream& os, const GRUCell& l) {
+  os << "GRUCell(" << l.Wi.shape()[1] << " => " << l.Wi.shape()[0] / 3;
+  show_options(os, l.b.defined(), false, l.bh.defined());
+  os << ")";
+}
+void show_compact(std::ostream& os, const RNN& l) {
+  os << "RNN(" << l.cell.Wi.shape()[1] << " => " << l.cell.Wi.shape()[0] << ", " << l.cell.act;
+  show_options(os, l.cell.bias.defined(), l.state0.defined(), false);
+  os << ")";
+}
+void show_compact(std::ostream& os, const LSTM& l) {
+  os << "LSTM(" << l.cell.Wi.shape()[1] << " => " << l.cell.Wi.shape()[0] / 4;
+  show_options(os, l.cell.bias.defined(), l.state0.h.defined(), false);
+  os << ")";
+}
+void show_compact(std::ostream& os, const GRU& l) {
+  os << "GRU(" << l.cell.Wi.shape()[1] << " => " << l.cell.Wi.shape()[0] / 3;
+  show_options(os, l.cell.b.defined(), l.state0.defined(), l.cell.bh.defined());
+  os << ")";
+}
+std::ostream& operator<<(std::ostream& os, const RNNCell& l) { return show_with_count(os, l); }
+std::ostream& operator<<(std::ostream& os, const LSTMCell& l) { return show_with_count(os, l); }
+std::ostream& operator<<(std::ostream& os, const GRUCell& l) { return show_with_count(os, l); }
+std::ostream& operator<<(std::ostream& os, const RNN& l) { return show_with_count(os, l); }
+std::ostream& operator<<(std::ostream& os, const LSTM& l) { return show_with_count(os, l); }
+std::ostream& operator<<(std::ostream& os, const GRU& l) { return show_with_count(os, l); }
+
+}  // namespace flx

@@ -1,0 +1,477 @@
+// Recurrent layers: a step of each cell against its formula computed here in
+// plain doubles, the layers against their cells run step by step, Float64
+// finite differences through several time steps (input, initial state, every
+// parameter), the learned initial state, initialisation, printing, the
+// functor machinery and the errors.
+#include <cmath>
+#include <sstream>
+
+#include "test_util.hpp"
+
+using namespace flx;
+using flx::testing::check_gradients;
+using flx::testing::expect_close;
+using flx::testing::expect_values;
+using flx::testing::rand64;
+
+namespace {
+
+template <class T>
+std::string show(const T& x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+// The reference: plain column-major doubles.
+using Vec = std::vector<double>;
+Vec values(const Tensor& t) { return t.to(Float64).to_vector<double>(); }
+double sig(double v) { return 1 / (1 + std::exp(-v)); }
+// y = W x for W (rows × cols), x one column.
+Vec matvec(const Vec& w, int64_t rows, const Vec& x) {
+  Vec y(size_t(rows), 0.0);
+  for (size_t j = 0; j < x.size(); ++j)
+    for (int64_t i = 0; i < rows; ++i) y[size_t(i)] += w[size_t(i) + j * size_t(rows)] * x[j];
+  return y;
+}
+Vec column(const Vec& m, int64_t rows, int64_t j) { return Vec(m.begin() + j * rows, m.begin() + (j + 1) * rows); }
+Vec add(Vec a, const Vec& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  return a;
+}
+
+// One step of each cell for one column, by the formulas of Flux's docs.
+Vec rnn_ref(const Vec& wi, const Vec& wh, const Vec& b, const Vec& x, const Vec& h) {
+  const int64_t H = int64_t(h.size());
+  Vec g = add(add(matvec(wi, H, x), matvec(wh, H, h)), b);
+  for (double& v : g) v = std::tanh(v);
+  return g;
+}
+std::pair<Vec, Vec> lstm_ref(const Vec& wi, const Vec& wh, const Vec& b, const Vec& x, const Vec& h, const Vec& c) {
+  const size_t H = h.size();
+  const Vec g = add(add(matvec(wi, int64_t(4 * H), x), matvec(wh, int64_t(4 * H), h)), b);
+  Vec h2(H), c2(H);
+  for (size_t k = 0; k < H; ++k) {
+    const double i = sig(g[k]), f = sig(g[H + k]), gg = std::tanh(g[2 * H + k]), o = sig(g[3 * H + k]);
+    c2[k] = f * c[k] + i * gg;
+    h2[k] = o * std::tanh(c2[k]);
+  }
+  return {h2, c2};
+}
+Vec gru_ref(const Vec& wi, const Vec& wh, const Vec& b, const Vec& bh, const Vec& x, const Vec& h) {
+  const size_t H = h.size();
+  const Vec gx = matvec(wi, int64_t(3 * H), x), gh = matvec(wh, int64_t(3 * H), h);
+  Vec out(H);
+  for (size_t k = 0; k < H; ++k) {
+    const double r = sig(gx[k] + gh[k] + b[k]), z = sig(gx[H + k] + gh[H + k] + b[H + k]);
+    const double n = std::tanh(gx[2 * H + k] + b[2 * H + k] + r * (gh[2 * H + k] + (bh.empty() ? 0 : bh[k])));
+    out[k] = (1 - z) * n + z * h[k];
+  }
+  return out;
+}
+
+// Expect a (H, B) tensor to hold the reference's columns.
+void expect_columns(const Tensor& t, const std::vector<Vec>& cols, const std::string& what) {
+  Vec all;
+  for (const Vec& c : cols) all.insert(all.end(), c.begin(), c.end());
+  expect_values(t, all, 1e-12, what);
+}
+
+}  // namespace
+
+// ---- one step of each cell -------------------------------------------------------
+
+TEST(RecurrentCells, RNNCellStepIsTanhOfWiXPlusWhHPlusBias) {
+  set_seed(1);
+  RNNCell cell(rand64({3, 2}), rand64({3, 3}), rand64({3}));
+  const Tensor x = rand64({2, 4}), h = rand64({3, 4});
+  const auto [y, state] = cell(x, h);
+  EXPECT_EQ(y.shape(), (Shape{3, 4}));
+  EXPECT_EQ(y.id(), state.id());  // Flux: the output is the new state
+  std::vector<Vec> want;
+  for (int64_t j = 0; j < 4; ++j)
+    want.push_back(rnn_ref(values(cell.Wi), values(cell.Wh), values(cell.bias), column(values(x), 2, j),
+                           column(values(h), 3, j)));
+  expect_columns(y, want, "RNNCell");
+  // From the zero state, and unbatched: (in) -> (out).
+  const Tensor x1 = rand64({2});
+  expect_values(cell(x1).output,
+                rnn_ref(values(cell.Wi), values(cell.Wh), values(cell.bias), values(x1), Vec(3, 0.0)), 1e-12);
+  EXPECT_EQ(cell(x1).output.shape(), (Shape{3}));
+}
+
+TEST(RecurrentCells, LSTMCellStepFollowsFluxsGateOrder) {
+  set_seed(2);
+  LSTMCell cell(rand64({8, 3}), rand64({8, 2}), rand64({8}));
+  const Tensor x = rand64({3, 5});
+  const LSTMState s{rand64({2, 5}), rand64({2, 5})};
+  const auto [h, state] = cell(x, s);
+  EXPECT_EQ(h.id(), state.h.id());
+  std::vector<Vec> want_h, want_c;
+  for (int64_t j = 0; j < 5; ++j) {
+    auto [h2, c2] = lstm_ref(values(cell.Wi), values(cell.Wh), values(cell.bias), column(values(x), 3, j),
+                             column(values(s.h), 2, j), column(values(s.c), 2, j));
+    want_h.push_back(h2);
+    want_c.push_back(c2);
+  }
+  expect_columns(state.h, want_h, "LSTMCell h");
+  expect_columns(state.c, want_c, "LSTMCell c");
+  // A state of (out) vectors broadcasts over the batch, as in Flux.
+  const Tensor h0 = rand64({2}), c0 = rand64({2});
+  const auto from_vectors = cell(x, {h0, c0});
+  const auto from_columns = cell(x, {h0 + zeros(Float64, Shape{2, 5}), c0 + zeros(Float64, Shape{2, 5})});
+  expect_close(from_vectors.state.c, from_columns.state.c, 1e-14);
+}
+
+TEST(RecurrentCells, GRUCellStepWithAndWithoutTheCandidatesRecurrentBias) {
+  set_seed(3);
+  const Tensor wi = rand64({6, 3}), wh = rand64({6, 2}), b = rand64({6}), bh = rand64({2});
+  const Tensor x = rand64({3, 4}), h = rand64({2, 4});
+  for (bool with_bh : {false, true}) {
+    GRUCell cell(wi, wh, b, with_bh ? bh : Tensor{});
+    const auto [y, state] = cell(x, h);
+    std::vector<Vec> want;
+    for (int64_t j = 0; j < 4; ++j)
+      want.push_back(gru_ref(values(wi), values(wh), values(b), with_bh ? values(bh) : Vec{}, column(values(x), 3, j),
+                             column(values(h), 2, j)));
+    expect_columns(y, want, with_bh ? "GRUCell with bh" : "GRUCell");
+    EXPECT_EQ(y.id(), state.id());
+  }
+}
+
+TEST(RecurrentCells, WithoutBias) {
+  set_seed(4);
+  LSTMCell cell(3, 2, {.bias = false});
+  EXPECT_FALSE(cell.bias.defined());
+  const Tensor x = rand({3, 2});
+  auto [h, s] = cell(x);
+  const LSTMCell with_zero_bias(cell.Wi, cell.Wh, zeros(8));
+  expect_close(h, with_zero_bias(x).output, 1e-7);
+  EXPECT_EQ(show(cell), "LSTMCell(3 => 2; bias=false)  # 40 parameters");
+}
+
+// ---- layers: the cell over time ----------------------------------------------------
+
+namespace {
+// A layer's output against its cell run step by step (Flux's scan), forward
+// and with the gradients of every parameter, the input and the state.
+template <class Layer, class State>
+void expect_layer_is_its_cell_over_time(const Layer& layer, const Tensor& x, const State& s0, const std::string& what) {
+  auto by_cell = [&](const Layer& l, const Tensor& xs, State s) {
+    std::vector<Tensor> outs;
+    const int64_t T = xs.shape()[1];
+    for (int64_t t = 0; t < T; ++t) {
+      // x[:, t, :] as the product with a one-hot time vector: plain ops only.
+      std::vector<double> e(size_t(T), 0.0);
+      e[size_t(t)] = 1;
+      Tensor xt = sum(xs * tensor(e, {1, T, 1}), {1});
+      auto r = l.cell(reshape(xt, {xs.shape()[0], xs.shape()[2]}), s);
+      outs.push_back(r.output);
+      s = r.state;
+    }
+    return std::make_pair(outs, s);
+  };
+  auto loss_layer = [&](const Layer& l, const Tensor& xs, const State& s) {
+    auto r = l.with_state(xs, s);
+    Tensor total = sum(square(r.output));
+    if constexpr (std::is_same_v<State, LSTMState>) total = total + sum(r.state.c * 3.0);
+    else total = total + sum(r.state * 3.0);
+    return total;
+  };
+  auto loss_cells = [&](const Layer& l, const Tensor& xs, const State& s) {
+    auto [outs, last] = by_cell(l, xs, s);
+    Tensor total = sum(square(outs[0]));
+    for (size_t i = 1; i < outs.size(); ++i) total = total + sum(square(outs[i]));
+    if constexpr (std::is_same_v<State, LSTMState>) total = total + sum(last.c * 3.0);
+    else total = total + sum(last * 3.0);
+    return total;
+  };
+  // Forward: every step's output in (out, time, batch).
+  const Tensor y = layer(x, s0);
+  auto [outs, last] = by_cell(layer, x, s0);
+  ASSERT_EQ(y.shape(), (Shape{outs[0].shape()[0], x.shape()[1], x.shape()[2]})) << what;
+  for (int64_t t = 0; t < x.shape()[1]; ++t)
+    expect_close(reshape(permutedims(y, {0, 2, 1}).slice_last(t, t + 1), outs[size_t(t)].shape()), outs[size_t(t)],
+                 1e-12, what + " step " + std::to_string(t));
+  auto g1 = gradient(loss_layer, layer, x, s0);
+  auto g2 = gradient(loss_cells, layer, x, s0);
+  const auto l1 = leaves(g1), l2 = leaves(g2);
+  ASSERT_EQ(l1.size(), l2.size()) << what;
+  for (size_t i = 0; i < l1.size(); ++i) expect_close(l1[i], l2[i], 1e-11, what + " gradient " + std::to_string(i));
+}
+}  // namespace
+
+TEST(RecurrentLayers, EachIsItsCellOverTime) {
+  set_seed(5);
+  auto f64 = [](const auto& m) { return fmap([](const Tensor& t) { return t.to(Float64); }, m); };
+  const Tensor x = rand64({3, 5, 4});
+  expect_layer_is_its_cell_over_time(f64(RNN(3, 2)), x, rand64({2, 4}), "RNN");
+  expect_layer_is_its_cell_over_time(f64(RNN(3, 2, relu)), x, rand64({2, 4}), "RNN relu");
+  expect_layer_is_its_cell_over_time(f64(RNN(3, 2, sigmoid)), x, rand64({2}), "RNN σ from a vector state");
+  expect_layer_is_its_cell_over_time(f64(RNN(3, 2, identity)), x, rand64({2, 4}), "RNN identity");
+  expect_layer_is_its_cell_over_time(f64(RNN(3, 2, gelu)), x, rand64({2, 4}), "RNN gelu (the cells' ops)");
+  expect_layer_is_its_cell_over_time(f64(LSTM(3, 2)), x, LSTMState{rand64({2, 4}), rand64({2, 4})}, "LSTM");
+  expect_layer_is_its_cell_over_time(f64(LSTM(3, 2, {.bias = false})), x, LSTMState{rand64({2}), rand64({2})},
+                                     "LSTM without bias, vector state");
+  expect_layer_is_its_cell_over_time(f64(GRU(3, 2)), x, rand64({2, 4}), "GRU");
+  GRU with_bh = f64(GRU(3, 2, {.recurrent_bias = true}));
+  with_bh.cell.bh = rand64({2});
+  expect_layer_is_its_cell_over_time(with_bh, x, rand64({2, 4}), "GRU with bh");
+}
+
+TEST(RecurrentLayers, ShapesZeroStateAndUnbatchedSequences) {
+  set_seed(6);
+  LSTM lstm(3, 5);
+  const Tensor x = rand({3, 7, 2});
+  EXPECT_EQ(lstm(x).shape(), (Shape{5, 7, 2}));
+  EXPECT_EQ(lstm(x).dtype(), Float32);
+  // No state given: zeros.
+  expect_close(lstm(x), lstm(x, {zeros(5), zeros(5)}), 0);
+  auto [y, last] = lstm.with_state(x);
+  EXPECT_EQ(last.h.shape(), (Shape{5, 2}));
+  expect_close(reshape(permutedims(y, {0, 2, 1}).slice_last(6, 7), {5, 2}), last.h, 0);
+  // (in, time): one sequence, (out, time) out and an (out) state.
+  const Tensor one = rand({3, 7});
+  auto [y1, last1] = lstm.with_state(one);
+  EXPECT_EQ(y1.shape(), (Shape{5, 7}));
+  EXPECT_EQ(last1.c.shape(), (Shape{5}));
+  expect_close(y1, reshape(lstm(reshape(one, {3, 7, 1})), {5, 7}), 1e-6);
+  GRU gru(3, 4);
+  EXPECT_EQ(gru(one).shape(), (Shape{4, 7}));
+  EXPECT_EQ(RNN(3, 4).with_state(one).state.shape(), (Shape{4}));
+}
+
+// ---- finite differences in Float64, through several time steps ------------------------
+
+TEST(RecurrentGradients, RNNMatchesFiniteDifferences) {
+  set_seed(7);
+  const Tensor w = rand64({2, 4, 3});
+  for (Activation act : {Activation(flx::tanh), Activation(relu), Activation(gelu)}) {
+    check_gradients(
+        [&](const std::vector<Tensor>& v) {
+          RNN rnn(RNNCell(v[0], v[1], v[2], act));
+          auto r = rnn.with_state(v[3], v[4]);
+          return sum(r.output * w) + sum(r.state * r.state);
+        },
+        {rand64({2, 3}), rand64({2, 2}), rand64({2}), rand64({3, 4, 3}), rand64({2, 3})}, 1e-7, 1e-6,
+        "RNN " + act.name());
+  }
+}
+
+TEST(RecurrentGradients, LSTMMatchesFiniteDifferences) {
+  set_seed(8);
+  const Tensor w = rand64({2, 4, 3}), wc = rand64({2, 3});
+  check_gradients(
+      [&](const std::vector<Tensor>& v) {
+        LSTM lstm(LSTMCell(v[0], v[1], v[2]));
+        auto r = lstm.with_state(v[3], {v[4], v[5]});
+        return sum(r.output * w) + sum(r.state.c * wc) + sum(r.state.h);
+      },
+      {rand64({8, 3}), rand64({8, 2}), rand64({8}), rand64({3, 4, 3}), rand64({2, 3}), rand64({2, 3})}, 1e-7, 1e-6,
+      "LSTM");
+}
+
+TEST(RecurrentGradients, GRUMatchesFiniteDifferences) {
+  set_seed(9);
+  const Tensor w = rand64({2, 4, 3});
+  check_gradients(
+      [&](const std::vector<Tensor>& v) {
+        GRU gru(GRUCell(v[0], v[1], v[2], v[3]));
+        auto r = gru.with_state(v[4], v[5]);
+        return sum(r.output * w) + sum(r.state * r.state);
+      },
+      {rand64({6, 3}), rand64({6, 2}), rand64({6}), rand64({2}), rand64({3, 4, 3}), rand64({2, 3})}, 1e-7, 1e-6, "GRU");
+}
+
+TEST(RecurrentGradients, CellsOverSeveralStepsMatchFiniteDifferences) {
+  set_seed(10);
+  check_gradients(
+      [](const std::vector<Tensor>& v) {
+        LSTMCell cell(v[0], v[1], v[2]);
+        LSTMState s{v[4], v[5]};
+        Tensor total = zeros(Float64, Shape{});
+        for (int t = 0; t < 3; ++t) {
+          auto r = cell(v[3] * double(t + 1), s);
+          s = r.state;
+          total = total + sum(r.output * r.output);
+        }
+        return total + sum(s.c);
+      },
+      {rand64({8, 3}), rand64({8, 2}), rand64({8}), rand64({3, 2}), rand64({2, 2}), rand64({2})}, 1e-7, 1e-6,
+      "LSTMCell over 3 steps");
+  check_gradients(
+      [](const std::vector<Tensor>& v) {
+        GRUCell cell(v[0], v[1], v[2], v[3]);
+        Tensor h = v[5];
+        for (int t = 0; t < 3; ++t) h = cell(v[4] * double(t + 1), h).state;
+        return sum(h * h);
+      },
+      {rand64({6, 3}), rand64({6, 2}), rand64({6}), rand64({2}), rand64({3}), rand64({2})}, 1e-7, 1e-6,
+      "GRUCell over 3 steps, unbatched");
+}
+
+// ---- the learned initial state --------------------------------------------------------
+
+TEST(RecurrentLayers, LearnedInitialStateIsATrainableParameter) {
+  set_seed(11);
+  LSTM lstm(3, 2, {.learned_state = true});
+  ASSERT_TRUE(lstm.state0.h.defined());
+  expect_values(lstm.state0.h, {0, 0});
+  EXPECT_EQ(show(lstm), "LSTM(3 => 2; learned_state=true)  # 52 parameters");  // 24 + 16 + 8, and 2 + 2
+  const auto st = state(lstm);
+  std::vector<std::string> keys;
+  for (const auto& [k, t] : st) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"cell.Wi", "cell.Wh", "cell.bias", "state0.h", "state0.c"}));
+  // The sequence starts from state0: a nonzero state0 changes the output.
+  const Tensor x = rand({3, 4, 2});
+  lstm.state0.h = full(0.5f, 2);
+  expect_close(lstm(x), lstm(x, {full(0.5f, 2), zeros(2)}), 0);
+  // Its gradient flows, and an optimiser moves it.
+  auto loss = [&](const LSTM& m) { return sum(m(x)); };
+  auto [g] = gradient(loss, lstm);
+  ASSERT_TRUE(g.state0.h.defined() && g.state0.c.defined());
+  EXPECT_GT(sum(abs(g.state0.c)).item<double>(), 0);
+  auto opt = setup(Descent(0.1), lstm);
+  const auto before = lstm.state0.c.to_vector<float>();
+  update(opt, lstm, g);
+  const auto after = lstm.state0.c.to_vector<float>(), grad = g.state0.c.to_vector<float>();
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_NEAR(after[i], before[i] - 0.1f * grad[i], 1e-6);
+  // RNN and GRU likewise hold one state0.
+  GRU gru(3, 2, {.learned_state = true});
+  EXPECT_EQ(show(gru), "GRU(3 => 2; learned_state=true)  # 38 parameters");
+  auto [gg] = gradient([&](const GRU& m) { return sum(m(x)); }, gru);
+  EXPECT_TRUE(gg.state0.defined());
+  EXPECT_EQ(initialstates(gru).id(), gru.state0.id());
+  EXPECT_EQ(show(RNN(3, 2, relu, {.learned_state = true})), "RNN(3 => 2, relu; learned_state=true)  # 14 parameters");
+}
+
+// ---- initialisation, printing, functors ---------------------------------------------------
+
+TEST(RecurrentLayers, FluxsInitialisation) {
+  set_seed(12);
+  LSTM lstm(30, 40);
+  EXPECT_EQ(lstm.cell.Wi.shape(), (Shape{160, 30}));
+  EXPECT_EQ(lstm.cell.Wh.shape(), (Shape{160, 40}));
+  EXPECT_EQ(lstm.cell.bias.shape(), (Shape{160}));
+  expect_values(lstm.cell.bias, Vec(160, 0.0));
+  // glorot_uniform(4out, in): uniform on ±sqrt(6 / (in + 4out)), the same for Wh with fan-in out.
+  const std::vector<std::pair<Tensor, double>> kernels = {{lstm.cell.Wi, std::sqrt(6.0 / 190)},
+                                                           {lstm.cell.Wh, std::sqrt(6.0 / 200)}};
+  for (const auto& [w, bound] : kernels) {
+    double mx = 0, var = 0;
+    const auto v = w.to_vector<float>();
+    for (float e : v) {
+      mx = std::max(mx, double(std::fabs(e)));
+      var += double(e) * e;
+    }
+    var /= double(v.size());
+    EXPECT_LE(mx, bound);
+    EXPECT_GT(mx, 0.95 * bound);
+    EXPECT_NEAR(var, bound * bound / 3, 0.08 * bound * bound / 3);
+  }
+  GRU gru(5, 7);
+  EXPECT_EQ(gru.cell.Wi.shape(), (Shape{21, 5}));
+  EXPECT_FALSE(gru.cell.bh.defined());
+  EXPECT_FALSE(gru.state0.defined());
+  EXPECT_EQ(RNN(5, 7).cell.Wh.shape(), (Shape{7, 7}));
+}
+
+TEST(RecurrentLayers, PrintLikeFlux) {
+  EXPECT_EQ(show(RNNCell(3, 5)), "RNNCell(3 => 5, tanh)  # 45 parameters");
+  EXPECT_EQ(show(LSTMCell(3, 5)), "LSTMCell(3 => 5)  # 180 parameters");
+  EXPECT_EQ(show(GRUCell(3, 5)), "GRUCell(3 => 5)  # 135 parameters");
+  EXPECT_EQ(show(RNN(4, 6)), "RNN(4 => 6, tanh)  # 66 parameters");
+  EXPECT_EQ(show(RNN(4, 6, relu)), "RNN(4 => 6, relu)  # 66 parameters");
+  EXPECT_EQ(show(LSTM(3, 5)), "LSTM(3 => 5)  # 180 parameters");
+  EXPECT_EQ(show(GRU(3, 5)), "GRU(3 => 5)  # 135 parameters");
+  EXPECT_EQ(show(GRU(3, 5, {.bias = false, .recurrent_bias = true})),
+            "GRU(3 => 5; bias=false, recurrent_bias=true)  # 125 parameters");
+  EXPECT_EQ(show(Chain(LSTM(3, 5), Dense(5, 2))),
+            "Chain(\n  LSTM(3 => 5),                         # 180 parameters\n"
+            "  Dense(5 => 2),                        # 12 parameters\n"
+            ")                   # Total: 5 arrays, 192 parameters, 768 bytes.");
+}
+
+TEST(RecurrentLayers, WorkWithFunctorsCheckpointsAndOptimisers) {
+  set_seed(13);
+  auto model = Chain(GRU(3, 4), Dense(4, 2));
+  const Tensor x = rand({3, 6, 5});
+  EXPECT_EQ(model(x).shape(), (Shape{2, 6, 5}));
+  // fmap reaches every parameter.
+  auto m64 = fmap([](const Tensor& t) { return t.to(Float64); }, model);
+  EXPECT_EQ(std::get<0>(m64.layers).cell.Wh.dtype(), Float64);
+  EXPECT_EQ(m64(x.to(Float64)).dtype(), Float64);
+  // Saved and loaded into a fresh model, the same outputs.
+  const auto path = std::filesystem::temp_directory_path() / "flx_test_recurrent.safetensors";
+  save(path.string(), model);
+  auto fresh = Chain(GRU(3, 4), Dense(4, 2));
+  loadmodel(fresh, load(path.string()));
+  std::filesystem::remove(path);
+  expect_close(fresh(x), model(x), 0);
+  // A few Adam steps lower the loss.
+  auto loss = [&](const auto& m) { return mse(m(x), zeros(2, 6, 5)); };
+  auto opt = setup(Adam(0.05), model);
+  const double first = loss(model).item<double>();
+  for (int i = 0; i < 20; ++i) {
+    auto [l, grads] = withgradient(loss, model);
+    update(opt, model, std::get<0>(grads));
+  }
+  EXPECT_LT(loss(model).item<double>(), 0.5 * first);
+}
+
+// ---- errors -----------------------------------------------------------------------
+
+namespace {
+template <class E, class F>
+void expect_error(F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception";
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+}  // namespace
+
+TEST(RecurrentErrors, WrongFeatureCountRankOrStateShape) {
+  LSTM lstm(3, 5);
+  expect_error<DimensionMismatch>([&] { lstm(rand({4, 7, 2})); },
+                                  {"LSTM(3 => 5)", "sequence of 3 features", "(3, time, batch)", "got shape 4×7×2"});
+  expect_error<DimensionMismatch>([&] { lstm(rand({3, 7, 2, 1})); }, {"LSTM(3 => 5)", "got shape 3×7×2×1"});
+  expect_error<DimensionMismatch>([&] { lstm(rand({3})); }, {"got shape 3.", "goes to the cell"});
+  expect_error<DimensionMismatch>([&] { lstm(rand({3, 0, 2})); }, {"at least one time step"});
+  expect_error<DimensionMismatch>([&] { lstm(rand({3, 7, 2}), {zeros(5, 3), zeros(5, 3)}); },
+                                  {"LSTM(3 => 5)", "state h of shape (5) or (5, 2)", "got shape 5×3", "initialstates"});
+  expect_error<DimensionMismatch>([&] { lstm(rand({3, 7, 2}), {zeros(5), zeros(4)}); }, {"state c", "got shape 4."});
+  GRU gru(3, 5);
+  expect_error<DimensionMismatch>([&] { gru(rand({3, 7, 2}), zeros(6, 2)); }, {"GRU(3 => 5)", "state h"});
+  RNNCell cell(3, 5);
+  expect_error<DimensionMismatch>([&] { cell(rand({2, 4})); },
+                                  {"RNNCell(3 => 5, tanh)", "input of 3 features", "(3, batch)", "got shape 2×4"});
+  expect_error<DimensionMismatch>([&] { cell(rand({3, 7, 4})); }, {"goes to the layer"});
+  expect_error<DimensionMismatch>([&] { cell(rand({3, 4}), zeros(5, 3)); }, {"state h of shape (5) or (5, 4)"});
+  expect_error<DimensionMismatch>([&] { LSTMCell(3, 2)(rand({3, 4}), {zeros(2, 4), Tensor{}}); },
+                                  {"state c", "got shape undefined"});
+}
+
+TEST(RecurrentErrors, BadConstructionArguments) {
+  expect_error<ArgumentError>([] { LSTMCell(3, 5, {.learned_state = true}); },
+                              {"LSTMCell", "learned_state is an option of the layer (LSTM)"});
+  expect_error<ArgumentError>([] { LSTM(3, 5, {.recurrent_bias = true}); },
+                              {"LSTM", "recurrent_bias is an option of GRU and GRUCell only"});
+  expect_error<ArgumentError>([] { RNNCell(3, 5, flx::tanh, {.recurrent_bias = true}); }, {"RNNCell"});
+  expect_error<ArgumentError>([] { GRU(0, 5); }, {"GRUCell: sizes must be positive; got 0 => 5"});
+  expect_error<DimensionMismatch>([] { LSTMCell(zeros(7, 3), zeros(7, 2), zeros(7)); },
+                                  {"LSTMCell", "Wi must be a matrix (4·out, in)", "got shape 7×3"});
+  expect_error<DimensionMismatch>([] { GRUCell(zeros(6, 3), zeros(6, 3), zeros(6)); },
+                                  {"GRUCell", "Wh must have shape (6×2) to match Wi (6×3); got 6×3"});
+  expect_error<DimensionMismatch>([] { RNNCell(zeros(2, 3), zeros(2, 2), zeros(3)); }, {"bias must have shape (2)"});
+  expect_error<DimensionMismatch>([] { GRUCell(zeros(6, 3), zeros(6, 2), zeros(6), zeros(3)); },
+                                  {"bh", "must have shape (2)"});
+  expect_error<DimensionMismatch>([] { GRU(GRUCell(3, 2), zeros(3)); },
+                                  {"GRU(3 => 2; learned_state=true)", "state0 must have shape (2)"});
+  expect_error<ArgumentError>([] { LSTM(LSTMCell(3, 2), {zeros(2), Tensor{}}); }, {"needs both h and c"});
+}
