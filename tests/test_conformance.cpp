@@ -369,6 +369,57 @@ TEST_P(Conformance, ConvolutionPoolingAndBatchNormMatchTheCpu) {
 }
 
 namespace {
+// The recurrent cells and layers, in Float32 and Float64: the layers run
+// each sequence as one fused op of GEMMs and strided map kernels
+// (src/ops/recurrent_scan.cpp) on every device, the cells their ops one by
+// one. Float16 and BFloat16 take the cells' ops step by step, whose every
+// op has its own half case above. Each case returns the outputs and, where
+// a layer has one, its final cell state, so that gradients flow back
+// through every time step from both.
+std::vector<Case> recurrent_cases() {
+  return {
+      {"rnn_cell", {{4, 3}, {4, 4}, {4}, {3, 5}, {4, 5}},
+       [](const V& v) { return RNNCell(v[0], v[1], v[2])(v[3], v[4]).output; }},
+      {"lstm_cell", {{8, 3}, {8, 2}, {8}, {3, 5}, {2, 5}, {2}}, [](const V& v) {
+         auto [h, s] = LSTMCell(v[0], v[1], v[2])(v[3], {v[4], v[5]});
+         return h + s.c;
+       }},
+      {"gru_cell", {{6, 3}, {6, 2}, {6}, {2}, {3, 5}, {2, 5}},
+       [](const V& v) { return GRUCell(v[0], v[1], v[2], v[3])(v[4], v[5]).output; }},
+      {"rnn", {{4, 3}, {4, 4}, {4}, {3, 6, 5}, {4, 5}},
+       [](const V& v) { return RNN(RNNCell(v[0], v[1], v[2]))(v[3], v[4]); }},
+      {"rnn_relu_no_bias", {{4, 3}, {4, 4}, {3, 6, 5}},
+       [](const V& v) { return RNN(RNNCell(v[0], v[1], Tensor{}, relu))(v[2]); }},
+      {"lstm", {{12, 3}, {12, 3}, {12}, {3, 6, 5}, {3, 5}, {3, 5}}, [](const V& v) {
+         auto [y, s] = LSTM(LSTMCell(v[0], v[1], v[2])).with_state(v[3], {v[4], v[5]});
+         return y + reshape(s.c, {3, 1, 5});
+       }},
+      {"lstm_learned_state_unbatched", {{12, 3}, {12, 3}, {12}, {3}, {3}, {3, 6}}, [](const V& v) {
+         return LSTM(LSTMCell(v[0], v[1], v[2]), {v[3], v[4]})(v[5]);
+       }},
+      {"gru", {{9, 3}, {9, 3}, {9}, {3, 6, 5}, {3, 5}},
+       [](const V& v) { return GRU(GRUCell(v[0], v[1], v[2]))(v[3], v[4]); }},
+      {"gru_recurrent_bias", {{9, 3}, {9, 3}, {9}, {3}, {3, 6, 5}, {3}},
+       [](const V& v) { return GRU(GRUCell(v[0], v[1], v[2], v[3]))(v[4], v[5]); }},
+  };
+}
+}  // namespace
+
+TEST_P(Conformance, RecurrentLayersMatchTheCpu) {
+  skip_without_accelerator(GetParam());
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
+  const DType t = GetParam().dtype;
+  if (is_half(t)) {
+    // Not a skip (the loopback run allows none): in halves the layers run
+    // their cells' ops, each checked in halves by the op cases.
+    RecordProperty("recurrent_halves", "the cells' ops, each an op case in halves");
+    return;
+  }
+  set_seed(13);
+  for (const Case& c : recurrent_cases()) check_case(c, GetParam().device, t, tolerance(t) * 5);
+}
+
+namespace {
 // Gradients of shape s in dtype t on device d, one per step, that change from
 // step to step (tests/adam_reference.hpp says why), and their values in t.
 std::vector<Tensor> gradient_tensors(const std::vector<std::vector<double>>& gs, const Shape& s, DType t, Device d) {
