@@ -475,3 +475,75 @@ TEST(RecurrentErrors, BadConstructionArguments) {
                                   {"GRU(3 => 2; learned_state=true)", "state0 must have shape (2)"});
   expect_error<ArgumentError>([] { LSTM(LSTMCell(3, 2), {zeros(2), Tensor{}}); }, {"needs both h and c"});
 }
+
+// ---- PyTorch's checkpoints ------------------------------------------------------------
+
+TEST(RecurrentCheckpoints, TorchNamesAndBiasesBecomeFluxs) {
+  // nn.GRU(2, 1)'s entries under "enc.", with a Dense beside them that stays as it is.
+  State s;
+  s.insert("enc.weight_ih_l0", tensor(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2}));
+  s.insert("enc.weight_hh_l0", tensor(std::vector<float>{7, 8, 9}, {3, 1}));
+  s.insert("enc.bias_ih_l0", tensor(std::vector<float>{0.5f, 1.5f, 2.5f}, {3}));
+  s.insert("enc.bias_hh_l0", tensor(std::vector<float>{10, 20, 30}, {3}));
+  s.insert("head.weight", ones(2, 1));
+  const State g = torch_to_gru(s, {.prefix = "enc.", .into = "layers.0."});
+  std::vector<std::string> keys;
+  for (const auto& [k, t] : g) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"layers.0.cell.Wi", "layers.0.cell.Wh", "layers.0.cell.b",
+                                            "layers.0.cell.bh", "head.weight"}));
+  EXPECT_EQ(g.at("layers.0.cell.Wi").id(), s.at("enc.weight_ih_l0").id());  // the weights as they are
+  expect_values(g.at("layers.0.cell.b"), {10.5, 21.5, 2.5});                // b_ih + (b_hr, b_hz, 0)
+  expect_values(g.at("layers.0.cell.bh"), {30});                            // b_hn
+  auto model = Chain(GRU(2, 1, {.recurrent_bias = true}), Dense(1, 2));
+  std::get<1>(model.layers).bias = Tensor{};
+  loadmodel(model, rename(g, {{"head.", "layers.1."}}));
+  expect_values(std::get<0>(model.layers).cell.bh, {30});
+  // LSTM and RNN: the two biases summed; the layer number picks a stacked module's layer.
+  State l;
+  l.insert("weight_ih_l1", zeros(8, 3));
+  l.insert("weight_hh_l1", zeros(8, 2));
+  l.insert("bias_ih_l1", ones(8));
+  l.insert("bias_hh_l1", full(2.0f, 8));
+  expect_values(torch_to_lstm(l, {.layer = 1}).at("cell.bias"), Vec(8, 3.0));
+  State r;
+  r.insert("weight_ih_l0", zeros(2, 3));
+  r.insert("weight_hh_l0", zeros(2, 2));
+  const State rnn = torch_to_rnn(r);  // bias=False: no biases to convert
+  EXPECT_FALSE(rnn.contains("cell.bias"));
+  loadmodel(RNN(3, 2, flx::tanh, {.bias = false}), rnn);
+}
+
+TEST(RecurrentCheckpoints, WhatFluxsLayersCannotHoldIsRefused) {
+  State s;
+  s.insert("lstm.weight_ih_l0", zeros(8, 3));
+  s.insert("lstm.weight_hh_l0", zeros(8, 2));
+  s.insert("lstm.bias_ih_l0", zeros(8));
+  s.insert("lstm.bias_hh_l0", zeros(8));
+  expect_error<CheckpointError>([&] { torch_to_lstm(s); },
+                                {"torch_to_lstm", "no \"weight_ih_l0\"", "it holds lstm.weight_ih_l0", "{.prefix"});
+  expect_error<CheckpointError>([&] { torch_to_gru(s, {.prefix = "lstm."}); },
+                                {"torch_to_gru", "\"lstm.weight_ih_l0\" has shape (8×3)", "[3·hidden, input]"});
+  State bidirectional = s;
+  bidirectional.insert("lstm.weight_ih_l0_reverse", zeros(8, 3));
+  expect_error<CheckpointError>([&] { torch_to_lstm(bidirectional, {.prefix = "lstm."}); },
+                                {"bidirectional nn.LSTM", "one direction"});
+  State projected = s;
+  projected.insert("lstm.weight_hr_l0", zeros(1, 2));
+  expect_error<CheckpointError>([&] { torch_to_lstm(projected, {.prefix = "lstm."}); }, {"proj_size"});
+  State one_bias;
+  one_bias.insert("weight_ih_l0", zeros(8, 3));
+  one_bias.insert("weight_hh_l0", zeros(8, 2));
+  one_bias.insert("bias_ih_l0", zeros(8));
+  expect_error<CheckpointError>([&] { torch_to_lstm(one_bias); }, {"has \"bias_ih_l0\" but not \"bias_hh_l0\""});
+  State bad_hh;
+  bad_hh.insert("weight_ih_l0", zeros(8, 3));
+  bad_hh.insert("weight_hh_l0", zeros(8, 3));
+  expect_error<CheckpointError>([&] { torch_to_lstm(bad_hh); }, {"\"weight_hh_l0\" has shape (8×3)", "must be (8×2)"});
+  // A PyTorch GRU into a GRU without the candidate's recurrent bias: loadmodel names the extra entry.
+  State g;
+  g.insert("weight_ih_l0", zeros(6, 3));
+  g.insert("weight_hh_l0", zeros(6, 2));
+  g.insert("bias_ih_l0", zeros(6));
+  g.insert("bias_hh_l0", zeros(6));
+  expect_error<CheckpointError>([&] { loadmodel(GRU(3, 2), torch_to_gru(g)); }, {"cell.bh"});
+}

@@ -184,6 +184,34 @@ Tensor torch_to_crosscor(const Tensor& w);
 // Flux's ConvTranspose is the transpose of its Conv).
 Tensor torch_to_conv(const Tensor& w);
 
+// PyTorch's nn.RNN, nn.LSTM and nn.GRU state_dicts as flx's RNN, LSTM and
+// GRU name them (docs/checkpoints.md has the whole map). The gates are in
+// the same order (LSTM: i, f, g, o; GRU: r, z, n) and the weights
+// weight_ih_l0 [k·H, in] and weight_hh_l0 [k·H, H] load as flx's Wi and Wh
+// as they are; PyTorch's two biases become flx's one: bias_ih + bias_hh,
+// except the GRU candidate's b_hn (bias_hh's last H), which PyTorch applies
+// inside the reset gate: it becomes cell.bh, so the GRU to load into is
+// GRU(in, H, {.recurrent_bias = true}). Without biases (bias=False) there
+// are none to convert (flx's {.bias = false}).
+//
+//   loadmodel(model, torch_to_lstm(load("lstm.safetensors"), {.prefix = "lstm.", .into = "layers.0."}));
+//
+// The layer's four entries (under `prefix`, for PyTorch's layer `layer`:
+// weight_ih_l<layer>, ...) become into + "cell.Wi", "cell.Wh", "cell.bias"
+// (GRU: "cell.b" and "cell.bh"); every other entry is kept as it is, in
+// order, so several layers convert one call after another. A missing entry,
+// a shape that is not the layer's, or what flx's layers do not have (a
+// bidirectional layer's _reverse entries, LSTM's proj_size weight_hr) is a
+// CheckpointError naming the entry.
+struct TorchRecurrentNames {
+  std::string prefix;  // before PyTorch's names: "lstm." for a submodule called lstm, "" for the module itself
+  std::string into;    // before flx's names: "layers.0." for a Chain's first layer, "" for the layer itself
+  int layer = 0;       // which layer of a stacked PyTorch module (num_layers > 1): the n of weight_ih_l<n>
+};
+State torch_to_rnn(const State& s, const TorchRecurrentNames& names = {});
+State torch_to_lstm(const State& s, const TorchRecurrentNames& names = {});
+State torch_to_gru(const State& s, const TorchRecurrentNames& names = {});
+
 // Restores an optimiser state saved with save(path, opt_state) into one
 // made by setup() with the same rule for the same model. The learning rate
 // is the rule's (adjust() it as the run that saved it did).
