@@ -547,3 +547,17 @@ TEST(RecurrentCheckpoints, WhatFluxsLayersCannotHoldIsRefused) {
   g.insert("bias_hh_l0", zeros(6));
   expect_error<CheckpointError>([&] { loadmodel(GRU(3, 2), torch_to_gru(g)); }, {"cell.bh"});
 }
+
+TEST(RecurrentLayers, HalvesRunTheCellsStepByStep) {
+  set_seed(14);
+  const LSTM lstm(3, 4);
+  const Tensor x = rand({3, 5, 2});
+  for (DType t : {Float16, BFloat16}) {
+    const LSTM low = fmap([t](const Tensor& w) { return w.to(t); }, lstm);
+    const Tensor y = low(x.to(t));
+    EXPECT_EQ(y.dtype(), t);
+    expect_close(y.to(Float32), lstm(x), t == Float16 ? 5e-3 : 3e-2, std::string(dtype_name(t)));
+    auto [g] = gradient([&](const Tensor& xs) { return sum(low(xs)); }, x.to(t));
+    EXPECT_EQ(g.dtype(), t);
+  }
+}
