@@ -219,6 +219,53 @@ TEST(RecurrentLayers, EachIsItsCellOverTime) {
   expect_layer_is_its_cell_over_time(with_bh, x, rand64({2, 4}), "GRU with bh");
 }
 
+// In Float32 the CPU runs an LSTM through oneDNN's (the dnn table's rnn_*),
+// in pieces of the batch: the same as its cell step by step, for batches
+// of one piece, of equal pieces and of unequal ones.
+TEST(RecurrentLayers, Float32LSTMIsItsCellOverTime) {
+  set_seed(15);
+  for (int64_t batch : {1, 8, 17, 32}) {
+    for (bool bias : {true, false}) {
+      const LSTM lstm(5, 6, {.bias = bias});
+      const Tensor x = rand({5, 7, batch}) * 2.0 - 1.0;
+      const LSTMState s{rand({6, batch}) - 0.5, rand({6, batch}) - 0.5};
+      auto loss = [&](const LSTM& m, const Tensor& xs, const LSTMState& st, bool by_cell) {
+        Tensor y, c;
+        if (by_cell) {
+          LSTMState cur = st;
+          std::vector<Tensor> outs;
+          const Tensor xt = permutedims(xs, {0, 2, 1});
+          for (int64_t t = 0; t < 7; ++t) {
+            auto r = m.cell(reshape(xt.slice_last(t, t + 1), {5, batch}), cur);
+            outs.push_back(r.output);
+            cur = r.state;
+          }
+          Tensor total = sum(outs[0] * outs[0]);
+          for (size_t t = 1; t < outs.size(); ++t) total = total + sum(outs[t] * outs[t] * double(t + 1));
+          return total + sum(cur.c * 0.5);
+        }
+        auto r = m.with_state(xs, st);
+        Tensor total = zeros(Shape{});
+        for (int64_t t = 0; t < 7; ++t) {
+          const Tensor yt = reshape(permutedims(r.output, {0, 2, 1}).slice_last(t, t + 1), {6, batch});
+          total = total + sum(yt * yt * double(t + 1));
+        }
+        return total + sum(r.state.c * 0.5);
+      };
+      const std::string what = "batch " + std::to_string(batch) + (bias ? "" : " without bias");
+      auto by_layer = withgradient([&](const LSTM& m, const Tensor& xs, const LSTMState& st) { return loss(m, xs, st, false); },
+                                   lstm, x, s);
+      auto by_cell = withgradient([&](const LSTM& m, const Tensor& xs, const LSTMState& st) { return loss(m, xs, st, true); },
+                                  lstm, x, s);
+      EXPECT_NEAR(by_layer.val.item<double>(), by_cell.val.item<double>(), 1e-5 * std::fabs(by_cell.val.item<double>()))
+          << what;
+      const auto l1 = leaves(by_layer.grad), l2 = leaves(by_cell.grad);
+      ASSERT_EQ(l1.size(), l2.size()) << what;
+      for (size_t i = 0; i < l1.size(); ++i) expect_close(l1[i], l2[i], 2e-5, what + " gradient " + std::to_string(i));
+    }
+  }
+}
+
 TEST(RecurrentLayers, ShapesZeroStateAndUnbatchedSequences) {
   set_seed(6);
   LSTM lstm(3, 5);

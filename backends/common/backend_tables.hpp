@@ -56,7 +56,12 @@
 #else
 #define FLX_SINCE_5(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 5, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 6
+#define FLX_SINCE_6(...) __VA_ARGS__
+#else
+#define FLX_SINCE_6(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 6, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off
@@ -96,7 +101,9 @@ static_assert(FLX_BACKEND_ABI_MINOR == 5, "a new ABI minor version: add its FLX_
   X(conv_backward_data, 5, required, __VA_ARGS__) X(conv_backward_filter, 5, required, __VA_ARGS__) \
   X(pool_reserve_size, 5, optional, __VA_ARGS__) X(pool_forward, 5, required, __VA_ARGS__) \
   X(pool_backward, 5, required, __VA_ARGS__) X(batchnorm_forward, 5, required, __VA_ARGS__) \
-  X(batchnorm_backward, 5, required, __VA_ARGS__)
+  X(batchnorm_backward, 5, required, __VA_ARGS__) \
+  X(rnn_reserve_size, 6, optional, __VA_ARGS__) X(rnn_forward, 6, optional, __VA_ARGS__) \
+  X(rnn_backward, 6, optional, __VA_ARGS__)
 
 // The op tables libflx uses: T(id, struct, ...), each declared below with
 // FLX_DECLARE_TABLE. The dispatch layer keeps one slot per entry (id_).

@@ -289,12 +289,15 @@ const flx_compute_table compute_table = [] {
   return t;
 }();
 // Convolution, pooling, batch normalisation (minor 5): oneDNN for Float32,
-// direct loops for Float64 (cpu_dnn.hpp).
+// direct loops for Float64 (cpu_dnn.hpp); Float32 LSTMs (minor 6) on oneDNN.
 const flx_dnn_table dnn_table = [] {
   auto t = abi::table_header<flx_dnn_table>();
   FLX_SET_DNN_CALLS(t, cpu_backend)
   t.conv_workspace = conv_workspace;        // optional
   t.pool_reserve_size = pool_reserve_size;  // optional
+  t.rnn_reserve_size = rnn_reserve_size;    // minor 6, optional: LSTMs through oneDNN
+  t.rnn_forward = rnn_forward;
+  t.rnn_backward = rnn_backward;
   return t;
 }();
 }  // namespace

@@ -73,5 +73,10 @@ void direct_batchnorm_backward(const flx_batchnorm_desc& d, const T* x, const T*
 FLX_DECLARE_REQUIRED_CALLS(FLX_DNN_CALLS, flx_dnn_table)
 FLX_DECLARE_CALL(flx_dnn_table, conv_workspace)
 FLX_DECLARE_CALL(flx_dnn_table, pool_reserve_size)
+// Recurrent layers (minor 6, optional): Float32 LSTMs through oneDNN
+// (cpu_dnn_rnn.cpp); anything else FLX_ERR_UNSUPPORTED.
+FLX_DECLARE_CALL(flx_dnn_table, rnn_reserve_size)
+FLX_DECLARE_CALL(flx_dnn_table, rnn_forward)
+FLX_DECLARE_CALL(flx_dnn_table, rnn_backward)
 
 }  // namespace flx::cpu_backend

@@ -82,7 +82,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 5u
+#define FLX_BACKEND_ABI_MINOR 6u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
@@ -92,7 +92,7 @@ extern "C" {
 /* Op table names and the versions this header describes. */
 #define FLX_TABLE_COMPUTE "compute"
 #define FLX_TABLE_COMPUTE_VERSION 1u
-#define FLX_TABLE_DNN "dnn" /* convolution, pooling, normalisation (minor 5) */
+#define FLX_TABLE_DNN "dnn" /* convolution, pooling, normalisation (minor 5); recurrent layers (minor 6) */
 #define FLX_TABLE_DNN_VERSION 1u
 #define FLX_TABLE_COMM "comm" /* collectives (minor 4) */
 #define FLX_TABLE_COMM_VERSION 1u
@@ -609,6 +609,42 @@ typedef struct flx_batchnorm_desc {
   flx_mem dy, dx, dscale, dbias;
 } flx_batchnorm_desc;
 
+/* A recurrent layer over a whole sequence (minor 6, optional: a backend
+ * without these calls, or answering FLX_ERR_UNSUPPORTED, before queuing
+ * anything, for a case it does not run, gets the layer as GEMMs and maps of
+ * the compute table instead). One layer, one direction, time last:
+ *   x   (input, batch, time)
+ *   h0, c0  (hidden, batch): the initial state (c0: LSTM only)
+ *   wi  (gates * hidden, input), wh (gates * hidden, hidden): the gates'
+ *       rows stacked in Flux's order, the first gate's on top
+ *   b   gates * hidden elements, or a NULL buf for none
+ *   y   (hidden, batch, time): every step's hidden state
+ *   hn, cn  (hidden, batch): the last states; NULL bufs: not wanted
+ * FLX_RNN_LSTM has 4 gates, i, f, g, o (PyTorch's and oneDNN's order too):
+ *   c' = sigmoid(f) c + sigmoid(i) tanh(g),  h' = sigmoid(o) tanh(c').
+ * rnn_forward with training = 1 also fills `reserve` (rnn_reserve_size
+ * bytes for the same descriptor) for rnn_backward, which takes the
+ * forward's fields (the same values and memory, y included) with that
+ * reserve, dy (the size of y) and dhn, dcn (NULL bufs: zero), and writes dx,
+ * dh0, dc0, dwi, dwh and db where their bufs are set (overwritten). A
+ * backend that ran a training forward runs its backward. */
+typedef enum flx_rnn_cell {
+  FLX_RNN_LSTM = 0
+} flx_rnn_cell;
+
+typedef struct flx_rnn_desc {
+  uint32_t struct_size; /* sizeof(flx_rnn_desc) as the caller was built */
+  int32_t dtype;
+  int32_t cell;     /* flx_rnn_cell */
+  int32_t training; /* forward: 1 when rnn_backward will follow */
+  int64_t input, hidden, batch, time;
+  flx_mem x, h0, c0, wi, wh, b, y, hn, cn;  /* forward */
+  flx_mem dy, dhn, dcn;                     /* backward, in */
+  flx_mem dx, dh0, dc0, dwi, dwh, db;       /* backward, out */
+  flx_mem reserve; /* of reserve_bytes: written by a training forward, read by backward */
+  uint64_t reserve_bytes;
+} flx_rnn_desc;
+
 typedef struct flx_dnn_table {
   uint32_t struct_size; /* sizeof(flx_dnn_table) as the backend was built */
   uint32_t version;     /* FLX_TABLE_DNN_VERSION */
@@ -624,6 +660,13 @@ typedef struct flx_dnn_table {
   int (*pool_backward)(void* ctx, int dev, const flx_pool_desc* d, flx_stream s);
   int (*batchnorm_forward)(void* ctx, int dev, const flx_batchnorm_desc* d, flx_stream s);
   int (*batchnorm_backward)(void* ctx, int dev, const flx_batchnorm_desc* d, flx_stream s);
+#if FLX_BACKEND_TARGET_MINOR >= 6
+  /* minor 6, optional: recurrent layers (flx_rnn_desc). Bytes of reserve a
+   * training rnn_forward of d writes (d's memory fields unset). */
+  int (*rnn_reserve_size)(void* ctx, int dev, const flx_rnn_desc* d, uint64_t* bytes);
+  int (*rnn_forward)(void* ctx, int dev, const flx_rnn_desc* d, flx_stream s);
+  int (*rnn_backward)(void* ctx, int dev, const flx_rnn_desc* d, flx_stream s);
+#endif
 } flx_dnn_table;
 
 /* ---- the core table ---------------------------------------------------------- */

@@ -209,7 +209,8 @@ class Backend {
   void comm_abort(flx_comm c) const noexcept;
   void comm_destroy(flx_comm c) const noexcept;
 
-  // ---- convolution, pooling, normalisation (the "dnn" table, ABI minor 5).
+  // ---- convolution, pooling, normalisation (the "dnn" table, ABI minor 5;
+  // recurrent layers, minor 6).
   // NotImplemented naming the op when the backend lacks the table or the
   // call, or answers FLX_ERR_UNSUPPORTED (a dtype it lacks). struct_size is
   // set here, and conv's workspace is allocated here for the call.
@@ -222,6 +223,19 @@ class Backend {
   void pool_backward(int dev, flx_pool_desc d) const;
   void batchnorm_forward(int dev, flx_batchnorm_desc d) const;
   void batchnorm_backward(int dev, flx_batchnorm_desc d) const;
+  // Recurrent layers over a sequence (ABI minor 6, optional): whether the
+  // backend has them at all; the reserve a training rnn_forward of d fills,
+  // in *reserve, and the forward itself: false, with nothing queued, when
+  // the backend answered FLX_ERR_UNSUPPORTED (the caller runs the layer
+  // with the compute table), a typed error for other failures. The backward
+  // must run where the forward did.
+  bool has_rnn() const {
+    return has<&flx_dnn_table::rnn_reserve_size>() && has<&flx_dnn_table::rnn_forward>() &&
+           has<&flx_dnn_table::rnn_backward>();
+  }
+  bool rnn_reserve(int dev, const flx_rnn_desc& d, Scratch* reserve) const;
+  bool rnn_forward(int dev, flx_rnn_desc d) const;
+  void rnn_backward(int dev, flx_rnn_desc d) const;
 
   // ---- core calls of minor 4 (optional)
   bool has_event_query() const { return FLX_HAS_FN(core_, flx_backend, event_query); }

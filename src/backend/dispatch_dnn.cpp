@@ -1,6 +1,7 @@
 // The dispatch layer's convolution, pooling and batch normalisation (the
-// "dnn" table, ABI minor 5): see backend.hpp. The ops that build the
-// descriptors are in src/ops/dnn_*.cpp.
+// "dnn" table, ABI minor 5) and recurrent layers (minor 6): see backend.hpp.
+// The ops that build the descriptors are in src/ops/dnn_*.cpp and
+// src/ops/recurrent_scan.cpp.
 #include "backend/backend.hpp"
 
 namespace flx::detail {
@@ -54,6 +55,32 @@ void Backend::batchnorm_forward(int dev, flx_batchnorm_desc d) const {
 void Backend::batchnorm_backward(int dev, flx_batchnorm_desc d) const {
   d.struct_size = sizeof d;
   run<&dnn::batchnorm_backward>(dnn_, {"batchnorm (gradient)", d.dtype}, dev, &d);
+}
+
+bool Backend::rnn_reserve(int dev, const flx_rnn_desc& d, Scratch* reserve) const {
+  flx_rnn_desc desc = d;
+  desc.struct_size = sizeof desc;
+  uint64_t bytes = 0;
+  const OpRef op{"lstm", desc.dtype};
+  const auto query = dnn_.calls.rnn_reserve_size;
+  if (!query) return false;
+  const int st = query(core_->ctx, dev, &desc, &bytes);
+  if (st == FLX_ERR_UNSUPPORTED) return false;
+  check(st, op);
+  *reserve = Scratch(*this, dev, bytes);
+  return true;
+}
+bool Backend::rnn_forward(int dev, flx_rnn_desc d) const {
+  d.struct_size = sizeof d;
+  const OpRef op{"lstm", d.dtype};
+  const int st = status<&dnn::rnn_forward>(dnn_, op, dev, &d);
+  if (st == FLX_ERR_UNSUPPORTED) return false;
+  check(st, op);
+  return true;
+}
+void Backend::rnn_backward(int dev, flx_rnn_desc d) const {
+  d.struct_size = sizeof d;
+  run<&dnn::rnn_backward>(dnn_, {"lstm (gradient)", d.dtype}, dev, &d);
 }
 
 }  // namespace flx::detail

@@ -18,6 +18,9 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+
+#include "backend/scratch.hpp"
 
 namespace flx::ops {
 namespace {
@@ -412,6 +415,81 @@ void gru_backward(const Kernels& K, const Dims& d, const Tensor& dz, const Tenso
   if (need[5]) gi[5] = untranspose(K, d, K.at(dh_rec));
 }
 
+// ---- a backend's own LSTM ---------------------------------------------------------
+// A backend may run the whole LSTM itself (the dnn table's rnn_*, ABI minor
+// 6: the CPU through oneDNN's LSTM, which PyTorch's nn.LSTM uses too). Then
+// Z's first T slots are its y and slot T its cn, and the rule hands dZ to
+// its backward. An undefined tensor, with nothing run, where it declines.
+
+flx_rnn_desc rnn_desc(const Dims& d, const Tensor& x, const Tensor& wi, const Tensor& wh, const Tensor& b,
+                      const Tensor& h0, const Tensor& c0, const Tensor& z) {
+  const Kernels K(x);
+  flx_rnn_desc r{};
+  r.dtype = int32_t(x.dtype());
+  r.cell = FLX_RNN_LSTM;
+  r.input = d.in;
+  r.hidden = d.H;
+  r.batch = d.B;
+  r.time = d.T;
+  r.x = K.at(x);
+  r.h0 = K.at(h0);
+  r.c0 = K.at(c0);
+  r.wi = K.at(wi);
+  r.wh = K.at(wh);
+  if (b.defined()) r.b = K.at(b);
+  r.y = K.at(z);
+  r.cn = K.at(z, d.T * d.hb());
+  return r;
+}
+
+Tensor backend_lstm(const Dims& d, const Tensor& x, const Tensor& wi, const Tensor& wh, const Tensor& b,
+                    const Tensor& h0, const Tensor& c0) {
+  const auto& be = detail::be(x);
+  if (!be.has_rnn()) return {};
+  const int dev = detail::dev(x);
+  const bool training = detail::is_recording() && (autograd::tracked(x) || autograd::tracked(wi) ||
+                                                   autograd::tracked(wh) || autograd::tracked(b) ||
+                                                   autograd::tracked(h0) || autograd::tracked(c0));
+  const Kernels K(x);
+  Tensor z = K.buffer({d.H, d.B, d.T + 1});
+  flx_rnn_desc r = rnn_desc(d, x, wi, wh, b, h0, c0, z);
+  r.training = training;
+  auto reserve = std::make_shared<detail::Scratch>();
+  if (training) {
+    if (!be.rnn_reserve(dev, r, reserve.get())) return {};
+    r.reserve = reserve->mem();
+    r.reserve_bytes = reserve->bytes();
+  }
+  if (!be.rnn_forward(dev, r)) return {};
+  if (!training) return z;
+  autograd::record("LSTM", autograd::Order::FirstOnly, z, {x, wi, wh, b, Tensor{}, h0, c0},
+                   [d, reserve, x = x.detach(), wi = wi.detach(), wh = wh.detach(),
+                    b = b.defined() ? b.detach() : Tensor{}, h0 = h0.detach(), c0 = c0.detach(),
+                    z = z.detach()](const Tensor& g, const bool* need, Tensor* gi) {
+                     const Kernels K(z);
+                     const Tensor dz = g.to(z.dtype());
+                     flx_rnn_desc r = rnn_desc(d, x, wi, wh, b, h0, c0, z);
+                     r.training = 1;
+                     r.reserve = reserve->mem();
+                     r.reserve_bytes = reserve->bytes();
+                     r.dy = K.at(dz);
+                     r.dcn = K.at(dz, d.T * d.hb());
+                     auto out = [&](int i, const Shape& s, flx_mem* m) {
+                       if (!need[i]) return;
+                       gi[i] = K.buffer(s);
+                       *m = K.at(gi[i]);
+                     };
+                     out(0, x.shape(), &r.dx);
+                     out(1, wi.shape(), &r.dwi);
+                     out(2, wh.shape(), &r.dwh);
+                     if (b.defined()) out(3, b.shape(), &r.db);
+                     out(5, h0.shape(), &r.dh0);
+                     out(6, c0.shape(), &r.dc0);
+                     detail::be(z).rnn_backward(detail::dev(z), r);
+                   });
+  return z;
+}
+
 // Whether the op applies to these operands (see the header).
 bool applies(const Tensor& x, std::initializer_list<const Tensor*> others) {
   if (!fused_enabled() || !x.defined()) return false;
@@ -435,6 +513,8 @@ Tensor recurrent_scan(RecurrentKind kind, RecurrentAct act, const Tensor& x, con
                 h0.shape() == (Shape{d.H, d.B}) && (lstm == c0.defined()) && (!lstm || c0.shape() == h0.shape()),
             DimensionMismatch, "recurrent_scan (", op_name(kind), "): operands of shapes x ", x.shape(), ", Wi ",
             wi.shape(), ", Wh ", wh.shape(), ", h0 ", h0.shape(), " do not fit together");
+  if (lstm)
+    if (Tensor z = backend_lstm(d, x, wi, wh, b, h0, c0); z.defined()) return z;
   const Kernels K(x);
   const Tensor gx = input_projection(K, d, x, wi, b);
   Tensor z;
