@@ -226,6 +226,7 @@ TEST(RecurrentLayers, Float32LSTMIsItsCellOverTime) {
   set_seed(15);
   for (int64_t batch : {1, 8, 17, 32}) {
     for (bool bias : {true, false}) {
+     for (bool last_state : {true, false}) {  // with_state (the last c in the loss), or the outputs alone
       const LSTM lstm(5, 6, {.bias = bias});
       const Tensor x = rand({5, 7, batch}) * 2.0 - 1.0;
       const LSTMState s{rand({6, batch}) - 0.5, rand({6, batch}) - 0.5};
@@ -242,17 +243,18 @@ TEST(RecurrentLayers, Float32LSTMIsItsCellOverTime) {
           }
           Tensor total = sum(outs[0] * outs[0]);
           for (size_t t = 1; t < outs.size(); ++t) total = total + sum(outs[t] * outs[t] * double(t + 1));
-          return total + sum(cur.c * 0.5);
+          return last_state ? total + sum(cur.c * 0.5) : total;
         }
-        auto r = m.with_state(xs, st);
+        auto r = last_state ? m.with_state(xs, st) : RecurrentOutput<LSTMState>{m(xs, st), {}};
         Tensor total = zeros(Shape{});
         for (int64_t t = 0; t < 7; ++t) {
           const Tensor yt = reshape(permutedims(r.output, {0, 2, 1}).slice_last(t, t + 1), {6, batch});
           total = total + sum(yt * yt * double(t + 1));
         }
-        return total + sum(r.state.c * 0.5);
+        return last_state ? total + sum(r.state.c * 0.5) : total;
       };
-      const std::string what = "batch " + std::to_string(batch) + (bias ? "" : " without bias");
+      const std::string what = "batch " + std::to_string(batch) + (bias ? "" : " without bias") +
+                               (last_state ? ", with_state" : "");
       auto by_layer = withgradient([&](const LSTM& m, const Tensor& xs, const LSTMState& st) { return loss(m, xs, st, false); },
                                    lstm, x, s);
       auto by_cell = withgradient([&](const LSTM& m, const Tensor& xs, const LSTMState& st) { return loss(m, xs, st, true); },
@@ -262,6 +264,7 @@ TEST(RecurrentLayers, Float32LSTMIsItsCellOverTime) {
       const auto l1 = leaves(by_layer.grad), l2 = leaves(by_cell.grad);
       ASSERT_EQ(l1.size(), l2.size()) << what;
       for (size_t i = 0; i < l1.size(); ++i) expect_close(l1[i], l2[i], 2e-5, what + " gradient " + std::to_string(i));
+     }
     }
   }
 }

@@ -1,9 +1,9 @@
 // Recurrent layers (the dnn table's rnn_*, ABI minor 6): Float32 LSTMs
 // through oneDNN's lstm_forward and lstm_backward, the fused RNN that
-// PyTorch's nn.LSTM runs on the CPU. flx's layouts are oneDNN's plain ones:
-// x (input, batch, time) is tnc, a state (hidden, batch) ldnc, Wi
-// (4H, input) ldigo, the bias ldgo, and the gates come in the same order
-// (i, f, g, o). As for the other oneDNN paths here (cpu_dnn_engine.cpp),
+// PyTorch's nn.LSTM runs on the CPU. flx's layouts are oneDNN's: a sequence
+// (features, time, batch) is tnc with strides (oneDNN's ntc), a state
+// (hidden, batch) ldnc, Wi (4H, input) ldigo, the bias ldgo, and the gates
+// come in the same order (i, f, g, o). As for the other oneDNN paths here (cpu_dnn_engine.cpp),
 // every primitive runs on one thread and flx's pool runs pieces of the batch
 // (independent sequences) in parallel: a piece reads and writes its columns
 // of flx's tensors in place (strided memory descriptors), the weights are
@@ -28,7 +28,7 @@ constexpr int64_t kGates = 4;
 // Pieces of at least this many sequences: each step's products need
 // columns to be efficient (oneDNN's LSTM runs as fast per sequence at 4 to
 // 16 as at 32 on one core, and slower at 1 or 2).
-constexpr int64_t kSequencesPerPiece = 8;
+constexpr int64_t kSequencesPerPiece = 16;
 BatchPieces rnn_pieces(int64_t batch) {
   return BatchPieces(batch, kPieceWork, std::max<int64_t>(1, batch / kSequencesPerPiece));
 }
@@ -46,11 +46,11 @@ struct Sizes {
   int64_t input, hidden, batch, time;
 };
 
-// Column-major (feature, sequence, time) and (feature, sequence) tensors of
+// Column-major (feature, time, sequence) and (feature, sequence) tensors of
 // the whole batch, seen from a piece of n sequences: oneDNN's tnc and ldnc
 // with the batch's strides.
 md sequence_md(const Sizes& s, int64_t n, int64_t features) {
-  return md({s.time, n, features}, f32, {s.batch * features, features, 1});
+  return md({s.time, n, features}, f32, {features, features * s.time, 1});
 }
 md state_md(const Sizes& s, int64_t n) { return md({1, 1, n, s.hidden}, f32, {s.batch * s.hidden, s.batch * s.hidden, s.hidden, 1}); }
 md weights_md(int64_t in, int64_t hidden, dnnl::memory::format_tag t) { return md({1, 1, in, kGates, hidden}, f32, t); }
@@ -85,11 +85,20 @@ struct Plans {
   BatchPieces pieces;
   std::shared_ptr<const RnnPlan> plan[2];
   const RnnPlan& of(int64_t k) const { return *plan[k < pieces.longer ? 0 : 1]; }
-  // Where piece k's workspace starts in the reserve, and the reserve's size.
+  // Where piece k's workspace starts in the reserve (k = count: where the
+  // last states follow, which the backward reads too: h_T, then c_T, each
+  // (hidden, batch)), and the reserve's size.
   uint64_t workspace_at(int64_t k) const {
     uint64_t at = 0;
     for (int64_t i = 0; i < k; ++i) at += of(i).workspace;
     return at;
+  }
+  uint64_t reserve_bytes(const Sizes& s) const {
+    return workspace_at(pieces.count) + 2 * aligned(uint64_t(s.hidden * s.batch) * sizeof(float));
+  }
+  // The reserve's room for h_T (slot 0) and c_T (slot 1).
+  char* last_state(const flx_rnn_desc& d, const Sizes& s, int slot) const {
+    return addr(d.reserve) + workspace_at(pieces.count) + uint64_t(slot) * aligned(uint64_t(s.hidden * s.batch) * sizeof(float));
   }
 };
 
@@ -154,7 +163,7 @@ struct Layout {
 int forward(const flx_rnn_desc& d, const Sizes& s) {
   const bool training = d.training != 0;
   const Plans p = plans_for(s, training);
-  const uint64_t H = uint64_t(s.hidden), C = uint64_t(s.input), fl = sizeof(float);
+  const uint64_t H = uint64_t(s.hidden), C = uint64_t(s.input), T = uint64_t(s.time), fl = sizeof(float);
   // Scratch: the zero bias when there is none; per plan its weights; per
   // piece its scratchpad and, where not wanted, the last states.
   Layout lay;
@@ -179,19 +188,22 @@ int forward(const flx_rnn_desc& d, const Sizes& s) {
     char* piece = scratch.at(piece_at[k]);
     const md pad = plan.fwd_pd.scratchpad_desc(), x = sequence_md(s, n, s.input), y = sequence_md(s, n, s.hidden);
     const md st = state_md(s, n);
-    char* spare = piece + aligned(pad.get_size());  // room for unwanted last states, in the batch's strides
+    // Last states not wanted: kept in the reserve for the backward when
+    // training, else in room of the piece's own (in the batch's strides).
+    char* spare = piece + aligned(pad.get_size());
+    if (training) spare = p.last_state(d, s, 0);
     auto state = [&](flx_mem m, char* own) { return wrap(st, (m.buf ? addr(m) : own) + b0 * H * fl); };
     const md wl = plan.fwd_pd.weights_layer_desc(), wi = plan.fwd_pd.weights_iter_desc();
     std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC_LAYER, wrap(x, addr(d.x) + b0 * C * fl)},
+        {DNNL_ARG_SRC_LAYER, wrap(x, addr(d.x) + b0 * C * T * fl)},
         {DNNL_ARG_SRC_ITER, state(d.h0, nullptr)},
         {DNNL_ARG_SRC_ITER_C, state(d.c0, nullptr)},
         {DNNL_ARG_WEIGHTS_LAYER, wrap(wl, scratch.at(weights_at[i]))},
         {DNNL_ARG_WEIGHTS_ITER, wrap(wi, scratch.at(weights_at[i]) + aligned(wl.get_size()))},
         {DNNL_ARG_BIAS, wrap(bias_md(s.hidden), d.b.buf ? addr(d.b) : scratch.at(bias_at))},
-        {DNNL_ARG_DST_LAYER, wrap(y, addr(d.y) + b0 * H * fl)},
+        {DNNL_ARG_DST_LAYER, wrap(y, addr(d.y) + b0 * H * T * fl)},
         {DNNL_ARG_DST_ITER, state(d.hn, spare)},
-        {DNNL_ARG_DST_ITER_C, state(d.cn, spare + aligned(H * uint64_t(s.batch) * fl))},
+        {DNNL_ARG_DST_ITER_C, state(d.cn, training ? p.last_state(d, s, 1) : spare + aligned(H * uint64_t(s.batch) * fl))},
         {DNNL_ARG_SCRATCHPAD, wrap(pad, piece)}};
     if (training) args.emplace(DNNL_ARG_WORKSPACE, wrap(plan.fwd_pd.workspace_desc(), addr(d.reserve) + p.workspace_at(k)));
     dnnl::stream& str = stream();
@@ -243,6 +255,8 @@ int backward(const flx_rnn_desc& d, const Sizes& s) {
     const PieceParts& q = parts[size_t(k)];
     const auto& pd = plan.bwd_pd;
     const md x = sequence_md(s, n, s.input), y = sequence_md(s, n, s.hidden), st = state_md(s, n);
+    const md last({1, 1, n, s.hidden}, f32, {s.batch * s.hidden * s.time, s.batch * s.hidden * s.time,
+                                              s.hidden * s.time, 1});  // y's last step, as a state
     char* spare = scratch.at(q.spare);
     char* spare_states = spare + aligned(T * B * C * fl);
     // Unwanted outputs go to the spare room; missing gradients of the last
@@ -263,23 +277,23 @@ int backward(const flx_rnn_desc& d, const Sizes& s) {
     std::memset(scratch.at(q.dwi), 0, dwi.get_size());
     std::memset(scratch.at(q.db), 0, gates * fl);
     std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC_LAYER, wrap(x, addr(d.x) + b0 * C * fl)},
+        {DNNL_ARG_SRC_LAYER, wrap(x, addr(d.x) + b0 * C * T * fl)},
         {DNNL_ARG_SRC_ITER, state_in(d.h0)},
         {DNNL_ARG_SRC_ITER_C, state_in(d.c0)},
         {DNNL_ARG_WEIGHTS_LAYER, wrap(wl, scratch.at(weights_at[i]))},
         {DNNL_ARG_WEIGHTS_ITER, wrap(wi, scratch.at(weights_at[i]) + aligned(wl.get_size()))},
         {DNNL_ARG_BIAS, wrap(bias_md(s.hidden), d.b.buf ? addr(d.b) : scratch.at(bias_at))},
-        {DNNL_ARG_DST_LAYER, wrap(y, addr(d.y) + b0 * H * fl)},
-        {DNNL_ARG_DST_ITER, wrap(st, addr(d.y) + ((T - 1) * B + b0) * H * fl)},  // h_T: y's last step
-        {DNNL_ARG_DST_ITER_C, d.cn.buf ? state_in(d.cn) : zero_state({}, 1)},
+        {DNNL_ARG_DST_LAYER, wrap(y, addr(d.y) + b0 * H * T * fl)},
+        {DNNL_ARG_DST_ITER, wrap(last, addr(d.y) + ((T - 1) + b0 * T) * H * fl)},  // h_T: y's last step
+        {DNNL_ARG_DST_ITER_C, wrap(st, (d.cn.buf ? addr(d.cn) : p.last_state(d, s, 1)) + b0 * H * fl)},
         {DNNL_ARG_WORKSPACE, wrap(pd.workspace_desc(), addr(d.reserve) + p.workspace_at(k))},
-        {DNNL_ARG_DIFF_SRC_LAYER, wrap(x, (d.dx.buf ? addr(d.dx) : spare) + b0 * C * fl)},
+        {DNNL_ARG_DIFF_SRC_LAYER, wrap(x, (d.dx.buf ? addr(d.dx) : spare) + b0 * C * T * fl)},
         {DNNL_ARG_DIFF_SRC_ITER, state_out(d.dh0, 2)},
         {DNNL_ARG_DIFF_SRC_ITER_C, state_out(d.dc0, 3)},
         {DNNL_ARG_DIFF_WEIGHTS_LAYER, wrap(dwl, scratch.at(q.dwl))},
         {DNNL_ARG_DIFF_WEIGHTS_ITER, wrap(dwi, scratch.at(q.dwi))},
         {DNNL_ARG_DIFF_BIAS, wrap(bias_md(s.hidden), scratch.at(q.db))},
-        {DNNL_ARG_DIFF_DST_LAYER, wrap(y, addr(d.dy) + b0 * H * fl)},
+        {DNNL_ARG_DIFF_DST_LAYER, wrap(y, addr(d.dy) + b0 * H * T * fl)},
         {DNNL_ARG_DIFF_DST_ITER, zero_state(d.dhn, 0)},
         {DNNL_ARG_DIFF_DST_ITER_C, zero_state(d.dcn, 1)},
         {DNNL_ARG_SCRATCHPAD, wrap(pd.scratchpad_desc(), scratch.at(q.pad))}};
@@ -327,8 +341,7 @@ int rnn_reserve_size(void*, int, const flx_rnn_desc* d, uint64_t* bytes) {
   Sizes s;
   if (int st = check_rnn(call, d, &s)) return st;
   return guarded(call, [&] {
-    const Plans p = plans_for(s, true);
-    *bytes = p.workspace_at(p.pieces.count);
+    *bytes = plans_for(s, true).reserve_bytes(s);
     return FLX_OK;
   });
 }

@@ -612,13 +612,14 @@ typedef struct flx_batchnorm_desc {
 /* A recurrent layer over a whole sequence (minor 6, optional: a backend
  * without these calls, or answering FLX_ERR_UNSUPPORTED, before queuing
  * anything, for a case it does not run, gets the layer as GEMMs and maps of
- * the compute table instead). One layer, one direction, time last:
- *   x   (input, batch, time)
+ * the compute table instead). One layer, one direction, sequences in flx's
+ * layout (features, time, batch):
+ *   x   (input, time, batch)
  *   h0, c0  (hidden, batch): the initial state (c0: LSTM only)
  *   wi  (gates * hidden, input), wh (gates * hidden, hidden): the gates'
  *       rows stacked in Flux's order, the first gate's on top
  *   b   gates * hidden elements, or a NULL buf for none
- *   y   (hidden, batch, time): every step's hidden state
+ *   y   (hidden, time, batch): every step's hidden state
  *   hn, cn  (hidden, batch): the last states; NULL bufs: not wanted
  * FLX_RNN_LSTM has 4 gates, i, f, g, o (PyTorch's and oneDNN's order too):
  *   c' = sigmoid(f) c + sigmoid(i) tanh(g),  h' = sigmoid(o) tanh(c').

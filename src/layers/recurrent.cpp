@@ -139,16 +139,16 @@ ops::RecurrentAct fused_act(const Activation& a, bool* supported) {
   }
 }
 
-// The fused op's result Z (H, B, T[+1]) as the layer returns it: the outputs
-// (H, T, B) and the final state's parts (H, B).
+// The fused op's Z as the layer returns it: the outputs (H, T, B) and, when
+// asked for, the last state's parts (H, B) (src/ops/recurrent_scan.hpp).
 struct Unpacked {
   Tensor y, h, c;
 };
-Unpacked unpack(const Tensor& z, int64_t T, bool lstm) {
-  const Tensor hs = lstm ? z.slice_last(0, T) : z;
-  const int64_t h = z.shape()[0], b = z.shape()[1];
-  Unpacked u{permutedims(hs, {0, 2, 1}), reshape(z.slice_last(T - 1, T), {h, b}), Tensor{}};
-  if (lstm) u.c = reshape(z.slice_last(T, T + 1), {h, b});
+Unpacked unpack(const Tensor& z, const Sequence& s, bool with_state, bool lstm) {
+  if (!with_state) return {z, Tensor{}, Tensor{}};
+  const int64_t h = z.shape()[0], tb = s.T * s.B;
+  Unpacked u{reshape(z.slice_last(0, tb), {h, s.T, s.B}), reshape(z.slice_last(tb, tb + s.B), {h, s.B}), Tensor{}};
+  if (lstm) u.c = reshape(z.slice_last(tb + s.B, tb + 2 * s.B), {h, s.B});
   return u;
 }
 
@@ -157,7 +157,7 @@ Tensor unbatch_output(const Tensor& y, const Sequence& s) {
   return s.batched ? y : reshape(y, {y.shape()[0], s.T});
 }
 Tensor unbatch_state(const Tensor& h, const Sequence& s) {
-  return s.batched || h.ndims() == 1 ? h : reshape(h, {h.shape()[0]});
+  return !h.defined() || s.batched || h.ndims() == 1 ? h : reshape(h, {h.shape()[0]});
 }
 
 // Flux's scan: the cell over each step of s.x, (in, T, B); the outputs (out, T, B).
@@ -275,26 +275,32 @@ RNN::RNN(int64_t in, int64_t out, Activation act, const RecurrentOptions& o)
 RNN::RNN(RNNCell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
   check_state0(named(*this), "state0", state0, cell.Wh.shape()[1]);
 }
-Tensor RNN::operator()(const Tensor& x) const { return with_state(x).output; }
-Tensor RNN::operator()(const Tensor& x, const Tensor& h) const { return with_state(x, h).output; }
-RecurrentOutput<Tensor> RNN::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
-RecurrentOutput<Tensor> RNN::with_state(const Tensor& x, const Tensor& h) const {
-  const std::string name = named(*this);
-  const Sequence s = sequence(name, x, cell.Wi.shape()[1]);
-  check_state(name, "h", h, cell.Wh.shape()[1], s.batched ? s.B : 1);
+namespace {
+// A layer's forward: the outputs, and the last state when want_state (else
+// an undefined one where the fused op ran, which then skips it).
+RecurrentOutput<Tensor> run_rnn(const RNN& l, const Tensor& x, const Tensor& h, bool want_state) {
+  const std::string name = named(l);
+  const Sequence s = sequence(name, x, l.cell.Wi.shape()[1]);
+  check_state(name, "h", h, l.cell.Wh.shape()[1], s.batched ? s.B : 1);
   bool supported = false;
-  const auto act = fused_act(cell.act, &supported);
+  const auto act = fused_act(l.cell.act, &supported);
   if (supported) {
-    const Tensor z = ops::recurrent_scan(RecurrentKind::RNN, act, permutedims(s.x, {0, 2, 1}), cell.Wi, cell.Wh,
-                                         cell.bias, Tensor{}, batch_state(h, s.B), Tensor{});
+    const Tensor z = ops::recurrent_scan(RecurrentKind::RNN, act, s.x, l.cell.Wi, l.cell.Wh, l.cell.bias, Tensor{},
+                                         batch_state(h, s.B), Tensor{}, want_state);
     if (z.defined()) {
-      const Unpacked u = unpack(z, s.T, false);
+      const Unpacked u = unpack(z, s, want_state, false);
       return {unbatch_output(u.y, s), unbatch_state(u.h, s)};
     }
   }
-  auto r = scan_steps(cell, s, h);
+  auto r = scan_steps(l.cell, s, h);
   return {unbatch_output(r.output, s), unbatch_state(r.state, s)};
 }
+}  // namespace
+
+Tensor RNN::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
+Tensor RNN::operator()(const Tensor& x, const Tensor& h) const { return run_rnn(*this, x, h, false).output; }
+RecurrentOutput<Tensor> RNN::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
+RecurrentOutput<Tensor> RNN::with_state(const Tensor& x, const Tensor& h) const { return run_rnn(*this, x, h, true); }
 
 LSTM::LSTM(int64_t in, int64_t out, const RecurrentOptions& o)
     : cell(in, out, cell_options("LSTM", o, false)) {
@@ -307,24 +313,30 @@ LSTM::LSTM(LSTMCell c, LSTMState s0) : cell(std::move(c)), state0(std::move(s0))
   check_state0(name, "h", state0.h, cell.Wh.shape()[1]);
   check_state0(name, "c", state0.c, cell.Wh.shape()[1]);
 }
-Tensor LSTM::operator()(const Tensor& x) const { return with_state(x).output; }
-Tensor LSTM::operator()(const Tensor& x, const LSTMState& st) const { return with_state(x, st).output; }
-RecurrentOutput<LSTMState> LSTM::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
-RecurrentOutput<LSTMState> LSTM::with_state(const Tensor& x, const LSTMState& st) const {
-  const std::string name = named(*this);
-  const Sequence s = sequence(name, x, cell.Wi.shape()[1]);
-  const int64_t out = cell.Wh.shape()[1];
+namespace {
+RecurrentOutput<LSTMState> run_lstm(const LSTM& l, const Tensor& x, const LSTMState& st, bool want_state) {
+  const std::string name = named(l);
+  const Sequence s = sequence(name, x, l.cell.Wi.shape()[1]);
+  const int64_t out = l.cell.Wh.shape()[1];
   check_state(name, "h", st.h, out, s.batched ? s.B : 1);
   check_state(name, "c", st.c, out, s.batched ? s.B : 1);
-  const Tensor z = ops::recurrent_scan(RecurrentKind::LSTM, ops::RecurrentAct::Identity, permutedims(s.x, {0, 2, 1}),
-                                       cell.Wi, cell.Wh, cell.bias, Tensor{}, batch_state(st.h, s.B),
-                                       batch_state(st.c, s.B));
+  const Tensor z = ops::recurrent_scan(RecurrentKind::LSTM, ops::RecurrentAct::Identity, s.x, l.cell.Wi, l.cell.Wh,
+                                       l.cell.bias, Tensor{}, batch_state(st.h, s.B), batch_state(st.c, s.B),
+                                       want_state);
   if (z.defined()) {
-    const Unpacked u = unpack(z, s.T, true);
+    const Unpacked u = unpack(z, s, want_state, true);
     return {unbatch_output(u.y, s), {unbatch_state(u.h, s), unbatch_state(u.c, s)}};
   }
-  auto r = scan_steps(cell, s, st);
+  auto r = scan_steps(l.cell, s, st);
   return {unbatch_output(r.output, s), {unbatch_state(r.state.h, s), unbatch_state(r.state.c, s)}};
+}
+}  // namespace
+
+Tensor LSTM::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
+Tensor LSTM::operator()(const Tensor& x, const LSTMState& st) const { return run_lstm(*this, x, st, false).output; }
+RecurrentOutput<LSTMState> LSTM::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
+RecurrentOutput<LSTMState> LSTM::with_state(const Tensor& x, const LSTMState& st) const {
+  return run_lstm(*this, x, st, true);
 }
 
 GRU::GRU(int64_t in, int64_t out, const RecurrentOptions& o)
@@ -334,22 +346,26 @@ GRU::GRU(int64_t in, int64_t out, const RecurrentOptions& o)
 GRU::GRU(GRUCell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
   check_state0(named(*this), "state0", state0, cell.Wh.shape()[1]);
 }
-Tensor GRU::operator()(const Tensor& x) const { return with_state(x).output; }
-Tensor GRU::operator()(const Tensor& x, const Tensor& h) const { return with_state(x, h).output; }
-RecurrentOutput<Tensor> GRU::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
-RecurrentOutput<Tensor> GRU::with_state(const Tensor& x, const Tensor& h) const {
-  const std::string name = named(*this);
-  const Sequence s = sequence(name, x, cell.Wi.shape()[1]);
-  check_state(name, "h", h, cell.Wh.shape()[1], s.batched ? s.B : 1);
-  const Tensor z = ops::recurrent_scan(RecurrentKind::GRU, ops::RecurrentAct::Identity, permutedims(s.x, {0, 2, 1}),
-                                       cell.Wi, cell.Wh, cell.b, cell.bh, batch_state(h, s.B), Tensor{});
+namespace {
+RecurrentOutput<Tensor> run_gru(const GRU& l, const Tensor& x, const Tensor& h, bool want_state) {
+  const std::string name = named(l);
+  const Sequence s = sequence(name, x, l.cell.Wi.shape()[1]);
+  check_state(name, "h", h, l.cell.Wh.shape()[1], s.batched ? s.B : 1);
+  const Tensor z = ops::recurrent_scan(RecurrentKind::GRU, ops::RecurrentAct::Identity, s.x, l.cell.Wi, l.cell.Wh,
+                                       l.cell.b, l.cell.bh, batch_state(h, s.B), Tensor{}, want_state);
   if (z.defined()) {
-    const Unpacked u = unpack(z, s.T, false);
+    const Unpacked u = unpack(z, s, want_state, false);
     return {unbatch_output(u.y, s), unbatch_state(u.h, s)};
   }
-  auto r = scan_steps(cell, s, h);
+  auto r = scan_steps(l.cell, s, h);
   return {unbatch_output(r.output, s), unbatch_state(r.state, s)};
 }
+}  // namespace
+
+Tensor GRU::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
+Tensor GRU::operator()(const Tensor& x, const Tensor& h) const { return run_gru(*this, x, h, false).output; }
+RecurrentOutput<Tensor> GRU::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
+RecurrentOutput<Tensor> GRU::with_state(const Tensor& x, const Tensor& h) const { return run_gru(*this, x, h, true); }
 
 // ---- initial states ----------------------------------------------------------
 

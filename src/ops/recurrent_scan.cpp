@@ -1,8 +1,10 @@
 // RNN, LSTM and GRU over a whole sequence as one recorded op
 // (recurrent_scan.hpp), built of the compute table's gemm, map and copies.
 //
-// Layout. Everything is time last, so that each step's slice is contiguous:
-// x (in, B, T); the gate pre-activations GX (k·H, B, T), in which the input
+// Layout. The op takes and gives sequences in flx's layout, (features,
+// time, batch); inside, everything is time last, so that each step's slice
+// is contiguous (one permute in, one out): x (in, B, T); the gate
+// pre-activations GX (k·H, B, T), in which the input
 // projection of every step is one GEMM and each step's recurrent GEMM
 // accumulates in place (beta = 1); the hidden states Z (H, B, T). A map
 // kernel writes a contiguous output but reads each operand through its own
@@ -108,6 +110,17 @@ class Kernels {
   }
   void copy(flx_mem dst, flx_mem src, int64_t elements) const {
     if (elements) be_->copy_d2d(dev_, dst, src, size_t(elements * size_));
+  }
+  // dst = src, of dims (a, b, c) contiguous, with its last two dims swapped:
+  // (a, c, b), contiguous.
+  void swap_last_dims(flx_mem src, int64_t a, int64_t b, int64_t c, flx_mem dst) const {
+    if (a * b * c == 0) return;
+    const int64_t shape[3] = {a, b, c};
+    const int32_t perm[3] = {0, 2, 1};
+    be_->permute(dev_, detail::permute_desc(int32_t(t_), 3, shape, perm, src, dst));
+  }
+  void fill(flx_mem dst, int64_t elements, double v) const {
+    if (elements) be_->fill(dev_, dst, t_, size_t(elements), v);
   }
 
  private:
@@ -226,15 +239,16 @@ Tensor rnn_forward(const Kernels& K, const Dims& d, RecurrentAct act, const Tens
   return z;
 }
 
-void rnn_backward(const Kernels& K, const Dims& d, RecurrentAct act, const Tensor& dz, const Tensor& z,
-                  const Tensor& x, const Tensor& wi, const Tensor& wh, const Tensor& h0, const bool* need,
-                  Tensor* gi) {
+void rnn_backward(const Kernels& K, const Dims& d, RecurrentAct act, const Tensor& dz, flx_mem dh_last,
+                  const Tensor& z, const Tensor& x, const Tensor& wi, const Tensor& wh, const Tensor& h0,
+                  const bool* need, Tensor* gi) {
   const int64_t hb = d.hb();
   Tensor da = K.buffer({d.H, d.B, d.T}), dh = K.buffer({d.H, d.B}), dh_rec = K.buffer({d.H, d.B});
   for (int64_t t = d.T - 1; t >= 0; --t) {
     flx_mem g = K.at(dz, t * hb);
-    if (t < d.T - 1) {
-      K.map(FLX_OP_ADD, {hb}, K.at(dh), {flat(g), flat(K.at(dh_rec))});
+    const flx_mem other = t < d.T - 1 ? K.at(dh_rec) : dh_last;  // the next step's, or the last state's
+    if (other.buf) {
+      K.map(FLX_OP_ADD, {hb}, K.at(dh), {flat(g), flat(other)});
       g = K.at(dh);
     }
     const flx_mem dpre = K.at(da, t * hb);
@@ -284,7 +298,8 @@ Tensor lstm_forward(const Kernels& K, const Dims& d, const Tensor& gx, const Ten
   return z;
 }
 
-void lstm_backward(const Kernels& K, const Dims& d, const Tensor& dz, const Tensor& z, const LstmSaved& s,
+void lstm_backward(const Kernels& K, const Dims& d, const Tensor& dz, flx_mem dh_last, const Tensor& z,
+                   const LstmSaved& s,
                    const Tensor& x, const Tensor& wi, const Tensor& wh, const Tensor& h0, const Tensor& c0,
                    const bool* need, Tensor* gi) {
   const int64_t H = d.H, B = d.B, hb = d.hb();
@@ -301,8 +316,9 @@ void lstm_backward(const Kernels& K, const Dims& d, const Tensor& dz, const Tens
     const Operand ai = tr(a), af = tr(K.at(a, hb)), ag = tr(K.at(a, 2 * hb)), ao = tr(K.at(a, 3 * hb));
     const Operand tc = tr(K.at(s.tc, t * hb)), c_prev = tr(t == 0 ? K.at(c0) : K.at(s.cs, (t - 1) * hb));
     const Operand dy = tr(K.at(dz, t * hb));
-    if (t == d.T - 1) K.map(FLX_OP_COPY, bh_shape, K.at(dh), {dy});
-    else K.map(FLX_OP_ADD, bh_shape, K.at(dh), {dy, block(K.at(dh_rec))});
+    if (t < d.T - 1) K.map(FLX_OP_ADD, bh_shape, K.at(dh), {dy, block(K.at(dh_rec))});
+    else if (dh_last.buf) K.map(FLX_OP_ADD, bh_shape, K.at(dh), {dy, tr(dh_last)});
+    else K.map(FLX_OP_COPY, bh_shape, K.at(dh), {dy});
     const Operand dh_ = block(K.at(dh)), t1_ = block(K.at(t1)), t2_ = block(K.at(t2));
     // h = σ(o) tanh(c): the output gate, and c's share of dh.
     K.map(FLX_OP_MUL, bh_shape, K.at(t1), {dh_, tc});
@@ -367,7 +383,8 @@ Tensor gru_forward(const Kernels& K, const Dims& d, const Tensor& gx, const Tens
   return z;
 }
 
-void gru_backward(const Kernels& K, const Dims& d, const Tensor& dz, const Tensor& z, const GruSaved& s,
+void gru_backward(const Kernels& K, const Dims& d, const Tensor& dz, flx_mem dh_last, const Tensor& z,
+                  const GruSaved& s,
                   const Tensor& x, const Tensor& wi, const Tensor& wh, const Tensor& h0, const bool* need,
                   Tensor* gi) {
   const int64_t H = d.H, B = d.B, hb = d.hb();
@@ -383,8 +400,9 @@ void gru_backward(const Kernels& K, const Dims& d, const Tensor& dz, const Tenso
     const Operand r = tr(a), zg = tr(K.at(a, hb)), n = tr(K.at(a, 2 * hb));
     const Operand ghn = tr(K.at(s.ghn, t * hb)), h_prev = tr(previous(K, d, z, h0, t));
     const Operand dy = tr(K.at(dz, t * hb));
-    if (t == d.T - 1) K.map(FLX_OP_COPY, bh_shape, K.at(dh), {dy});
-    else K.map(FLX_OP_ADD, bh_shape, K.at(dh), {dy, block(K.at(dh_rec))});
+    if (t < d.T - 1) K.map(FLX_OP_ADD, bh_shape, K.at(dh), {dy, block(K.at(dh_rec))});
+    else if (dh_last.buf) K.map(FLX_OP_ADD, bh_shape, K.at(dh), {dy, tr(dh_last)});
+    else K.map(FLX_OP_COPY, bh_shape, K.at(dh), {dy});
     // n's share: (1 - z) dh through tanh; then r's and the product's.
     K.map(FLX_OP_SUB, bh_shape, K.at(t1), {scalar(1), zg});
     K.map(FLX_OP_MUL, bh_shape, K.at(t2), {dh_, t1_});
@@ -415,14 +433,25 @@ void gru_backward(const Kernels& K, const Dims& d, const Tensor& dz, const Tenso
   if (need[5]) gi[5] = untranspose(K, d, K.at(dh_rec));
 }
 
+// ---- the op's output ------------------------------------------------------------------
+// Z is the outputs y (H, T, B), flx's layout, alone, or with the last states
+// after them: (H, T·B + k·B), y's T·B columns, then h_T's B, then (LSTM)
+// c_T's B.
+
+Shape output_shape(const Dims& d, bool with_state, bool lstm) {
+  return with_state ? Shape{d.H, d.T * d.B + (lstm ? 2 : 1) * d.B} : Shape{d.H, d.T, d.B};
+}
+int64_t last_h_at(const Dims& d) { return d.H * d.T * d.B; }
+int64_t last_c_at(const Dims& d) { return last_h_at(d) + d.hb(); }
+
 // ---- a backend's own LSTM ---------------------------------------------------------
 // A backend may run the whole LSTM itself (the dnn table's rnn_*, ABI minor
-// 6: the CPU through oneDNN's LSTM, which PyTorch's nn.LSTM uses too). Then
-// Z's first T slots are its y and slot T its cn, and the rule hands dZ to
-// its backward. An undefined tensor, with nothing run, where it declines.
+// 6: the CPU through oneDNN's LSTM, which PyTorch's nn.LSTM uses too),
+// reading and writing flx's layouts in place. An undefined tensor, with
+// nothing run, where it declines.
 
-flx_rnn_desc rnn_desc(const Dims& d, const Tensor& x, const Tensor& wi, const Tensor& wh, const Tensor& b,
-                      const Tensor& h0, const Tensor& c0, const Tensor& z) {
+flx_rnn_desc rnn_desc(const Dims& d, bool with_state, const Tensor& x, const Tensor& wi, const Tensor& wh,
+                      const Tensor& b, const Tensor& h0, const Tensor& c0, const Tensor& z) {
   const Kernels K(x);
   flx_rnn_desc r{};
   r.dtype = int32_t(x.dtype());
@@ -438,12 +467,15 @@ flx_rnn_desc rnn_desc(const Dims& d, const Tensor& x, const Tensor& wi, const Te
   r.wh = K.at(wh);
   if (b.defined()) r.b = K.at(b);
   r.y = K.at(z);
-  r.cn = K.at(z, d.T * d.hb());
+  if (with_state) {
+    r.hn = K.at(z, last_h_at(d));
+    r.cn = K.at(z, last_c_at(d));
+  }
   return r;
 }
 
-Tensor backend_lstm(const Dims& d, const Tensor& x, const Tensor& wi, const Tensor& wh, const Tensor& b,
-                    const Tensor& h0, const Tensor& c0) {
+Tensor backend_lstm(const Dims& d, bool with_state, const Tensor& x, const Tensor& wi, const Tensor& wh,
+                    const Tensor& b, const Tensor& h0, const Tensor& c0) {
   const auto& be = detail::be(x);
   if (!be.has_rnn()) return {};
   const int dev = detail::dev(x);
@@ -451,8 +483,8 @@ Tensor backend_lstm(const Dims& d, const Tensor& x, const Tensor& wi, const Tens
                                                    autograd::tracked(wh) || autograd::tracked(b) ||
                                                    autograd::tracked(h0) || autograd::tracked(c0));
   const Kernels K(x);
-  Tensor z = K.buffer({d.H, d.B, d.T + 1});
-  flx_rnn_desc r = rnn_desc(d, x, wi, wh, b, h0, c0, z);
+  Tensor z = K.buffer(output_shape(d, with_state, true));
+  flx_rnn_desc r = rnn_desc(d, with_state, x, wi, wh, b, h0, c0, z);
   r.training = training;
   auto reserve = std::make_shared<detail::Scratch>();
   if (training) {
@@ -463,17 +495,20 @@ Tensor backend_lstm(const Dims& d, const Tensor& x, const Tensor& wi, const Tens
   if (!be.rnn_forward(dev, r)) return {};
   if (!training) return z;
   autograd::record("LSTM", autograd::Order::FirstOnly, z, {x, wi, wh, b, Tensor{}, h0, c0},
-                   [d, reserve, x = x.detach(), wi = wi.detach(), wh = wh.detach(),
+                   [d, with_state, reserve, x = x.detach(), wi = wi.detach(), wh = wh.detach(),
                     b = b.defined() ? b.detach() : Tensor{}, h0 = h0.detach(), c0 = c0.detach(),
                     z = z.detach()](const Tensor& g, const bool* need, Tensor* gi) {
                      const Kernels K(z);
                      const Tensor dz = g.to(z.dtype());
-                     flx_rnn_desc r = rnn_desc(d, x, wi, wh, b, h0, c0, z);
+                     flx_rnn_desc r = rnn_desc(d, with_state, x, wi, wh, b, h0, c0, z);
                      r.training = 1;
                      r.reserve = reserve->mem();
                      r.reserve_bytes = reserve->bytes();
                      r.dy = K.at(dz);
-                     r.dcn = K.at(dz, d.T * d.hb());
+                     if (with_state) {
+                       r.dhn = K.at(dz, last_h_at(d));
+                       r.dcn = K.at(dz, last_c_at(d));
+                     }
                      auto out = [&](int i, const Shape& s, flx_mem* m) {
                        if (!need[i]) return;
                        gi[i] = K.buffer(s);
@@ -503,10 +538,10 @@ bool applies(const Tensor& x, std::initializer_list<const Tensor*> others) {
 }  // namespace
 
 Tensor recurrent_scan(RecurrentKind kind, RecurrentAct act, const Tensor& x, const Tensor& wi, const Tensor& wh,
-                      const Tensor& b, const Tensor& bh, const Tensor& h0, const Tensor& c0) {
+                      const Tensor& b, const Tensor& bh, const Tensor& h0, const Tensor& c0, bool with_state) {
   if (!applies(x, {&wi, &wh, &b, &bh, &h0, &c0})) return {};
   const bool lstm = kind == RecurrentKind::LSTM, gru = kind == RecurrentKind::GRU;
-  const Dims d{x.shape()[0], wh.shape()[1], x.shape()[1], x.shape()[2], lstm ? 4 : gru ? 3 : 1};
+  const Dims d{x.shape()[0], wh.shape()[1], x.shape()[2], x.shape()[1], lstm ? 4 : gru ? 3 : 1};
   // The layer checked its operands; these are the op's own preconditions.
   FLX_CHECK(wi.shape() == (Shape{d.k * d.H, d.in}) && wh.shape() == (Shape{d.k * d.H, d.H}) &&
                 (!b.defined() || b.shape() == Shape{d.k * d.H}) && (!bh.defined() || (gru && bh.shape() == Shape{d.H})) &&
@@ -514,28 +549,53 @@ Tensor recurrent_scan(RecurrentKind kind, RecurrentAct act, const Tensor& x, con
             DimensionMismatch, "recurrent_scan (", op_name(kind), "): operands of shapes x ", x.shape(), ", Wi ",
             wi.shape(), ", Wh ", wh.shape(), ", h0 ", h0.shape(), " do not fit together");
   if (lstm)
-    if (Tensor z = backend_lstm(d, x, wi, wh, b, h0, c0); z.defined()) return z;
+    if (Tensor z = backend_lstm(d, with_state, x, wi, wh, b, h0, c0); z.defined()) return z;
+
+  // The compute table's way, time last: x as (in, B, T), the states Zt
+  // (H, B, T) (LSTM: and c_T in slot T), then Z in flx's layout.
   const Kernels K(x);
-  const Tensor gx = input_projection(K, d, x, wi, b);
-  Tensor z;
+  Tensor xt = K.buffer({d.in, d.B, d.T});
+  K.swap_last_dims(K.at(x), d.in, d.T, d.B, K.at(xt));
+  const Tensor gx = input_projection(K, d, xt, wi, b);
+  Tensor zt;
   LstmSaved ls;
   GruSaved gs;
-  if (lstm) z = lstm_forward(K, d, gx, wh, h0, c0, &ls);
-  else if (gru) z = gru_forward(K, d, gx, wh, bh, h0, &gs);
-  else z = rnn_forward(K, d, act, gx, wh, h0);
+  if (lstm) zt = lstm_forward(K, d, gx, wh, h0, c0, &ls);
+  else if (gru) zt = gru_forward(K, d, gx, wh, bh, h0, &gs);
+  else zt = rnn_forward(K, d, act, gx, wh, h0);
+  Tensor z = K.buffer(output_shape(d, with_state, lstm));
+  K.swap_last_dims(K.at(zt), d.H, d.B, d.T, K.at(z));
+  if (with_state) {
+    K.copy(K.at(z, last_h_at(d)), K.at(zt, (d.T - 1) * d.hb()), d.hb());
+    if (lstm) K.copy(K.at(z, last_c_at(d)), K.at(zt, d.T * d.hb()), d.hb());
+  }
 
   // One rule for the whole sequence: backpropagation through time with the
   // same kernels. It holds the forward pass's saved buffers and detached
   // operands (it runs fused kernels: first order only).
   autograd::record(op_name(kind), autograd::Order::FirstOnly, z, {x, wi, wh, b, bh, h0, c0},
-                   [kind, act, d, x = x.detach(), wi = wi.detach(), wh = wh.detach(), h0 = h0.detach(),
-                    c0 = c0.defined() ? c0.detach() : Tensor{}, z = z.detach(), ls,
+                   [kind, act, d, with_state, xt, wi = wi.detach(), wh = wh.detach(), h0 = h0.detach(),
+                    c0 = c0.defined() ? c0.detach() : Tensor{}, zt, ls,
                     gs](const Tensor& g, const bool* need, Tensor* gi) {
-                     const Kernels K(z);
-                     const Tensor dz = g.to(z.dtype());
-                     if (kind == RecurrentKind::LSTM) lstm_backward(K, d, dz, z, ls, x, wi, wh, h0, c0, need, gi);
-                     else if (kind == RecurrentKind::GRU) gru_backward(K, d, dz, z, gs, x, wi, wh, h0, need, gi);
-                     else rnn_backward(K, d, act, dz, z, x, wi, wh, h0, need, gi);
+                     const Kernels K(zt);
+                     const Tensor dz = g.to(zt.dtype());
+                     const bool lstm = kind == RecurrentKind::LSTM;
+                     // The outputs' gradients time last, (H, B, T), and (LSTM) c_T's in slot T.
+                     Tensor dzt = K.buffer({d.H, d.B, d.T + (lstm ? 1 : 0)});
+                     K.swap_last_dims(K.at(dz), d.H, d.T, d.B, K.at(dzt));
+                     if (lstm) {
+                       if (with_state) K.copy(K.at(dzt, d.T * d.hb()), K.at(dz, last_c_at(d)), d.hb());
+                       else K.fill(K.at(dzt, d.T * d.hb()), d.hb(), 0);
+                     }
+                     const flx_mem dh_last = with_state ? K.at(dz, last_h_at(d)) : flx_mem{};
+                     if (lstm) lstm_backward(K, d, dzt, dh_last, zt, ls, xt, wi, wh, h0, c0, need, gi);
+                     else if (kind == RecurrentKind::GRU) gru_backward(K, d, dzt, dh_last, zt, gs, xt, wi, wh, h0, need, gi);
+                     else rnn_backward(K, d, act, dzt, dh_last, zt, xt, wi, wh, h0, need, gi);
+                     if (need[0]) {  // x's gradient back to flx's layout
+                       Tensor dx = K.buffer({d.in, d.T, d.B});
+                       K.swap_last_dims(K.at(gi[0]), d.in, d.B, d.T, K.at(dx));
+                       gi[0] = dx;
+                     }
                    });
   return z;
 }
