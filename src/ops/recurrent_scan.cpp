@@ -37,6 +37,16 @@ bool fused_enabled() {
   return on;
 }
 
+// FLX_RECURRENT_LIBRARY=0 runs LSTMs with these kernels even where the
+// backend has its own (the dnn table's rnn_*), to compare them; read once.
+bool library_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("FLX_RECURRENT_LIBRARY");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
 // A map operand: memory read through strides (in elements) per dim of the
 // map's shape, or a scalar.
 struct Operand {
@@ -477,7 +487,7 @@ flx_rnn_desc rnn_desc(const Dims& d, bool with_state, const Tensor& x, const Ten
 Tensor backend_lstm(const Dims& d, bool with_state, const Tensor& x, const Tensor& wi, const Tensor& wh,
                     const Tensor& b, const Tensor& h0, const Tensor& c0) {
   const auto& be = detail::be(x);
-  if (!be.has_rnn()) return {};
+  if (!be.has_rnn() || !library_enabled()) return {};
   const int dev = detail::dev(x);
   const bool training = detail::is_recording() && (autograd::tracked(x) || autograd::tracked(wi) ||
                                                    autograd::tracked(wh) || autograd::tracked(b) ||

@@ -23,8 +23,8 @@ enum class RecurrentAct { Identity, Tanh, Relu, Sigmoid };
 //   bh  (H) or undefined: a GRU's candidate recurrent bias (GRUCell.bh)
 // The gradient flows to every tracked input (first order: its rule runs
 // fused kernels). An LSTM runs as its backend's own where it has one (the
-// dnn table's rnn_*: the CPU's oneDNN LSTM in Float32), else, like RNN and
-// GRU, with the compute table. An undefined tensor, with nothing run, where
+// dnn table's rnn_*: the CPU's oneDNN LSTM in Float32; FLX_RECURRENT_LIBRARY=0
+// turns that off), else, like RNN and GRU, with the compute table. An undefined tensor, with nothing run, where
 // the op does not apply: element types other than Float32 and Float64,
 // operands of different types or devices, an empty sequence or batch, or
 // FLX_RECURRENT_FUSED=0 in the environment; the layer then runs its cell's
