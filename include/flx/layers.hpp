@@ -4,4 +4,5 @@
 
 #include "flx/layers/basic.hpp"
 #include "flx/layers/conv.hpp"
+#include "flx/layers/embedding.hpp"
 #include "flx/layers/normalise.hpp"
