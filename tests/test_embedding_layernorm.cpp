@@ -137,14 +137,15 @@ TEST(Embedding, OneStepOfDescentMovesOnlyTheColumnsOfItsIndices) {
 TEST(Embedding, WrongInputsNameTheLayerAndWhatItNeeds) {
   const Embedding emb(5, 3);
   std::string m = error_message<ArgumentError>([&] { emb(indices({0, 7, 2}, {3})); });
-  EXPECT_TRUE(has(m, "Embedding(5 => 3): index 7 is out of range; indices must lie in 0:4 (0-based: the vocabulary has 5 entries)")) << m;
+  EXPECT_TRUE(has(m, "Embedding(5 => 3): index 7 is out of range; indices must lie in 0:4 (0-based: the vocabulary "
+                     "has 5 entries)")) << m;
   m = error_message<ArgumentError>([&] { emb(indices({-1, 4}, {2})); });
   EXPECT_TRUE(has(m, "index -1 is out of range")) << m;
   m = error_message<ArgumentError>([&] { emb(5); });
   EXPECT_TRUE(has(m, "index 5 is out of range")) << m;
   m = error_message<TypeError>([&] { emb(tensor({1.0f, 2.0f})); });
-  EXPECT_TRUE(has(m, "Embedding(5 => 3): expected integer indices (0-based, in 0:4) or a one-hot Bool array; got Float32"))
-      << m;
+  EXPECT_TRUE(has(m, "Embedding(5 => 3): expected integer indices (0-based, in 0:4) or a one-hot Bool array; got "
+                     "Float32")) << m;
   EXPECT_TRUE(has(m, ".to(Int64)")) << m;
   m = error_message<DimensionMismatch>([&] { emb(onehotbatch({0, 1}, 4)); });
   EXPECT_TRUE(has(m, "Embedding(5 => 3): a Bool (one-hot) input needs 5 rows, one per index; got shape (4×2)")) << m;

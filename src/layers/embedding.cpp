@@ -11,8 +11,8 @@
 namespace flx {
 
 Embedding::Embedding(int64_t n, int64_t d) {
-  FLX_CHECK(n > 0 && d > 0, ArgumentError, "Embedding: the vocabulary size n and the embedding size d must be positive; got ",
-            n, " => ", d);
+  FLX_CHECK(n > 0 && d > 0, ArgumentError,
+            "Embedding: the vocabulary size n and the embedding size d must be positive; got ", n, " => ", d);
   weight = randn(Float32, {d, n});
 }
 

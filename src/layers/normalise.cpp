@@ -66,9 +66,10 @@ Tensor LayerNorm::operator()(const Tensor& x) const {
   FLX_CHECK(is_floating(x.dtype()), TypeError, layer, ": expected a floating input; got ", x.dtype());
   bool leading = x.ndims() >= size.ndims();
   for (int k = 0; leading && k < size.ndims(); ++k) leading = x.shape()[k] == size[k];
-  FLX_CHECK(leading, DimensionMismatch, layer, ": expected an input whose first ", size.ndims() == 1 ? "dim is " : "dims are ",
-            size.ndims() == 1 ? std::to_string(size[0]) : "(" + size.str() + ")", " (the normalised size), then any others; got shape ",
-            x.shape());
+  const std::string expected =
+      size.ndims() == 1 ? "dim is " + std::to_string(size[0]) : "dims are (" + size.str() + ")";
+  FLX_CHECK(leading, DimensionMismatch, layer, ": expected an input whose first ", expected,
+            " (the normalised size), then any others; got shape ", x.shape());
   for (const Tensor* p : {&scale, &bias})
     FLX_CHECK(!p->defined() || p->device() == x.device(), DeviceMismatch, layer, ": the ",
               p == &scale ? "scale (γ)" : "bias (β)", " is on ", p->device(), " but the input is on ", x.device(),

@@ -62,8 +62,9 @@ int main(int argc, char** argv) {
       return name == "layers.0.weight" ? permutedims(t, {1, 0}) : t;  // [n, d] -> (d, n)
     }));
     LayerNorm model_b({5, 4});
-    loadmodel(model_b, rename(map_tensors(load(argv[2]), [](const std::string&, const Tensor& t) { return reversed(t); }),
-                              [](const std::string& key) { return key == "weight" ? std::string("scale") : key; }));
+    const State torch_b = map_tensors(load(argv[2]), [](const std::string&, const Tensor& t) { return reversed(t); });
+    loadmodel(model_b,
+              rename(torch_b, [](const std::string& key) { return key == "weight" ? std::string("scale") : key; }));
 
     const State data = load(argv[3]);
     const Tensor tokens = reversed(data.at("tokens"));  // (7, 3): 7 tokens of 3 sequences

@@ -657,8 +657,9 @@ TEST_F(PluginTest, GatherAndScatterAddWithRepeatedIndices) {
       EXPECT_TRUE(bitwise(g.cpu_out[1], g.dev_out[1]));
       const std::vector<double> sources =
           dfloat(t) && c.nidx != 7 ? grid_values(gathered, 0, 3, 0x1p-30, 2) : values_for(t, gathered, 2);
-      Outcome s = run_both(*be, {make(t, sources), make(t, values_for(t, table, 3)), ib},
-                           [&](const Backend& b, int dev, const std::vector<flx_mem>& m) { b.scatter_add(dev, desc(m)); });
+      Outcome s = run_both(
+          *be, {make(t, sources), make(t, values_for(t, table, 3)), ib},
+          [&](const Backend& b, int dev, const std::vector<flx_mem>& m) { b.scatter_add(dev, desc(m)); });
       EXPECT_SAME_OUTCOME(s);
       if (s.cpu.ok && s.dev.ok) {
         EXPECT_TRUE(bitwise(s.cpu_out[1], s.dev_out[1])) << close(t, s.cpu_out[1], s.dev_out[1]).message();
