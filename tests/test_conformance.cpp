@@ -98,7 +98,7 @@ const std::map<std::string, HalfUlps>& half_ulps() {
       {"crossentropy", kComposed}, {"logitcrossentropy", kComposed}, {"binarycrossentropy", kComposed},
       // A division by a square root (1 ulp each where they are not correctly
       // rounded), then scale and bias; the backward cancels as softmax's does.
-      {"layernorm", kComposed}, {"layernorm_2d_tanh", kComposed}};
+      {"layernorm", kComposed}, {"layernorm_2d_tanh", kComposed}, {"multihead_attention", kComposed}};
   return m;
 }
 HalfUlps half_tolerance(const std::string& name) {
@@ -188,6 +188,16 @@ std::vector<Case> cases() {
       {"softmax_dim1", {{5, 3}}, [](const V& v) { return softmax(v[0], 1); }},
       {"logsoftmax", {{5, 3}}, [](const V& v) { return logsoftmax(v[0]); }},
       {"dense", {{3, 4}, {3}, {4, 6}}, [](const V& v) { return Dense(v[0], v[1], relu)(v[2]); }},
+      {"multihead_attention", {{4, 4}, {4, 4}, {6, 4}, {3, 6}, {4, 5, 2}},  // causal self-attention, 2 heads
+       [](const V& v) {
+         MultiHeadAttention m(AttentionDims{4, 4, 4, 4, 6, 3}, {.nheads = 2});
+         m.q_proj.weight = v[0];
+         m.k_proj.weight = v[1];
+         m.v_proj.weight = v[2];
+         m.out_proj.weight = v[3];
+         auto [y, alpha] = m(v[4], {.causal = true});
+         return y + sum(square(alpha));  // through the attention weights too
+       }},
       {"chain", {{4, 3}, {4}, {2, 4}, {2}, {3, 5}},
        [](const V& v) { return Chain(Dense(v[0], v[1], flx::tanh), Dense(v[2], v[3]), softmax)(v[4]); }},
       {"mse", {{3, 4}, {3, 4}}, [](const V& v) { return mse(v[0], v[1]); }},
