@@ -147,12 +147,12 @@ TensorBoardLogger::TensorBoardLogger(const std::string& logdir, TensorBoardOptio
   Impl& m = *impl_;
   m.logdir = logdir;
   m.options = options;
-  std::error_code ec;
-  fs::create_directories(logdir, ec);
   struct stat st {};
-  if (!ec && ::stat(logdir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+  if (::stat(logdir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
     FLX_THROW(IOError, "TensorBoardLogger: the log directory ", logdir, " is ", io::file_kind(st.st_mode),
               ", not a directory; choose another path");
+  std::error_code ec;
+  fs::create_directories(logdir, ec);
   if (ec)
     FLX_THROW(IOError, "TensorBoardLogger: cannot create the log directory ", logdir, ": ", ec.message(),
               "; choose a directory you can write to");
