@@ -156,9 +156,9 @@ TEST(TensorBoardHistogram, ZerosFillTheFirstBucketAboveZero) {
   EXPECT_EQ(h.max, 0);
   EXPECT_EQ(h.sum, 0);
   EXPECT_EQ(h.sum_squares, 0);
-  // The empty buckets below, [0, 1e-12) with both, the empty ones above.
-  EXPECT_EQ(h.bucket_limit, (std::vector<double>{0.0, 1e-12, DBL_MAX}));
-  EXPECT_EQ(h.bucket, (std::vector<double>{0, 2, 0}));
+  // One bucket, [0, 1e-12), with both: no empty bucket before or after it.
+  EXPECT_EQ(h.bucket_limit, (std::vector<double>{1e-12}));
+  EXPECT_EQ(h.bucket, (std::vector<double>{2}));
 }
 
 TEST(TensorBoardHistogram, ValuesInTheirBuckets) {
@@ -183,6 +183,9 @@ TEST(TensorBoardHistogram, ValuesInTheirBuckets) {
     if (j > 0) EXPECT_FALSE(h.bucket[j] == 0 && h.bucket[j - 1] == 0) << j;
   }
   EXPECT_EQ(total, h.num);
+  // The first and last buckets hold data: TensorBoard shows them as [min, limit) and [limit, max].
+  EXPECT_GT(h.bucket.front(), 0);
+  EXPECT_GT(h.bucket.back(), 0);
   // 1 falls in a bucket of TensorFlow's, whose edges are 10% apart.
   const auto one = std::upper_bound(h.bucket_limit.begin(), h.bucket_limit.end(), 1.0) - h.bucket_limit.begin();
   EXPECT_EQ(h.bucket[one], 2);

@@ -37,11 +37,14 @@ HistogramSummary summarize(std::span<const double> values) {
     h.sum_squares += v * v;
   }
   h.num = double(values.size());
-  for (size_t i = 0; i < counts.size();) {
+  size_t first = 0, last = counts.size();  // the buckets [first, last) that hold the data
+  while (first < last && counts[first] == 0) ++first;
+  while (last > first && counts[last - 1] == 0) --last;
+  for (size_t i = first; i < last;) {
     double end = limits[i];
     const double count = counts[i++];
     if (count == 0)
-      while (i < counts.size() && counts[i] == 0) end = limits[i++];
+      while (i < last && counts[i] == 0) end = limits[i++];
     h.bucket_limit.push_back(end);
     h.bucket.push_back(count);
   }

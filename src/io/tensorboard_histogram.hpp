@@ -19,9 +19,14 @@ const std::vector<double>& default_bucket_limits();
 // What a HistogramProto holds (field for field).
 struct HistogramSummary {
   double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
-  // Right edges and counts. Runs of empty buckets are merged into one empty
-  // bucket that ends where the run ends (TensorFlow's encoding): the data's
-  // buckets all appear, with an empty one before and after them.
+  // Right edges and counts, from the first bucket that holds a value to the
+  // last; runs of empty buckets between them are merged into one empty bucket
+  // that ends where the run ends (as TensorFlow encodes them). TensorFlow
+  // also writes the empty runs before and after the data; TensorBoard's
+  // readers take the first bucket's left edge as min and the last one's
+  // right edge as max, and for those empty runs its data server then shows
+  // a bucket whose left edge is past its right one. Left out, every bucket
+  // shown is [min or the previous limit, the limit or max).
   std::vector<double> bucket_limit, bucket;
 };
 
