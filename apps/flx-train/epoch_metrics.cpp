@@ -1,5 +1,6 @@
 #include "epoch_metrics.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -11,12 +12,20 @@ std::string printed(double v) {
   return os.str();
 }
 
+namespace {
+
+// A number in JSON, which has no NaN or infinity: null for those (a
+// diverged run's loss), as JavaScript's JSON.stringify writes them.
+std::string json_number(double v) { return std::isfinite(v) ? printed(v) : "null"; }
+
+}  // namespace
+
 std::string EpochMetrics::json() const {
   std::string s = "{\"epoch\":" + std::to_string(epoch) + ",\"step\":" + std::to_string(step) +
-                  ",\"loss\":" + printed(loss) + ",\"test_accuracy\":" + printed(test_accuracy) +
-                  ",\"samples\":" + std::to_string(samples) + ",\"train_seconds\":" + printed(train_seconds) +
-                  ",\"samples_per_second\":" + printed(samples_per_second) +
-                  ",\"learning_rate\":" + printed(learning_rate) + ",\"device\":\"" + device + "\"";
+                  ",\"loss\":" + json_number(loss) + ",\"test_accuracy\":" + json_number(test_accuracy) +
+                  ",\"samples\":" + std::to_string(samples) + ",\"train_seconds\":" + json_number(train_seconds) +
+                  ",\"samples_per_second\":" + json_number(samples_per_second) +
+                  ",\"learning_rate\":" + json_number(learning_rate) + ",\"device\":\"" + device + "\"";
   if (workers > 0) s += ",\"workers\":" + std::to_string(workers);
   return s + "}";
 }

@@ -22,11 +22,13 @@ struct EpochMetrics {
   std::string device;
   int workers = 0;  // ranks of a --distributed run (0: not distributed)
 
-  // {"epoch":…, "step":…, "loss":…, …}: one line of JSON, numbers printed().
+  // {"epoch":…, "step":…, "loss":…, …}: one line of JSON, numbers printed()
+  // (null for NaN and infinities, which JSON lacks).
   std::string json() const;
   // The numbers TensorBoard shows, named as in json(), each the number as
   // printed (parsed back from printed()): TensorBoard's float32 of it is
-  // then exactly float32 of the text a reader of the JSON line parses.
+  // then exactly float32 of the text a reader of the JSON line parses
+  // (NaN where the line says null).
   std::vector<std::pair<std::string, double>> scalars() const;
 };
 
