@@ -75,14 +75,7 @@ std::string without_wall_time(const std::string& event) {
   return event.substr(9);
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/flx_tensorboard_XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using flx::testing::TempDir;
 
 // The message of the error `fn` throws as E; a failure if it throws nothing.
 template <class E, class F>
@@ -415,4 +408,41 @@ TEST(TensorBoardLoggerErrors, FailedWriteKeepsItsRecords) {
   ASSERT_EQ(r.size(), 3u);
   EXPECT_NE(r[1].find(std::string(1000, 'a')), std::string::npos);
   EXPECT_NE(r[2].find("loss"), std::string::npos);
+}
+
+TEST(TensorBoardLoggerErrors, FailedWriteAtTheEndIsReported) {
+  // A destructor cannot throw: what it could not write is reported on stderr.
+  TempDir dir;
+  std::string path;
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
+  // stderr into a pipe for the while (a file, such as gtest's capture,
+  // would be cut short by the size limit too).
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  std::fflush(stderr);
+  const int saved_stderr = ::dup(2);
+  ::dup2(pipe_fds[1], 2);
+  {
+    TensorBoardLogger tb(dir.path.string(), {.max_queue = 100});
+    path = tb.path();
+    tb.log_scalar("loss", 0.5, 1);
+    struct rlimit none = old;
+    none.rlim_cur = fs::file_size(tb.path());
+    ::setrlimit(RLIMIT_FSIZE, &none);
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, previous);
+  std::fflush(stderr);
+  ::dup2(saved_stderr, 2);
+  ::close(saved_stderr);
+  ::close(pipe_fds[1]);
+  std::string err;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) err.append(buf, size_t(n));
+  ::close(pipe_fds[0]);
+  EXPECT_NE(err.find("flx: TensorBoardLogger: cannot write to " + path + ": File too large"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("(at the end of the logger: these records are lost)"), std::string::npos) << err;
 }
