@@ -56,7 +56,8 @@ class ProtoWriter {
     return *this;
   }
 
-  const std::string& bytes() const { return out_; }
+  // The message so far, serialized.
+  const std::string& encoded() const { return out_; }
 
  private:
   void key(int field, int wire_type) { varint(uint64_t(field) << 3 | uint64_t(wire_type)); }

@@ -107,7 +107,7 @@ struct TensorBoardLogger::Impl {
   std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
 
   void add(const io::ProtoWriter& event) {
-    io::append_record(pending, event.bytes());
+    io::append_record(pending, event.encoded());
     ++pending_records;
     const double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_write).count();
     if (pending_records >= options.max_queue || since >= options.flush_seconds) write_out();
