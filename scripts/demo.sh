@@ -7,6 +7,7 @@
 #   scripts/demo.sh --device OpenCL --epochs 1
 #   scripts/demo.sh --model mlp          # the 784-256-256-10 MLP, 10 epochs
 #   scripts/demo.sh --resume             # after an interrupted run
+#   scripts/demo.sh --logdir runs        # TensorBoard logs; to look: tensorboard --logdir runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

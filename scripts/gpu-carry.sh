@@ -6,9 +6,10 @@
 #   scripts/gpu-carry.sh      # here, in the checkout; then on the GPU machine, with carry [".gpu-deps"]:
 #   source .gpu-deps/unpack.sh && scripts/cuda-check.sh
 #
-# It runs ../shared/tools/gpu-deps.sh with the pthreads OpenBLAS flx links and
-# the Fashion-MNIST dataset (benchmark (e), flx-train's tests) and Python's
-# safetensors (the checkpoint interop tests), then drops the
+# It runs ../shared/tools/gpu-deps.sh with the pthreads OpenBLAS flx links,
+# ISA-L (CRC-32C for TensorBoard's event files), the Fashion-MNIST dataset
+# (benchmark (e), flx-train's tests) and Python's safetensors (the
+# checkpoint interop tests), then drops the
 # packages flx does not use (the OpenMP OpenBLAS): with it the set is over the
 # limit. OpenMPI (flx::distributed, examples/ddp) and oneDNN (the CPU's
 # convolutions) stay, with the OpenCL loader and headers oneDNN's CMake
@@ -19,7 +20,7 @@ tool=${GPU_DEPS_TOOL:-../shared/tools/gpu-deps.sh}
 [ -f "$tool" ] || { echo "gpu-carry: $tool not found (set GPU_DEPS_TOOL)" >&2; exit 2; }
 mkdir -p "$(git rev-parse --git-dir)/info"  # gpu-deps.sh adds .gpu-deps to .git/info/exclude
 bash "$tool" libopenblas0-pthread libopenblas-pthread-dev dataset-fashion-mnist zlib1g \
-  ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers libcli11-dev
+  ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers libcli11-dev libisal-dev libisal2
 unused=(libopenblas0-openmp libopenblas-openmp-dev)
 for p in "${unused[@]}"; do rm -f .gpu-deps/"${p}"_*.deb; done
 # Debian's -dev symlinks can be absolute (libz.so -> /lib/x86_64-linux-gnu/libz.so.1.2.13),

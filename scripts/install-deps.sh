@@ -8,7 +8,7 @@ packages=(
   libopenblas-pthread-dev libtomlplusplus-dev libdnnl-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev nlohmann-json3-dev libcli11-dev dataset-fashion-mnist
+  zlib1g-dev nlohmann-json3-dev libcli11-dev dataset-fashion-mnist libisal-dev
   libopenmpi-dev openmpi-bin iproute2
   python3 python3-pip
 )
@@ -26,12 +26,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Python packages: numpy + safetensors for the checkpoint interop test (the
-# reference reader/writer); torch only for the benchmarks.
+# reference reader/writer); tensorboard for the TensorBoard tests (it reads
+# flx's event files back, and its server answers over HTTP); torch only for
+# the benchmarks.
 pip_install() {
   python3 -m pip install -q "$@" 2>/dev/null ||
     python3 -m pip install -q --break-system-packages "$@"
 }
 python3 -c "import numpy, safetensors" 2>/dev/null || pip_install numpy safetensors
+python3 -c "import tensorboard" 2>/dev/null || pip_install tensorboard
 if [ "${FLX_BENCH_DEPS:-0}" = "1" ]; then
   python3 -c "import torch" 2>/dev/null || pip_install torch
 fi

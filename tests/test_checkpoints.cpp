@@ -490,6 +490,32 @@ TEST(Checkpoints, TorchConvWeightsConvertForCrossCorAndConv) {
   EXPECT_NE(u.find("map_tensors: the function returned an undefined tensor for \"weight\""), std::string::npos) << u;
 }
 
+// PyTorch's nn.Embedding weight [n, d] loads as (n, d); flx's Embedding holds
+// (d, n), the same bytes: refused with the transposition to use, then loaded
+// with it. A Dense weight the other way round gets the same advice.
+TEST(Checkpoints, TorchEmbeddingWeightsLoadTransposed) {
+  const Tensor torch_weight = tensor(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {4, 3});  // [n=4, d=3]
+  State s;
+  s.insert("weight", torch_weight);
+  Embedding emb(4, 3);
+  const std::string msg = error_of([&] { loadmodel(emb, s); });
+  EXPECT_NE(msg.find("\"weight\" has shape (4×3) in the checkpoint but (3×4) in the model; its dims reversed are the "
+                     "model's, as in a PyTorch nn.Embedding weight [n, d] (flx's Embedding holds (d, n))"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("transpose it with permutedims(w, {1, 0})"), std::string::npos) << msg;
+  loadmodel(emb, map_tensors(s, [](const std::string&, const Tensor& w) { return permutedims(w, {1, 0}); }));
+  // Row k of the (n, d) weight loaded is column k of flx's: index 2 looks up row 2.
+  EXPECT_EQ(emb(2).to_vector<float>(), (std::vector<float>{2, 6, 10}));
+  EXPECT_NE(error_of([] {
+              State d;
+              d.insert("weight", ones(3, 2));
+              d.insert("bias", zeros(2));
+              Dense layer(3, 2);
+              loadmodel(layer, d);
+            }).find("its dims reversed are the model's"),
+            std::string::npos);
+}
+
 // ---- every device --------------------------------------------------------------
 
 class CheckpointDevices : public ::testing::TestWithParam<Device> {};

@@ -95,7 +95,10 @@ const std::map<std::string, HalfUlps>& half_ulps() {
       {"softmax", kSoftmax},
       {"softmax_dim1", kSoftmax}, {"logsoftmax", kSoftmax}, {"matvec", kProducts}, {"matmul", kProducts},
       {"matmul_batched", kProducts}, {"matmul_bcast", kProducts}, {"dense", kProducts}, {"chain", kComposed},
-      {"crossentropy", kComposed}, {"logitcrossentropy", kComposed}, {"binarycrossentropy", kComposed}};
+      {"crossentropy", kComposed}, {"logitcrossentropy", kComposed}, {"binarycrossentropy", kComposed},
+      // A division by a square root (1 ulp each where they are not correctly
+      // rounded), then scale and bias; the backward cancels as softmax's does.
+      {"layernorm", kComposed}, {"layernorm_2d_tanh", kComposed}, {"multihead_attention", kComposed}};
   return m;
 }
 HalfUlps half_tolerance(const std::string& name) {
@@ -155,10 +158,46 @@ std::vector<Case> cases() {
        [](const V& v) { return gather(v[0], tensor(std::vector<int64_t>{4, 0, 4, 2}, {4}).to(v[0].device())); }},
       {"gather_2d_index", {{2, 3, 4}},
        [](const V& v) { return gather(v[0], tensor(std::vector<int64_t>{3, 1, 0, 3, 2, 2}, {2, 3}).to(v[0].device())); }},
+      // Embedding: its weight's gradient is scatter_add of repeated indices,
+      // few (the backends' loop over the indices in order) and many into one
+      // feature (their parallel path, on GPUs and on CPU devices alike: the
+      // indices sorted, then each row summed in order).
+      {"embedding", {{3, 5}}, [](const V& v) {
+         return Embedding(v[0])(tensor(std::vector<int64_t>{4, 0, 4, 2, 4, 1}, {3, 2}).to(v[0].device()));
+       }},
+      {"embedding_many_repeats", {{1, 9}}, [](const V& v) {
+         std::vector<int64_t> idx(600);
+         for (size_t j = 0; j < idx.size(); ++j) idx[j] = int64_t((j * j + 3 * j) % 9 % (j % 4 + 6));
+         return Embedding(v[0])(tensor(idx, {20, 30}).to(v[0].device()));
+       }},
+      {"embedding_onehot", {{3, 4}},
+       [](const V& v) { return Embedding(v[0])(onehotbatch({3, 0, 3, 1}, 4).to(v[0].device())); }},
+      {"layernorm", {{6, 4}, {6}, {6}}, [](const V& v) {
+         LayerNorm ln(6);
+         ln.scale = v[1];
+         ln.bias = v[2];
+         return ln(v[0]);
+       }},
+      {"layernorm_2d_tanh", {{3, 2, 2, 2}, {3, 2}, {3, 2}}, [](const V& v) {
+         LayerNorm ln({3, 2}, flx::tanh);
+         ln.scale = v[1];
+         ln.bias = v[2];
+         return ln(v[0]);
+       }},
       {"softmax", {{5, 3}}, [](const V& v) { return softmax(v[0]); }},
       {"softmax_dim1", {{5, 3}}, [](const V& v) { return softmax(v[0], 1); }},
       {"logsoftmax", {{5, 3}}, [](const V& v) { return logsoftmax(v[0]); }},
       {"dense", {{3, 4}, {3}, {4, 6}}, [](const V& v) { return Dense(v[0], v[1], relu)(v[2]); }},
+      {"multihead_attention", {{4, 4}, {4, 4}, {6, 4}, {3, 6}, {4, 5, 2}},  // causal self-attention, 2 heads
+       [](const V& v) {
+         MultiHeadAttention m(AttentionDims{4, 4, 4, 4, 6, 3}, {.nheads = 2});
+         m.q_proj.weight = v[0];
+         m.k_proj.weight = v[1];
+         m.v_proj.weight = v[2];
+         m.out_proj.weight = v[3];
+         auto [y, alpha] = m(v[4], {.causal = true});
+         return y + sum(square(alpha));  // through the attention weights too
+       }},
       {"chain", {{4, 3}, {4}, {2, 4}, {2}, {3, 5}},
        [](const V& v) { return Chain(Dense(v[0], v[1], flx::tanh), Dense(v[2], v[3]), softmax)(v[4]); }},
       {"mse", {{3, 4}, {3, 4}}, [](const V& v) { return mse(v[0], v[1]); }},

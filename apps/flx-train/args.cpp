@@ -174,6 +174,11 @@ const ValueOption value_options[] = {
        if (v.empty()) bad(f, v, "a file name");
        a.metrics = v;
      }},
+    {"--logdir", "DIR", "write TensorBoard logs to DIR each epoch (below)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       if (v.empty()) bad(f, v, "a directory");
+       a.logdir = v;
+     }},
     {"--limit", "N", "train on the first N images only (default 0: all 60000)",
      [](Args& a, const std::string& f, const std::string& v) {
        a.limit = at_least<int64_t>(f, v, 0, "a number of training images >= 0 (0: all)");
@@ -197,6 +202,9 @@ const char* const footer =
     "rank trains on its share of the images (MPI; NCCL when the device is CUDA, one GPU per rank, each taking\n"
     "GPU node_rank % ndevices) and gradients are averaged across ranks. --batchsize is per rank, as in\n"
     "PyTorch's DDP: a step takes N x batchsize images. Rank 0 alone prints and writes the checkpoints.\n"
+    "--logdir DIR: after each epoch, TensorBoard scalars (loss, test_accuracy, learning_rate,\n"
+    "samples_per_second, epoch: the JSON line's values) and a histogram of every tensor of the model, at the\n"
+    "run's step count; a resumed run adds its file to the same DIR. To look: tensorboard --logdir DIR.\n"
     "Exit status: 0 done, 1 failed, 2 bad arguments.\n";
 
 // flx-train's options in CLI11. Parsing fills only the texts; the setters
@@ -287,8 +295,25 @@ struct CommandLine {
 
 }  // namespace
 
+namespace {
+
+// A word as a POSIX shell takes it back: as it is when it holds only safe
+// characters, else in single quotes.
+std::string shell_word(const std::string& w) {
+  const bool safe = !w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                      "0123456789-_=+.,:/@%") == std::string::npos;
+  if (safe) return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
 Args parse(int argc, char** argv) {
   Args a = CommandLine().parse(argc, argv);
+  a.command = "flx-train";
+  for (int i = 1; i < argc; ++i) a.command += " " + shell_word(argv[i]);
   if (a.distributed && a.device == "CUDA" && a.ordinal_given)
     throw UsageError("--device CUDA:" + std::to_string(a.ordinal) +
                      " with --distributed: each rank takes the GPU node_rank % ndevices of its machine; give "

@@ -26,8 +26,10 @@ struct Args {
   std::string checkpoint_dir = "checkpoints";
   bool resume = false;
   std::string metrics;
+  std::string logdir;  // TensorBoard's event files go here (empty: none)
   int64_t limit = 0;  // train on the first N examples only (0: all)
   bool distributed = false;  // data-parallel over the ranks of an MPI job
+  std::string command;  // the command line, as a shell would take it back (for the TensorBoard log)
 };
 
 // A bad command line: main prints it and exits with status 2.

@@ -1,11 +1,12 @@
 // flx-train: the main job. Trains an MLP or a CNN on Fashion-MNIST on any device,
 // with a progress bar (stderr), test accuracy after each epoch, a checkpoint
-// each epoch, --resume, and metrics as JSON lines (stdout, and --metrics FILE).
-// With --distributed, under mpiexec, data-parallel over the ranks of the job.
+// each epoch, --resume, metrics as JSON lines (stdout, and --metrics FILE)
+// and TensorBoard logs (--logdir DIR). With --distributed, under mpiexec,
+// data-parallel over the ranks of the job.
 //
 //   flx-train [--model mlp|cnn] [--epochs N] [--batchsize 64] [--seed 1] [--device OpenCL[:1]]
 //             [--schedule exp|cosine] [--lr X] [--decay X] [--warmup EPOCHS] [--checkpoint-dir DIR]
-//             [--resume] [--metrics FILE] [--limit N] [--distributed]
+//             [--resume] [--metrics FILE] [--logdir DIR] [--limit N] [--distributed]
 #include <flx/flx.hpp>
 #include <unistd.h>
 
@@ -19,9 +20,11 @@
 
 #include "args.hpp"
 #include "checkpoint.hpp"
+#include "epoch_metrics.hpp"
 #include "progress.hpp"
 #include "schedule.hpp"
 #include "team.hpp"
+#include "training_board.hpp"
 #if FLX_HAVE_DISTRIBUTED
 #include "team_mpi.hpp"
 #endif
@@ -73,6 +76,7 @@ Args checked_args(int argc, char** argv) {
   Args a = parse(argc, argv);
   check_writable_dir("--checkpoint-dir", a.checkpoint_dir);
   if (!a.metrics.empty()) check_writable_file("--metrics", a.metrics);
+  if (!a.logdir.empty()) check_writable_dir("--logdir", a.logdir);
   return a;
 }
 
@@ -95,6 +99,7 @@ int train(const Args& args, const Team& team, const Model& initial) {
   // The leader alone reads the checkpoint and writes files; when it cannot,
   // every rank stops (status 1), before training.
   std::optional<MetricsLog> metrics;
+  std::optional<TrainingBoard> board;
   std::string failed;
   if (team.leader()) {
     try {
@@ -111,6 +116,13 @@ int train(const Args& args, const Team& team, const Model& initial) {
       }
       if (!args.metrics.empty()) fs::create_directories(fs::absolute(args.metrics).parent_path());
       metrics.emplace(args.metrics);
+      if (!args.logdir.empty() && first_epoch <= args.epochs) {
+        std::ostringstream about;
+        about << args.command << "\n";
+        if (args.resume) about << "resumed after epoch " << first_epoch - 1 << " (step " << step << ")\n";
+        about << "device: " << dev.str() << team.describe() << "\n" << initial;
+        board.emplace(args.logdir, args.resume ? step : -1, about.str());
+      }
     } catch (const std::exception& e) {
       failed = e.what();
     }
@@ -173,16 +185,23 @@ int train(const Args& args, const Team& team, const Model& initial) {
     const double mean_loss = team.sum(loss_sum.item<double>()) / samples;
     if (!team.leader()) continue;
     bar->finish(mean_loss, acc, int64_t(samples));
-    std::ostringstream js;
-    js << "{\"epoch\":" << epoch << ",\"step\":" << step << ",\"loss\":" << mean_loss
-       << ",\"test_accuracy\":" << acc << ",\"samples\":" << int64_t(samples) << ",\"train_seconds\":" << train_s
-       << ",\"samples_per_second\":" << samples / train_s << ",\"learning_rate\":" << lr << ",\"device\":\""
-       << dev.str() << "\"";
-    if constexpr (Team::distributed) js << ",\"workers\":" << team.size();
-    js << "}";
-    metrics->write(js.str());
-    std::printf("%s\n", js.str().c_str());
+    const EpochMetrics m{.epoch = epoch,
+                         .step = step,
+                         .loss = mean_loss,
+                         .test_accuracy = acc,
+                         .samples = int64_t(samples),
+                         .train_seconds = train_s,
+                         .samples_per_second = samples / train_s,
+                         .learning_rate = lr,
+                         .device = dev.str(),
+                         .workers = Team::distributed ? team.size() : 0};
+    const std::string js = m.json();
+    metrics->write(js);
+    std::printf("%s\n", js.c_str());
     std::fflush(stdout);
+    // TensorBoard before the checkpoint: a run killed in between logged an
+    // epoch its resumption logs again, and the purge step hides the first.
+    if (board) board->log_epoch(m, state(model));
     checkpoints.save(state(model), state(opt), epoch, step);
   }
   if (!team.leader()) return 0;

@@ -65,6 +65,13 @@ int gather(void*, int, const flx_index_desc* dp, flx_stream) {
   return FLX_OK;
 }
 
+// dst[i, idx[j], o] += src[i, j, o]. Every destination element adds its
+// contributions in index order (j ascending), as one serial loop would, so
+// repeated indices give the same bits however the work is split: threads
+// take pieces of (o, a block of i), each block a cache line of T wide so
+// that no two threads write one line (for rows that start on a line), and
+// walk j in order over their blocks. (A problem
+// one block wide, such as an embedding of 8 floats, runs on one thread.)
 int scatter_add(void*, int, const flx_index_desc* dp, flx_stream) {
   const flx_index_desc& d = *dp;
   const int64_t* idx = reinterpret_cast<const int64_t*>(addr(d.idx));
@@ -78,13 +85,22 @@ int scatter_add(void*, int, const flx_index_desc* dp, flx_stream) {
     } else {
       const T* src = reinterpret_cast<const T*>(addr(d.src));
       T* dst = reinterpret_cast<T*>(addr(d.dst));
-      // Serial over j: repeated indices accumulate without races.
-      for (int64_t o = 0; o < d.outer; ++o)
-        for (int64_t j = 0; j < d.nidx; ++j) {
-          const T* s = src + (o * d.nidx + j) * d.inner;
-          T* t = dst + (o * d.axis_len + idx[j]) * d.inner;
-          for (int64_t i = 0; i < d.inner; ++i) t[i] = store<T>(load(t[i]) + load(s[i]));
+      constexpr int64_t block = std::max<int64_t>(1, 64 / int64_t(sizeof(T)));  // one cache line of T
+      const int64_t blocks = (d.inner + block - 1) / block;
+      const int64_t per_piece = block * std::max<int64_t>(1, d.nidx);  // the additions of one piece
+      parallel_for(d.outer * blocks, grain_of(per_piece), [&](int64_t lo, int64_t hi) {
+        // The range's pieces of one o are adjacent blocks: one span of i.
+        for (int64_t p = lo; p < hi;) {
+          const int64_t o = p / blocks, end = std::min(hi, (o + 1) * blocks);
+          const int64_t i0 = (p - o * blocks) * block, i1 = std::min(d.inner, (end - o * blocks) * block);
+          for (int64_t j = 0; j < d.nidx; ++j) {
+            const T* s = src + (o * d.nidx + j) * d.inner;
+            T* t = dst + (o * d.axis_len + idx[j]) * d.inner;
+            for (int64_t i = i0; i < i1; ++i) t[i] = store<T>(load(t[i]) + load(s[i]));
+          }
+          p = end;
         }
+      });
     }
   });
   return status;

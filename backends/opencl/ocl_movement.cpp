@@ -37,16 +37,52 @@ int gather(void*, int dev, const flx_index_desc* dp, flx_stream s) {
   });
 }
 
+// scatter_add adds each destination element's sources in index order, as
+// the CPU does (the same bits, no atomics). scatter_add_k gives one work item
+// per (i, o), which walks every index in order: as parallel as inner * outer.
+// When that is fewer items than the device runs at once (a GPU's compute unit
+// keeps about a thousand in flight; a CPU device, one per core) and there are
+// many indices (an embedding's gradient: d features, thousands of tokens),
+// the indices are first sorted by (index, position) with a bitonic sort
+// (log2(n)(log2(n) + 1)/2 launches of one step each), then one item per
+// (i, sorted position, o) adds a whole run of one index in position order:
+// the same sums, parallel over the indices too. A run of one index repeated
+// very often stays one item's serial loop.
+namespace {
+constexpr int64_t kDirectMaxIndices = 32;  // fewer: the direct kernel's loop is short anyway
+
+bool sorted_path(const Device& dv, const flx_index_desc& d) {
+  const int64_t at_once = dv.kind == FLX_DEVICE_CPU ? int64_t(dv.compute_units) : int64_t(dv.compute_units) * 1024;
+  return d.nidx > kDirectMaxIndices && d.inner * d.outer < at_once;
+}
+}  // namespace
+
 int scatter_add(void*, int dev, const flx_index_desc* dp, flx_stream s) {
   return guard("scatter_add", [&] {
     const flx_index_desc& d = *dp;
     check_index(d, "scatter_add");
     if (d.dtype == FLX_BOOL) raise(FLX_ERR_UNSUPPORTED, "scatter_add takes every dtype but Bool; got Bool");
     Device& dv = device(dev);
-    if (d.nidx == 0) return;
-    launch(dv, queue_of(dv, s), kComputeKernels, d.dtype, "scatter_add_k", size_t(d.inner * d.outer), as_mem(d.src),
-           cl_long(d.src.offset), as_mem(d.dst), cl_long(d.dst.offset), as_mem(d.idx), cl_long(d.idx.offset),
-           cl_long(d.inner), cl_long(d.axis_len), cl_long(d.outer), cl_long(d.nidx));
+    if (d.nidx == 0 || d.inner * d.outer == 0 || d.axis_len == 0) return;
+    cl_command_queue q = queue_of(dv, s);
+    if (!sorted_path(dv, d)) {
+      launch(dv, q, kComputeKernels, d.dtype, "scatter_add_k", size_t(d.inner * d.outer), as_mem(d.src),
+             cl_long(d.src.offset), as_mem(d.dst), cl_long(d.dst.offset), as_mem(d.idx), cl_long(d.idx.offset),
+             cl_long(d.inner), cl_long(d.axis_len), cl_long(d.outer), cl_long(d.nidx));
+      return;
+    }
+    int64_t n2 = 1;
+    while (n2 < d.nidx) n2 <<= 1;
+    TempBuffer keys(dv, size_t(n2) * 8), pos(dv, size_t(n2) * 8);
+    launch(dv, q, kComputeKernels, d.dtype, "scatter_keys_k", size_t(n2), as_mem(d.idx), cl_long(d.idx.offset),
+           keys.mem, pos.mem, cl_long(d.axis_len), cl_long(d.nidx), cl_long(n2));
+    for (int64_t k = 2; k <= n2; k <<= 1)
+      for (int64_t j = k >> 1; j > 0; j >>= 1)
+        launch(dv, q, kComputeKernels, d.dtype, "bitonic_step_k", size_t(n2), keys.mem, pos.mem, cl_long(j),
+               cl_long(k), cl_long(n2));
+    launch(dv, q, kComputeKernels, d.dtype, "scatter_add_sorted_k", size_t(d.inner * d.nidx * d.outer), as_mem(d.src),
+           cl_long(d.src.offset), as_mem(d.dst), cl_long(d.dst.offset), keys.mem, pos.mem, cl_long(d.inner),
+           cl_long(d.axis_len), cl_long(d.outer), cl_long(d.nidx));
   });
 }
 

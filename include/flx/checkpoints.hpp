@@ -212,6 +212,15 @@ State torch_to_rnn(const State& s, const TorchRecurrentNames& names = {});
 State torch_to_lstm(const State& s, const TorchRecurrentNames& names = {});
 State torch_to_gru(const State& s, const TorchRecurrentNames& names = {});
 
+// PyTorch's nn.MultiheadAttention state under `prefix` as flx's
+// MultiHeadAttention names: in_proj_weight [3E, E] and in_proj_bias [3E]
+// split into q_proj, k_proj and v_proj's weight and bias (or, for
+// different key/value sizes, q_proj_weight, k_proj_weight and
+// v_proj_weight renamed); out_proj.weight and out_proj.bias as they are;
+// other keys unchanged. bias_k and bias_v (add_bias_kv) have no flx
+// counterpart: an ArgumentError.
+State torch_to_mha(const State& s, const std::string& prefix = "");
+
 // Restores an optimiser state saved with save(path, opt_state) into one
 // made by setup() with the same rule for the same model. The learning rate
 // is the rule's (adjust() it as the run that saved it did).

@@ -63,6 +63,12 @@ class CheckpointError : public Error {
  public:
   using Error::Error;
 };
+// A file or directory that cannot be made, written or read (a log
+// directory, an event file, ...); checkpoints raise CheckpointError.
+class IOError : public Error {
+ public:
+  using Error::Error;
+};
 
 namespace detail {
 

@@ -19,5 +19,6 @@
 #include "flx/optimisers.hpp"
 #include "flx/shape.hpp"
 #include "flx/tensor.hpp"
+#include "flx/tensorboard.hpp"
 #include "flx/threads.hpp"
 #include "flx/version.hpp"

@@ -72,11 +72,16 @@ std::string names_of(const State& s) {
   return out.empty() ? "nothing" : out;
 }
 
-// Why a checkpoint's shape differs from the model's: a convolution weight
-// in PyTorch's layout (the model's dims reversed) or another model.
+// Why a checkpoint's shape differs from the model's: a matrix or a
+// convolution weight in PyTorch's layout (the model's dims reversed), or
+// another model.
 std::string shape_advice(const Shape& file, const Shape& model) {
-  bool reversed = file.ndims() == model.ndims() && file.ndims() >= 3;
+  bool reversed = file.ndims() == model.ndims() && file.ndims() >= 2;
   for (int i = 0; reversed && i < file.ndims(); ++i) reversed = file[i] == model[model.ndims() - 1 - i];
+  if (reversed && file.ndims() == 2)
+    return "its dims reversed are the model's, as in a PyTorch nn.Embedding weight [n, d] (flx's Embedding holds "
+           "(d, n)) or the weight of a LayerNorm over two dims: transpose it with permutedims(w, {1, 0}), e.g. by "
+           "map_tensors (see docs/checkpoints.md)";
   if (reversed)
     return "its dims reversed are the model's, as in a PyTorch convolution weight [out, in, kernel...]: convert it "
            "with torch_to_crosscor (into CrossCor) or torch_to_conv (into Conv), e.g. by map_tensors "

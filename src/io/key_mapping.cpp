@@ -135,4 +135,33 @@ Tensor torch_to_conv(const Tensor& w) {
   return flip_kernel(r, r.ndims() - 2);
 }
 
+State torch_to_mha(const State& s, const std::string& prefix) {
+  const char* const proj[] = {"q_proj", "k_proj", "v_proj"};
+  State out;
+  for (const auto& [name, t] : s) {
+    const std::string key = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : "";
+    if (key == "in_proj_weight" || key == "in_proj_bias") {
+      const bool weight = key == "in_proj_weight";
+      FLX_CHECK(t.ndims() == (weight ? 2 : 1) && t.shape()[0] % 3 == 0, ArgumentError, "torch_to_mha: \"", name,
+                "\" should be PyTorch's ", weight ? "[3E, E] weight" : "[3E] bias",
+                " of the q, k and v projections stacked; found shape ", t.shape());
+      const int64_t e = t.shape()[0] / 3;
+      // Rows [i E, (i + 1) E): the slice along dim 0, through the transpose
+      // for the weight (slice_last cuts the last dim).
+      for (int i = 0; i < 3; ++i)
+        out.insert(prefix + proj[i] + (weight ? ".weight" : ".bias"),
+                   weight ? transpose(transpose(t).slice_last(i * e, (i + 1) * e)) : t.slice_last(i * e, (i + 1) * e));
+    } else if (key == "q_proj_weight" || key == "k_proj_weight" || key == "v_proj_weight") {
+      out.insert(prefix + key.substr(0, 6) + ".weight", t);
+    } else {
+      FLX_CHECK(key != "bias_k" && key != "bias_v", ArgumentError, "torch_to_mha: \"", name,
+                "\" comes from nn.MultiheadAttention(add_bias_kv=True), which flx's MultiHeadAttention (as Flux's) "
+                "does not have; train without add_bias_kv");
+      out.insert(name, t);
+    }
+  }
+  out.metadata() = s.metadata();
+  return out;
+}
+
 }  // namespace flx

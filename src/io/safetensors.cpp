@@ -17,11 +17,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/utf8.hpp"
 #include "files.hpp"
 #include "flx/error.hpp"
 
 namespace flx::safetensors {
 namespace {
+
+using detail::utf8_error_at;
 
 using json = nlohmann::json;
 
@@ -49,37 +52,6 @@ bool is_unsupported_code(std::string_view s) {
   if (std::find(unsupported_codes.begin(), unsupported_codes.end(), s) != unsupported_codes.end()) return true;
   // Newer low-precision float formats all follow the F8_/F6_/F4_ pattern.
   return s.starts_with("F8_") || s.starts_with("F6_") || s.starts_with("F4_");
-}
-
-// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
-// Returns the offset of the first bad byte, or npos.
-size_t utf8_error_at(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    unsigned c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) len = 2;
-    else if (c == 0xe0) len = 3, lo = 0xa0;
-    else if (c == 0xed) len = 3, hi = 0x9f;
-    else if (c >= 0xe1 && c <= 0xef) len = 3;
-    else if (c == 0xf0) len = 4, lo = 0x90;
-    else if (c == 0xf4) len = 4, hi = 0x8f;
-    else if (c >= 0xf1 && c <= 0xf3) len = 4;
-    else return i;
-    if (n - i < len) return i;
-    if (p[i + 1] < lo || p[i + 1] > hi) return i;
-    for (size_t k = 2; k < len; ++k)
-      if (p[i + k] < 0x80 || p[i + k] > 0xbf) return i;
-    i += len;
-  }
-  return std::string_view::npos;
 }
 
 template <class... Parts>

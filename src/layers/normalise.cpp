@@ -1,4 +1,5 @@
-// BatchNorm, Dropout and AlphaDropout: Flux's defaults, modes and printing.
+// BatchNorm, LayerNorm, Dropout and AlphaDropout: Flux's defaults, modes and
+// printing.
 #include "flx/layers/normalise.hpp"
 
 #include <sstream>
@@ -41,6 +42,47 @@ Tensor BatchNorm::operator()(const Tensor& x) const {
                        layer.c_str()));
 }
 
+LayerNorm::LayerNorm(int64_t d, Activation a, const LayerNormOptions& o) : LayerNorm(Shape{d}, std::move(a), o) {}
+
+LayerNorm::LayerNorm(const Shape& s, Activation a, const LayerNormOptions& o)
+    : act(std::move(a)), options(o), size(s) {
+  bool positive = s.ndims() >= 1;
+  for (int64_t e : s) positive = positive && e >= 1;
+  FLX_CHECK(positive, ArgumentError, "LayerNorm: the normalised size must be one or more positive dims; got ", s);
+  FLX_CHECK(o.epsilon >= 0, ArgumentError, "LayerNorm: expected epsilon >= 0; got ", o.epsilon);
+  if (o.affine) {
+    scale = ones(s);
+    bias = zeros(s);
+  }
+}
+
+// Composed of differentiable ops (two means, as Flux's normalise), so every
+// device runs it and autodiff gives its backward rule.
+Tensor LayerNorm::operator()(const Tensor& x) const {
+  std::ostringstream name;
+  show_compact(name, *this);
+  const std::string layer = name.str();
+  FLX_CHECK(x.defined(), ArgumentError, layer, ": the input is an undefined tensor");
+  FLX_CHECK(is_floating(x.dtype()), TypeError, layer, ": expected a floating input; got ", x.dtype());
+  bool leading = x.ndims() >= size.ndims();
+  for (int k = 0; leading && k < size.ndims(); ++k) leading = x.shape()[k] == size[k];
+  const std::string expected =
+      size.ndims() == 1 ? "dim is " + std::to_string(size[0]) : "dims are (" + size.str() + ")";
+  FLX_CHECK(leading, DimensionMismatch, layer, ": expected an input whose first ", expected,
+            " (the normalised size), then any others; got shape ", x.shape());
+  for (const Tensor* p : {&scale, &bias})
+    FLX_CHECK(!p->defined() || p->device() == x.device(), DeviceMismatch, layer, ": the ",
+              p == &scale ? "scale (γ)" : "bias (β)", " is on ", p->device(), " but the input is on ", x.device(),
+              "; move both to one device (model | device)");
+  Dims dims(static_cast<size_t>(size.ndims()));
+  for (int k = 0; k < size.ndims(); ++k) dims[size_t(k)] = k;
+  const Tensor centred = x - mean(x, dims);
+  Tensor y = centred / sqrt(mean(square(centred), dims) + options.epsilon);
+  if (scale.defined()) y = y * scale;
+  if (bias.defined()) y = y + bias;
+  return act(y);
+}
+
 Dropout::Dropout(double q, std::vector<int> d) : p(q), dims(std::move(d)) {
   FLX_CHECK(q >= 0 && q <= 1, ArgumentError, "Dropout: the probability must lie in [0, 1]; got ", q);
 }
@@ -61,6 +103,13 @@ void show_compact(std::ostream& os, const BatchNorm& l) {
   if (!l.options.affine) os << ", affine=false";
   if (!l.options.track_stats) os << ", track_stats=false";
   if (l.active) os << ", active=" << (*l.active ? "true" : "false");
+  os << ")";
+}
+void show_compact(std::ostream& os, const LayerNorm& l) {
+  os << "LayerNorm(";
+  for (int k = 0; k < l.size.ndims(); ++k) os << (k ? ", " : "") << l.size[k];
+  if (!l.act.is_identity()) os << ", " << l.act;
+  if (!l.options.affine) os << ", affine=false";
   os << ")";
 }
 void show_compact(std::ostream& os, const Dropout& l) {
@@ -90,6 +139,12 @@ std::ostream& operator<<(std::ostream& os, const BatchNorm& l) {
   const int64_t others = l.running_mean.defined() ? l.running_mean.numel() + l.running_var.numel() : 0;
   detail::show_parameter_count(os, trainable);
   if (others) os << ", plus " << others << " non-trainable";  // Flux's wording
+  return os;
+}
+std::ostream& operator<<(std::ostream& os, const LayerNorm& l) {
+  show_compact(os, l);
+  // Flux's _layer_show counts parameters only for a layer that holds some.
+  if (l.scale.defined()) detail::show_parameter_count(os, l.scale.numel() + l.bias.numel());
   return os;
 }
 std::ostream& operator<<(std::ostream& os, const Dropout& l) {

@@ -2,6 +2,7 @@
 // x[.., idx], and its adjoint scatter-add. DataLoader batches with it, so a
 // shuffled batch of data already on a device is gathered there.
 #include <algorithm>
+#include <optional>
 
 #include "ops_internal.hpp"
 
@@ -22,19 +23,11 @@ flx_index_desc last_dim_desc(const Tensor& x, const Tensor& idx) {
 }
 
 // Indices must lie in [0, n): checked here so that no backend ever reads out
-// of bounds. On the host directly; on a device with two reductions.
+// of bounds.
 void check_indices(const Tensor& idx, int64_t n, const char* op) {
-  if (!idx.numel()) return;
-  int64_t lo, hi;
-  if (auto* p = static_cast<const int64_t*>(detail::host_data(idx))) {
-    lo = hi = p[0];
-    for (int64_t k = 1; k < idx.numel(); ++k) lo = std::min(lo, p[k]), hi = std::max(hi, p[k]);
-  } else {
-    lo = minimum(idx).item<int64_t>();
-    hi = maximum(idx).item<int64_t>();
-  }
-  FLX_CHECK(lo >= 0 && hi < n, ArgumentError, op, ": indices must lie in 0:", n - 1, " (0-based, along the last dim); found ",
-            lo < 0 ? lo : hi);
+  if (auto bad = ops::index_outside(idx, n))
+    FLX_CHECK(false, ArgumentError, op, ": indices must lie in 0:", n - 1, " (0-based, along the last dim); found ",
+              *bad);
 }
 
 Tensor int64_indices(const Tensor& idx0, const Tensor& x, const char* op) {
@@ -61,6 +54,24 @@ Tensor scatter_add_last(const Tensor& g, const Tensor& idx, const Shape& s) {
 }  // namespace
 
 namespace ops {
+
+std::optional<int64_t> index_outside(const Tensor& idx, int64_t n) {
+  if (!idx.numel()) return std::nullopt;
+  int64_t lo, hi;
+  if (auto* p = static_cast<const int64_t*>(detail::host_data(idx))) {
+    lo = hi = p[0];
+    for (int64_t k = 1; k < idx.numel(); ++k) lo = std::min(lo, p[k]), hi = std::max(hi, p[k]);
+  } else {
+    // On a device: one count read back (a single round trip; the minimum
+    // and maximum, two more, only when some index is out of range).
+    if (sum((idx < int64_t(0)) + (idx >= n)).item<int64_t>() == 0) return std::nullopt;
+    lo = minimum(idx).item<int64_t>();
+    hi = maximum(idx).item<int64_t>();
+  }
+  if (lo < 0) return lo;
+  if (hi >= n) return hi;
+  return std::nullopt;
+}
 
 Tensor gather_checked(const Tensor& x, const Tensor& idx) {
   Shape os;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 
 #include "../autograd.hpp"
 #include "../tensor_impl.hpp"
@@ -39,6 +40,10 @@ Tensor raw_reduce(int op, const Tensor& x, uint32_t mask, double scale = 1.0);
 Tensor sum_to(const Tensor& g, const Shape& shape);
 Tensor broadcast_to(const Tensor& g, const Shape& shape);
 void fill(const Tensor& t, double v);
+// An Int64 index of idx (any device) outside [0, n), if there is one: the
+// smallest if negative, else the largest. On the host a scan; on a device
+// one count read back (a round trip), plus two when one is outside.
+std::optional<int64_t> index_outside(const Tensor& idx, int64_t n);
 // gather(x, idx) for Int64 indices on x's device that the caller has already
 // checked to lie in range (DataLoader checks them on the host).
 Tensor gather_checked(const Tensor& x, const Tensor& idx);

@@ -1,7 +1,7 @@
 """flx-train checks every argument before it starts: a bad one is a usage
 error (exit status 2) naming the flag and the value, before any data is read
-or anything is written, and so is a checkpoint directory or metrics file it
-cannot create.
+or anything is written, and so is a checkpoint directory, metrics file or
+TensorBoard log directory it cannot create.
 
 usage: test_flx_train_args.py FLX_TRAIN_EXE WORKDIR
 """
@@ -68,6 +68,11 @@ under_file = os.path.join(a_file, "ckpt")
 refused("--checkpoint-dir", under_file, says=("--checkpoint-dir", under_file, "Not a directory"))
 refused("--checkpoint-dir", a_file, says=("--checkpoint-dir", a_file))
 refused("--metrics", os.path.join(a_file, "m.jsonl"), says=("--metrics", "Not a directory"))
+refused("--logdir", os.path.join(a_file, "runs"), says=("--logdir", os.path.join(a_file, "runs"), "Not a directory",
+                                                        "choose a directory you can write to"))
+refused("--logdir", a_file, says=("--logdir", a_file, "Not a directory"))
+refused("--logdir", "", says=('bad value "" for --logdir: expected a directory',))
+assert "--logdir needs a value (DIR)" in refused("--logdir")
 with open(a_file) as f:
     assert f.read() == "not a directory\n"
-print("an unwritable checkpoint directory or metrics file: refused before training")
+print("an unwritable checkpoint directory, metrics file or log directory: refused before training")

@@ -4,11 +4,12 @@ images (each rank 3000), against one process on the same data.
 - One JSON line per epoch, from rank 0 alone, with "workers": 2 and the
   global sample count; the metrics file holds the same lines; the progress
   lines are rank 0's alone.
-- Rank 0 alone writes checkpoints: rank 1 is given a checkpoint directory of
-  its own (an MPMD launch, `A : B`) that must never appear, and it is never
-  needed: a run cut after epoch 1 and resumed (rank 1's directory still
-  missing) gives exactly the uninterrupted run's epoch 2 (loss, accuracy,
-  step). A distributed checkpoint also resumes in one process.
+- Rank 0 alone writes checkpoints and TensorBoard logs: rank 1 is given a
+  checkpoint and a log directory of its own (an MPMD launch, `A : B`) that
+  must never appear, and they are never needed: a run cut after epoch 1
+  and resumed (rank 1's directory still missing) gives exactly the
+  uninterrupted run's epoch 2 (loss, accuracy, step). A distributed
+  checkpoint also resumes in one process.
 - The maths: with Avg over equal shares, 2 ranks at batch B are one process
   at batch 2B. With whole batches (B = 3000 per rank against 6000) the
   shuffle plays no part, and the losses of 3 epochs agree to 1e-4 relative,
@@ -79,8 +80,10 @@ def ckpt(name):
 
 # ---- the full run: two epochs, rank 0's output and files alone ---------------
 metrics = os.path.join(work, "full0", "metrics.jsonl")
-out, err, took = ranks([*ckpt("full0"), "--epochs", "2", "--metrics", metrics],
-                       [*ckpt("full1"), "--epochs", "2", "--metrics", os.path.join(work, "full1", "m.jsonl")])
+logdir = os.path.join(work, "full0", "runs")
+out, err, took = ranks([*ckpt("full0"), "--epochs", "2", "--metrics", metrics, "--logdir", logdir],
+                       [*ckpt("full1"), "--epochs", "2", "--metrics", os.path.join(work, "full1", "m.jsonl"),
+                        "--logdir", os.path.join(work, "full1", "runs")])
 full = epochs(out)
 assert len(out.splitlines()) == 2 and [r["epoch"] for r in full] == [1, 2], out
 for r in full:
@@ -93,6 +96,11 @@ assert err.count("Fashion-MNIST, 6000 training") == 1 and "2 ranks (MPIBackend)"
 for name in ("checkpoint.safetensors", "model.safetensors"):
     assert os.path.getsize(os.path.join(work, "full0", name)) > 0
 assert not os.path.exists(os.path.join(work, "full1")), "rank 1 wrote files"
+# One TensorBoard event file, rank 0's, describing the team (its text "run").
+logs = os.listdir(logdir)
+assert len(logs) == 1 and logs[0].startswith("events.out.tfevents."), logs
+with open(os.path.join(logdir, logs[0]), "rb") as f:
+    assert b"device: CPU, 2 ranks (MPIBackend)" in f.read()
 print(f"2 ranks, 2 epochs: loss {full[-1]['loss']:.4f}, test accuracy {full[-1]['test_accuracy']:.4f}, "
       f"{sum(r['train_seconds'] for r in full):.2f} s training ({took:.1f} s in all)")
 

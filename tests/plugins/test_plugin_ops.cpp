@@ -595,33 +595,75 @@ TEST_F(PluginTest, GemmEpilogueMatchesTheCpuOrDeclines) {
 }
 
 // ---- movement ---------------------------------------------------------------------
+namespace {
+struct IndexCase {
+  int64_t inner, axis, outer, nidx;
+  const char* what;
+};
+// Indices with repeats: the first case's by hand, the others drawn with
+// most of them on a few values (squared uniforms: low indices are hot), and
+// some values never drawn.
+std::vector<double> index_values(const IndexCase& c) {
+  if (c.nidx == 7) return {4, 0, 4, 2, 4, 1, 0};
+  std::mt19937 rng(uint32_t(c.nidx));
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<double> v(size_t(c.nidx));
+  for (auto& x : v) {
+    const double r = u(rng);
+    x = std::min(double(c.axis - 1), std::floor(r * r * double(c.axis)));
+  }
+  return v;
+}
+}  // namespace
+
+// scatter_add must add repeated indices in index order, as the CPU does:
+// the same bits. Floating sources are arbitrary positive values, so that the
+// partial sums round (Float16 and BFloat16 at almost every step) and any
+// other order shows. The cases cover each plugin's two paths: the loop over
+// the indices per (i, o), and the parallel one for many indices into narrow
+// slices (sorted by index first: CUDA for more than 32 indices into fewer
+// slices than the GPU holds threads; OpenCL likewise on GPUs, and on a CPU
+// device for fewer slices than compute units, here inner = outer = 1).
 TEST_F(PluginTest, GatherAndScatterAddWithRepeatedIndices) {
-  const int64_t inner = 3, axis = 5, outer = 2, nidx = 7;
-  std::vector<double> idx = {4, 0, 4, 2, 4, 1, 0};
-  Bytes ib = make(FLX_I64, idx);
-  for (int32_t t : all_dtypes()) {
-    SCOPED_TRACE(dname(t));
-    auto desc = [&](const std::vector<flx_mem>& m) {
-      flx_index_desc d{};
-      d.dtype = t;
-      d.inner = inner;
-      d.axis_len = axis;
-      d.outer = outer;
-      d.nidx = nidx;
-      d.src = m[0];
-      d.dst = m[1];
-      d.idx = m[2];
-      return d;
-    };
-    Outcome g = run_both(*be, {make(t, values_for(t, inner * axis * outer, 1)), Bytes(inner * nidx * outer * dsize(t)), ib},
-                         [&](const Backend& b, int dev, const std::vector<flx_mem>& m) { b.gather(dev, desc(m)); });
-    ASSERT_TRUE(g.dev.ok) << g.dev.err;
-    EXPECT_TRUE(bitwise(g.cpu_out[1], g.dev_out[1]));
-    Outcome s = run_both(*be, {make(t, values_for(t, inner * nidx * outer, 2)), make(t, values_for(t, inner * axis * outer, 3)), ib},
-                         [&](const Backend& b, int dev, const std::vector<flx_mem>& m) { b.scatter_add(dev, desc(m)); });
-    EXPECT_SAME_OUTCOME(s);
-    if (s.cpu.ok && s.dev.ok) {
-      EXPECT_TRUE(bitwise(s.cpu_out[1], s.dev_out[1])) << close(t, s.cpu_out[1], s.dev_out[1]).message();
+  const IndexCase cases[] = {
+      {3, 5, 2, 7, "few indices"},
+      {1, 9, 1, 3000, "one feature, many repeats (the parallel path on CPU devices too)"},
+      {5, 300, 2, 2000, "two outer slices, hot low indices"},
+      {40, 50, 1, 64, "just past the loop's index count"},
+      {2, 3, 1, 33, "three rows, 33 indices"},
+  };
+  for (const IndexCase& c : cases) {
+    const Bytes ib = make(FLX_I64, index_values(c));
+    for (int32_t t : all_dtypes()) {
+      SCOPED_TRACE(std::string(dname(t)) + ", " + c.what + ": inner " + std::to_string(c.inner) + ", axis " +
+                   std::to_string(c.axis) + ", outer " + std::to_string(c.outer) + ", " + std::to_string(c.nidx) +
+                   " indices");
+      auto desc = [&](const std::vector<flx_mem>& m) {
+        flx_index_desc d{};
+        d.dtype = t;
+        d.inner = c.inner;
+        d.axis_len = c.axis;
+        d.outer = c.outer;
+        d.nidx = c.nidx;
+        d.src = m[0];
+        d.dst = m[1];
+        d.idx = m[2];
+        return d;
+      };
+      const size_t table = size_t(c.inner * c.axis * c.outer), gathered = size_t(c.inner * c.nidx * c.outer);
+      Outcome g = run_both(*be, {make(t, values_for(t, table, 1)), Bytes(gathered * dsize(t)), ib},
+                           [&](const Backend& b, int dev, const std::vector<flx_mem>& m) { b.gather(dev, desc(m)); });
+      ASSERT_TRUE(g.dev.ok) << g.dev.err;
+      EXPECT_TRUE(bitwise(g.cpu_out[1], g.dev_out[1]));
+      const std::vector<double> sources =
+          dfloat(t) && c.nidx != 7 ? grid_values(gathered, 0, 3, 0x1p-30, 2) : values_for(t, gathered, 2);
+      Outcome s = run_both(
+          *be, {make(t, sources), make(t, values_for(t, table, 3)), ib},
+          [&](const Backend& b, int dev, const std::vector<flx_mem>& m) { b.scatter_add(dev, desc(m)); });
+      EXPECT_SAME_OUTCOME(s);
+      if (s.cpu.ok && s.dev.ok) {
+        EXPECT_TRUE(bitwise(s.cpu_out[1], s.dev_out[1])) << close(t, s.cpu_out[1], s.dev_out[1]).message();
+      }
     }
   }
 }

@@ -1,5 +1,5 @@
-// Normalisation and regularisation layers (Flux's normalise.jl): BatchNorm
-// Dropout and AlphaDropout, and the train/test mode they follow. As in Flux, a layer
+// Normalisation and regularisation layers (Flux's normalise.jl): BatchNorm,
+// LayerNorm, Dropout and AlphaDropout, and the train/test mode they follow. As in Flux, a layer
 // trains inside gradient/withgradient and infers outside; trainmode(model)
 // and testmode(model) fix the mode for a whole model (Flux's trainmode! and
 // testmode!), automode(model) gives the choice back.
@@ -48,6 +48,35 @@ struct BatchNorm {
 FLX_FUNCTOR(BatchNorm, bias, scale, running_mean, running_var)
 FLX_TRAINABLE(BatchNorm, bias, scale)
 
+struct LayerNormOptions {
+  bool affine = true;  // learn scale (γ) and bias (β), of the normalised shape
+  double epsilon = 1e-5;
+};
+
+// Normalises each slice of x over its leading dims (size: one dim for
+// LayerNorm(d), several for LayerNorm({d1, d2})) to zero mean and unit
+// variance, then scales and shifts it elementwise:
+//   y = act.(scale .* (x .- μ) ./ sqrt.(σ² .+ ε) .+ bias)
+// with μ and the biased σ² of each slice, as Flux's LayerNorm (through
+// NNlib's normalise) and PyTorch's nn.LayerNorm compute it. (Flux up to 0.15
+// divided by σ + ε instead: the same but for inputs whose σ² is near ε.) The
+// same in training and inference; the input must be floating, with size's
+// dims first.
+struct LayerNorm {
+  Tensor scale;  // γ, ones(size)
+  Tensor bias;   // β, zeros(size)
+  Activation act;
+  LayerNormOptions options;
+  Shape size;  // the normalised leading dims
+
+  explicit LayerNorm(int64_t d, Activation act = {}, const LayerNormOptions& o = {});
+  LayerNorm(int64_t d, const LayerNormOptions& o) : LayerNorm(d, {}, o) {}
+  explicit LayerNorm(const Shape& size, Activation act = {}, const LayerNormOptions& o = {});
+  LayerNorm(const Shape& size, const LayerNormOptions& o) : LayerNorm(size, {}, o) {}
+  Tensor operator()(const Tensor& x) const;
+};
+FLX_FUNCTOR(LayerNorm, scale, bias)
+
 // Zeroes each element (or slice: Flux's dims) with probability p while
 // training and scales the rest by 1 / (1 - p); the identity in inference.
 struct Dropout {
@@ -73,6 +102,7 @@ struct AlphaDropout {
 FLX_LEAF(AlphaDropout)
 
 void show_compact(std::ostream& os, const BatchNorm& l);  // for Chain (see conv.hpp)
+void show_compact(std::ostream& os, const LayerNorm& l);
 void show_compact(std::ostream& os, const Dropout& l);
 void show_compact(std::ostream& os, const AlphaDropout& l);
 
@@ -122,6 +152,7 @@ M automode(M model) {
 }
 
 std::ostream& operator<<(std::ostream& os, const BatchNorm& l);
+std::ostream& operator<<(std::ostream& os, const LayerNorm& l);
 std::ostream& operator<<(std::ostream& os, const Dropout& l);
 std::ostream& operator<<(std::ostream& os, const AlphaDropout& l);
 

@@ -1,0 +1,62 @@
+// The command line and the result line the model zoo's character-level
+// examples share.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <iomanip>
+#include <sstream>
+#include <string>
+
+namespace zoo {
+
+struct Args {
+  int steps = 300;
+  int64_t batch = 32, seq = 64;
+  uint64_t seed = 1;
+  std::string device;  // empty: get_device()
+};
+
+// --steps N --batch N --seq N --seed N --device NAME; anything else prints
+// the usage and exits with status 2.
+inline Args parse_args(int argc, char** argv, const char* name) {
+  Args a;
+  auto usage = [&] {
+    std::fprintf(stderr, "usage: %s [--steps N] [--batch N] [--seq N] [--seed N] [--device NAME]\n", name);
+    std::exit(2);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (i + 1 >= argc) usage();
+    const std::string v = argv[++i];
+    char* end = nullptr;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    const bool number = !v.empty() && *end == '\0' && n >= 1;
+    if (f == "--device") a.device = v;
+    else if (!number) usage();
+    else if (f == "--steps") a.steps = int(n);
+    else if (f == "--batch") a.batch = n;
+    else if (f == "--seq") a.seq = n;
+    else if (f == "--seed") a.seed = uint64_t(n);
+    else usage();
+  }
+  return a;
+}
+
+// One JSON object: {"model":..., "steps":..., "seconds":..., "val_loss":..., "sample":"..."}.
+inline std::string result_json(const std::string& model, int steps, double seconds, double val_loss,
+                               const std::string& sample) {
+  std::ostringstream js;
+  js << "{\"model\":\"" << model << "\",\"steps\":" << steps << ",\"seconds\":" << seconds
+     << ",\"val_loss\":" << std::setprecision(8) << val_loss << ",\"sample\":\"";
+  for (unsigned char c : sample) {
+    if (c == '"' || c == '\\') js << '\\' << c;
+    else if (c == '\n') js << "\\n";
+    else if (c < 0x20 || c >= 0x7f) js << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(c) << std::dec;
+    else js << c;
+  }
+  js << "\"}";
+  return js.str();
+}
+
+}  // namespace zoo

@@ -1,0 +1,156 @@
+// MultiHeadAttention and dot_product_attention, as Flux's and NNlib's, from
+// the library's differentiable ops (projections by Dense, scores by batched
+// matmul, softmax over keys), so that every device runs them.
+#include "flx/layers/attention.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "flx/activations.hpp"
+#include "flx/error.hpp"
+#include "flx/ops.hpp"
+
+namespace flx {
+
+namespace {
+
+std::string shape_of(const Tensor& t) { return t.defined() ? t.shape().str() : std::string("undefined"); }
+
+// (dim, len, batch) -> (dim / nheads, nheads, len, batch): NNlib's split_heads.
+Tensor split_heads(const Tensor& x, int64_t nheads) {
+  return reshape(x, Shape{x.shape()[0] / nheads, nheads, x.shape()[1], x.shape()[2]});
+}
+
+}  // namespace
+
+Tensor make_causal_mask(const Tensor& x) {
+  FLX_CHECK(x.defined() && x.ndims() >= 2, DimensionMismatch,
+            "make_causal_mask: expected a (features, length, ...) sequence; got shape ", shape_of(x));
+  const int64_t n = x.shape()[1];
+  std::vector<uint8_t> m(size_t(n * n));
+  for (int64_t i = 0; i < n; ++i)      // query i (column)
+    for (int64_t j = 0; j <= i; ++j)   // may see key j <= i (row)
+      m[size_t(i * n + j)] = 1;
+  return from_host(m.data(), Bool, Shape{n, n}).to(x.device());
+}
+
+std::pair<Tensor, Tensor> dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
+                                                const AttentionOptions& o, const Dropout* dropout) {
+  const char* f = "dot_product_attention";
+  FLX_CHECK(q.defined() && k.defined() && v.defined() && q.ndims() == 3 && k.ndims() == 3 && v.ndims() == 3,
+            DimensionMismatch, f, ": expected q, k and v of shape (features, length, batch); got ", shape_of(q), ", ",
+            shape_of(k), " and ", shape_of(v));
+  FLX_CHECK(q.shape()[2] == k.shape()[2] && k.shape()[2] == v.shape()[2], DimensionMismatch, f,
+            ": q, k and v must have the same batch size (dim 2); got ", q.shape(), ", ", k.shape(), " and ",
+            v.shape());
+  FLX_CHECK(q.shape()[0] == k.shape()[0], DimensionMismatch, f,
+            ": q and k must have the same feature size (dim 0); got ", q.shape(), " and ", k.shape());
+  FLX_CHECK(k.shape()[1] == v.shape()[1], DimensionMismatch, f,
+            ": k and v must have the same length (dim 1); got ", k.shape(), " and ", v.shape());
+  FLX_CHECK(nheads >= 1 && q.shape()[0] % nheads == 0 && v.shape()[0] % nheads == 0, ArgumentError, f, ": nheads ",
+            nheads, " must divide the feature sizes of q/k (", q.shape()[0], ") and v (", v.shape()[0], ")");
+  const Tensor qh = split_heads(q, nheads), kh = split_heads(k, nheads), vh = split_heads(v, nheads);
+  // logits[j, i, h, b] = Σ_d k[d, h, j, b] q[d, h, i, b] / √d, as batched
+  // products over (h, b): (kv_len, d) x (d, q_len).
+  const double scale = 1.0 / std::sqrt(double(qh.shape()[0]));
+  Tensor logits = matmul(permutedims(kh, {2, 0, 1, 3}), permutedims(qh, {0, 2, 1, 3}) * scale);
+  Tensor mask = o.mask;
+  if (mask.defined()) {
+    FLX_CHECK(mask.dtype() == Bool, TypeError, f, ": the mask must be Bool (true where a query may attend); got ",
+              mask.dtype());
+    FLX_CHECK(mask.device() == q.device(), DeviceMismatch, f, ": the mask is on ", mask.device(),
+              " but q is on ", q.device(), "; move it there");
+  }
+  if (o.causal) {
+    FLX_CHECK(q.shape()[1] == k.shape()[1], DimensionMismatch, f,
+              ": a causal mask needs queries and keys of one length; got ", q.shape()[1], " and ", k.shape()[1]);
+    const Tensor causal = make_causal_mask(q);
+    mask = mask.defined() ? (mask.to(Int32) * causal.to(Int32)) > 0 : causal;  // both
+  }
+  if (mask.defined()) {
+    const double neg_inf = -std::numeric_limits<double>::infinity();
+    logits = where(mask, logits, full(logits.dtype(), neg_inf, Shape{}).to(q.device()));
+  }
+  Tensor alpha = softmax(logits, 0);  // over the keys
+  if (dropout) alpha = (*dropout)(alpha);
+  // x[d, h, i, b] = Σ_j v[d, h, j, b] α[j, i, h, b]: (d, kv_len) x (kv_len, q_len)
+  const Tensor x = matmul(permutedims(vh, {0, 2, 1, 3}), alpha);
+  const Tensor joined = permutedims(x, {0, 2, 1, 3});  // (d, nheads, q_len, batch)
+  return {reshape(joined, Shape{v.shape()[0], q.shape()[1], q.shape()[2]}), alpha};
+}
+
+namespace {
+Dense projection(int64_t in, int64_t out, bool bias) {
+  Dense d(in, out);
+  if (!bias) d.bias = Tensor();
+  return d;
+}
+AttentionDims checked(const AttentionDims& d, const MultiHeadAttentionOptions& o) {
+  FLX_CHECK(d.q_in >= 1 && d.k_in >= 1 && d.v_in >= 1 && d.qk >= 1 && d.v >= 1 && d.out >= 1, ArgumentError,
+            "MultiHeadAttention: every dim must be positive; got (", d.q_in, ", ", d.k_in, ", ", d.v_in, ") => (",
+            d.qk, ", ", d.v, ") => ", d.out);
+  FLX_CHECK(o.nheads >= 1 && d.qk % o.nheads == 0 && d.v % o.nheads == 0, ArgumentError,
+            "MultiHeadAttention: nheads = ", o.nheads, " must divide qk_dim (", d.qk, ") and v_dim (", d.v,
+            "); choose nheads among their common divisors");
+  FLX_CHECK(o.dropout_prob >= 0 && o.dropout_prob <= 1, ArgumentError,
+            "MultiHeadAttention: dropout_prob must lie in [0, 1]; got ", o.dropout_prob);
+  return d;
+}
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(int64_t dim, const MultiHeadAttentionOptions& o)
+    : MultiHeadAttention(AttentionDims::all(dim), o) {}
+
+MultiHeadAttention::MultiHeadAttention(const AttentionDims& d0, const MultiHeadAttentionOptions& o)
+    : nheads(o.nheads),
+      q_proj(projection(checked(d0, o).q_in, d0.qk, o.bias)),
+      k_proj(projection(d0.k_in, d0.qk, o.bias)),
+      v_proj(projection(d0.v_in, d0.v, o.bias)),
+      attn_drop(o.dropout_prob),
+      out_proj(projection(d0.v, d0.out, o.bias)) {}
+
+std::pair<Tensor, Tensor> MultiHeadAttention::operator()(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                         const AttentionOptions& o) const {
+  std::ostringstream name;
+  show_compact(name, *this);
+  const auto check_input = [&](const Tensor& x, const Dense& proj, const char* what) {
+    FLX_CHECK(x.defined() && x.ndims() == 3 && x.shape()[0] == proj.weight.shape()[1], DimensionMismatch,
+              name.str(), ": expected ", what, " of shape (", proj.weight.shape()[1],
+              ", length, batch); got ", shape_of(x));
+  };
+  check_input(q, q_proj, "the queries");
+  check_input(k, k_proj, "the keys");
+  check_input(v, v_proj, "the values");
+  auto [x, alpha] = dot_product_attention(q_proj(q), k_proj(k), v_proj(v), nheads, o,
+                                          attn_drop.p > 0 ? &attn_drop : nullptr);
+  return {out_proj(x), alpha};
+}
+
+void show_compact(std::ostream& os, const MultiHeadAttention& m) {
+  const int64_t q_in = m.q_proj.weight.shape()[1], k_in = m.k_proj.weight.shape()[1],
+                v_in = m.v_proj.weight.shape()[1], qk = m.q_proj.weight.shape()[0], v = m.v_proj.weight.shape()[0],
+                out = m.out_proj.weight.shape()[0];
+  os << "MultiHeadAttention(";
+  if (q_in == k_in && k_in == v_in) os << q_in;
+  else os << "(" << q_in << ", " << k_in << ", " << v_in << ")";
+  os << " => ";
+  if (qk == v) os << qk;
+  else os << "(" << qk << ", " << v << ")";
+  os << " => " << out << ", nheads=" << m.nheads;
+  if (m.q_proj.bias.defined()) os << ", bias=true";
+  if (m.attn_drop.p > 0) os << ", dropout_prob=" << m.attn_drop.p;
+  os << ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const MultiHeadAttention& m) {
+  show_compact(os, m);
+  int64_t n = 0;
+  for (const Dense* d : {&m.q_proj, &m.k_proj, &m.v_proj, &m.out_proj})
+    n += d->weight.numel() + (d->bias.defined() ? d->bias.numel() : 0);
+  detail::show_parameter_count(os, n);
+  return os;
+}
+
+}  // namespace flx
