@@ -139,14 +139,16 @@ int check_rnn(const char* call, const flx_rnn_desc* d, Sizes* s) {
 
 // The weights in a plan's layout (the forward's or the backward's), once for
 // all its pieces: at `at`, the layer's then the iteration's.
+// The two reorders run side by side on flx's pool, oneDNN on one thread in each.
 void reorder_weights(const md& layer_inner, const md& iter_inner, const Sizes& s, const flx_rnn_desc& d, char* at) {
-  dnnl::stream& str = stream();
   const md wl_plain = weights_md(s.input, s.hidden, tag::ldigo), wi_plain = weights_md(s.hidden, s.hidden, tag::ldigo);
-  dnnl::memory wl_user = wrap(wl_plain, addr(d.wi)), wi_user = wrap(wi_plain, addr(d.wh));
-  dnnl::memory wl = wrap(layer_inner, at), wi = wrap(iter_inner, at + aligned(layer_inner.get_size()));
-  dnnl::reorder(wl_user, wl).execute(str, wl_user, wl);
-  dnnl::reorder(wi_user, wi).execute(str, wi_user, wi);
-  str.wait();
+  run_pieces(BatchPieces(2, kPieceWork, 2), [&](int64_t k, int64_t) {
+    dnnl::stream& str = stream();
+    dnnl::memory user = k == 0 ? wrap(wl_plain, addr(d.wi)) : wrap(wi_plain, addr(d.wh));
+    dnnl::memory inner = k == 0 ? wrap(layer_inner, at) : wrap(iter_inner, at + aligned(layer_inner.get_size()));
+    dnnl::reorder(user, inner).execute(str, user, inner);
+    str.wait();
+  });
 }
 uint64_t weights_bytes(const md& layer, const md& iter) { return aligned(layer.get_size()) + aligned(iter.get_size()); }
 
@@ -229,6 +231,7 @@ int backward(const flx_rnn_desc& d, const Sizes& s) {
                                                          p.plan[i]->bwd_pd.weights_iter_desc()));
   struct PieceParts {
     uint64_t pad, dwl, dwi, db, spare;
+    uint64_t plain_dwl, plain_dwi;  // the weight gradients in flx's layout, to be summed (several pieces)
   };
   std::vector<PieceParts> parts(size_t(p.pieces.count));
   const uint64_t spare_bytes = aligned(T * B * C * fl) + 4 * aligned(B * H * fl);
@@ -240,6 +243,10 @@ int backward(const flx_rnn_desc& d, const Sizes& s) {
     q.dwi = lay.add(plan.bwd_pd.diff_weights_iter_desc().get_size());
     q.db = lay.add(gates * fl);
     q.spare = lay.add(spare_bytes);
+    if (p.pieces.count > 1) {
+      q.plain_dwl = lay.add(wl_numel * fl);
+      q.plain_dwi = lay.add(wi_numel * fl);
+    }
   }
   Scratch scratch({}, 0, lay.size);
   if (!d.b.buf) std::memset(scratch.at(bias_at), 0, gates * fl);
@@ -299,37 +306,36 @@ int backward(const flx_rnn_desc& d, const Sizes& s) {
         {DNNL_ARG_SCRATCHPAD, wrap(pd.scratchpad_desc(), scratch.at(q.pad))}};
     dnnl::stream& str = stream();
     plan.bwd.execute(str, args);
+    // The weight gradients in flx's layout, still on the piece's thread:
+    // the caller's when this is the only piece, else the piece's own, summed below.
+    auto to_plain = [&](const md& inner, uint64_t from, flx_mem out, uint64_t plain_at, const md& plain) {
+      char* to = p.pieces.count > 1 ? scratch.at(plain_at) : out.buf ? addr(out) : nullptr;
+      if (!to) return;
+      dnnl::memory src = wrap(inner, scratch.at(from)), dst = wrap(plain, to);
+      dnnl::reorder(src, dst).execute(str, src, dst);
+    };
+    to_plain(dwl, q.dwl, d.dwi, q.plain_dwl, weights_md(s.input, s.hidden, tag::ldigo));
+    to_plain(dwi, q.dwi, d.dwh, q.plain_dwi, weights_md(s.hidden, s.hidden, tag::ldigo));
     str.wait();
   });
-  // The pieces' parameter gradients, in flx's layout, summed in piece order.
-  auto sum_pieces = [&](flx_mem out, uint64_t numel, auto part_of, auto inner_of, const md& plain) {
+  // Several pieces: their parameter gradients summed in piece order, each
+  // element's sum the same at any thread count.
+  auto sum_pieces = [&](flx_mem out, uint64_t numel, uint64_t PieceParts::*part) {
     if (!out.buf) return;
     float* dst = reinterpret_cast<float*>(addr(out));
-    std::vector<float> tmp(p.pieces.count > 1 ? numel : 0);
-    dnnl::stream& str = stream();
-    for (int64_t k = 0; k < p.pieces.count; ++k) {
-      const md inner = inner_of(p.of(k));
-      float* to = k == 0 ? dst : tmp.data();
-      dnnl::memory src = wrap(inner, scratch.at(part_of(parts[size_t(k)]))), dst_mem = wrap(plain, to);
-      if (inner == plain) std::memcpy(to, scratch.at(part_of(parts[size_t(k)])), numel * fl);
-      else {
-        dnnl::reorder(src, dst_mem).execute(str, src, dst_mem);
-        str.wait();
+    parallel_for(int64_t(numel), parallel_grain, [&](int64_t lo, int64_t hi) {
+      for (int64_t e = lo; e < hi; ++e) {
+        float v = 0;
+        for (const PieceParts& q : parts) v += reinterpret_cast<const float*>(scratch.at(q.*part))[e];
+        dst[e] = v;
       }
-      if (k > 0)
-        parallel_for(int64_t(numel), parallel_grain, [&](int64_t lo, int64_t hi) {
-          for (int64_t e = lo; e < hi; ++e) dst[e] += tmp[size_t(e)];
-        });
-    }
+    });
   };
-  sum_pieces(d.dwi, wl_numel, [](const PieceParts& q) { return q.dwl; },
-             [](const RnnPlan& r) { return r.bwd_pd.diff_weights_layer_desc(); },
-             weights_md(s.input, s.hidden, tag::ldigo));
-  sum_pieces(d.dwh, wi_numel, [](const PieceParts& q) { return q.dwi; },
-             [](const RnnPlan& r) { return r.bwd_pd.diff_weights_iter_desc(); },
-             weights_md(s.hidden, s.hidden, tag::ldigo));
-  sum_pieces(d.db, gates, [](const PieceParts& q) { return q.db; }, [&](const RnnPlan&) { return bias_md(s.hidden); },
-             bias_md(s.hidden));
+  if (p.pieces.count > 1) {
+    sum_pieces(d.dwi, wl_numel, &PieceParts::plain_dwl);
+    sum_pieces(d.dwh, wi_numel, &PieceParts::plain_dwi);
+  }
+  sum_pieces(d.db, gates, &PieceParts::db);  // flx's layout already
   return FLX_OK;
 }
 
