@@ -7,7 +7,8 @@
 // backward rules' products), in every floating dtype, Dense's fused
 // epilogue forward and backward, big reductions, softmax and Adam steps;
 // and conv nets, whose filter gradients and batch statistics the CPU's dnn
-// table sums in pieces fixed by the batch (cpu_dnn_conv.cpp).
+// table sums in pieces fixed by the batch (cpu_dnn_conv.cpp), as it does an
+// LSTM's weight gradients (cpu_dnn_rnn.cpp).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -129,6 +130,27 @@ void convnet(Work& w) {
   w.add("grouped conv db", db);
 }
 
+// Training steps of recurrent layers at a batch of 37: the CPU's oneDNN LSTM
+// (the dnn table's rnn_*, two pieces of unequal sizes whose weight gradients
+// it sums in piece order), then a GRU and an RNN on flx's own kernels; the
+// last step's outputs summed over time feed a Dense.
+struct Recurrent {
+  LSTM lstm;
+  GRU gru;
+  RNN rnn;
+  Dense head;
+  Tensor operator()(const Tensor& x) const {
+    const Tensor h = rnn(gru(lstm(x)));
+    return head(reshape(sum(h, {1}), {h.shape()[0], h.shape()[2]}));
+  }
+};
+FLX_FUNCTOR(Recurrent, lstm, gru, rnn, head)
+
+void recurrent(Work& w) {
+  set_seed(17);
+  train_steps(w, "recurrent", Recurrent{LSTM(8, 16), GRU(16, 12), RNN(12, 12), Dense(12, 10)}, Shape{8, 6, 37});
+}
+
 std::vector<Result> compute() {
   Work w;
   for (DType t : {Float32, Float64}) {
@@ -158,6 +180,7 @@ std::vector<Result> compute() {
   }
   training(w);
   convnet(w);
+  recurrent(w);
   return w.out;
 }
 
