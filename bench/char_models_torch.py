@@ -19,6 +19,8 @@ examples/char_lstm.cpp and examples/char_transformer.cpp:
   biases, as Flux's default), LayerNorm, Linear(64, 256), GELU (tanh), Linear(256, 64)),
   LayerNorm, Linear(64, V); Adam 1e-3.
 
+--device cuda runs it on the GPU, in full Float32 (TF32 off, as flx).
+
 Prints one JSON line: model, steps, seconds (training only), val_loss,
 sample (200 bytes sampled from "The " at temperature 1, seeded).
 """
@@ -86,8 +88,8 @@ class CharTransformer(nn.Module):
 
     def forward(self, x):
         t = x.shape[1]
-        h = self.emb(x) + self.pos(torch.arange(t))
-        mask = ~torch.tril(torch.ones(t, t, dtype=torch.bool))
+        h = self.emb(x) + self.pos(torch.arange(t, device=x.device))
+        mask = ~torch.tril(torch.ones(t, t, dtype=torch.bool, device=x.device))
         for b in self.blocks:
             h = b(h, mask)
         return self.out(self.ln(h))
@@ -101,36 +103,44 @@ def main():
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = p.parse_args()
+    dev = torch.device(a.device)
+    # flx computes in full Float32 on CUDA (TF32 only when asked for): so does PyTorch here
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     vocab, train, valid = load_text()
     v = len(vocab)
-    model = CharLSTM(v) if a.model == "lstm" else CharTransformer(v, a.seq)
+    model = (CharLSTM(v) if a.model == "lstm" else CharTransformer(v, a.seq)).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=2e-3 if a.model == "lstm" else 1e-3)
     rng = np.random.default_rng(a.seed)
     lossf = nn.CrossEntropyLoss()
+    sync()
     t0 = time.perf_counter()
     model.train()
     for _ in range(a.steps):
         starts = rng.integers(0, len(train) - a.seq - 1, a.batch)
-        x = torch.from_numpy(np.stack([train[s:s + a.seq] for s in starts]))
-        y = torch.from_numpy(np.stack([train[s + 1:s + a.seq + 1] for s in starts]))
+        x = torch.from_numpy(np.stack([train[s:s + a.seq] for s in starts])).to(dev)
+        y = torch.from_numpy(np.stack([train[s + 1:s + a.seq + 1] for s in starts])).to(dev)
         loss = lossf(model(x).reshape(-1, v), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()
+    sync()
     seconds = time.perf_counter() - t0
     model.eval()
-    vx, vy = validation_windows(valid, a.seq)
+    vx, vy = (t.to(dev) for t in validation_windows(valid, a.seq))
     with torch.no_grad():
         val = float(lossf(model(vx).reshape(-1, v), vy.reshape(-1)))
         g = torch.Generator().manual_seed(a.seed)
         ids = [vocab.index(c) for c in b"The "]
         for _ in range(200):
-            ctx = torch.tensor([ids[-a.seq:]])
+            ctx = torch.tensor([ids[-a.seq:]], device=dev)
             probs = torch.softmax(model(ctx)[0, -1], dim=0)
-            ids.append(int(torch.multinomial(probs, 1, generator=g)))
+            ids.append(int(torch.multinomial(probs.cpu(), 1, generator=g)))
     print(json.dumps({"model": a.model, "steps": a.steps, "seconds": seconds, "val_loss": val,
                       "sample": bytes(vocab[i] for i in ids).decode("latin-1")}))
 

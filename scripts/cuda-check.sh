@@ -6,7 +6,9 @@
 # the GPU benchmarks against PyTorch (bench/compare_gpu.py; the CNN's
 # training step and a 3x3 convolution, bench/compare_cnn.py; flx-train
 # --model cnn against the same training in PyTorch, bench/compare_train.py) and
-# compute-sanitizer (memcheck, racecheck) over the CUDA plugin's test suite
+# the sequence models' benchmarks against PyTorch (bench/compare_rnn.py: RNN,
+# LSTM and GRU layers' steps; bench/compare_zoo.py: the zoo's char-LSTM and
+# char-transformer training steps), compute-sanitizer (memcheck, racecheck) over the CUDA plugin's test suite
 # and memcheck over the conformance suite's and the fused Dense tests' CUDA
 # cases;
 # then write one summary (markdown) and print its path. It installs nothing:
@@ -17,7 +19,7 @@
 #   scripts/cuda-check.sh [--build-dir DIR] [--summary FILE] [--only STEPS] [--skip-build]
 #                         [--no-gpu-ok] [--jobs N] [--budget SECONDS] [--data DIR] [--rounds N]
 #                         [--train-epochs N] [--cnn-epochs N] [--ctest-args "ARGS"]
-#   STEPS: comma-separated subset of build,tests,examples,bench,sanitizer (default: all)
+#   STEPS: comma-separated subset of build,tests,examples,bench,seqbench,sanitizer (default: all)
 #
 # Exit status: 0 every step passed (or was skipped), 1 a step failed,
 # 2 no GPU (without --no-gpu-ok) or bad arguments. Each step has its own
@@ -32,7 +34,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
 
-BUILD_DIR=build-cuda SUMMARY="" ONLY="build,tests,examples,bench,sanitizer" SKIP_BUILD=0 NO_GPU_OK=0
+BUILD_DIR=build-cuda SUMMARY="" ONLY="build,tests,examples,bench,seqbench,sanitizer" SKIP_BUILD=0 NO_GPU_OK=0
 JOBS=$(nproc) BUDGET=570 DATA="" ROUNDS=5 TRAIN_EPOCHS=3 CNN_EPOCHS=5 CTEST_ARGS="" PYTHON=${PYTHON:-python3}
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -58,7 +60,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 for s in ${ONLY//,/ }; do
-  [[ " build tests examples bench sanitizer " == *" $s "* ]] || { echo "cuda-check: unknown step $s in --only" >&2; exit 2; }
+  [[ " build tests examples bench seqbench sanitizer " == *" $s "* ]] || { echo "cuda-check: unknown step $s in --only" >&2; exit 2; }
 done
 mkdir -p "$BUILD_DIR" && BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
 SUMMARY=${SUMMARY:-$BUILD_DIR/cuda-check-summary.md}
@@ -326,6 +328,28 @@ step_bench() {
     record "flx-train --model cnn vs PyTorch" FAIL "$(rc_text); see $LOGS/train-cnn.log"
 }
 
+# The sequence models (issue 20) against PyTorch with cuDNN, both on the GPU
+# in full Float32: the recurrent layers' steps, then the zoo's two character
+# models' training steps (interleaved rounds, medians).
+step_seqbench() {
+  if [ "$HAVE_GPU" = 0 ]; then record "sequence-model benchmarks" "skipped: no GPU" ""; return; fi
+  # Limit (GPU only, not measured here): PyTorch's import and CUDA's start
+  # ~10 s, then per round 5 benchmarks a side of at least 0.3 s each and
+  # their calibration (~4 s a side): ~50 s for 5 rounds, 120 s.
+  run_step bench-rnn 120 "$PYTHON" bench/compare_rnn.py --build "$BUILD_DIR" --device cuda --rounds "$ROUNDS" \
+    --json "$LOGS/bench-rnn.json"
+  [ "$RC" = 0 ] && record "recurrent layers vs PyTorch" PASS "$(grep -m1 'lstm_step' "$LOGS/bench-rnn.log" | cut -c1-160)" ||
+    record "recurrent layers vs PyTorch" FAIL "$(rc_text); see $LOGS/bench-rnn.log"
+  # Limit: each run starts a process (CUDA's start; PyTorch's import ~5 s)
+  # and trains 50 steps (well under a second on a GPU): 2 models x 2 sides
+  # x ROUNDS runs of ~5 s, ~60 s for 3 rounds: 120 s.
+  run_step bench-zoo 120 "$PYTHON" bench/compare_zoo.py --build "$BUILD_DIR" --device cuda --rounds "$ROUNDS" \
+    --steps 50 --json "$LOGS/bench-zoo.json"
+  [ "$RC" = 0 ] && record "char-LSTM, char-transformer vs PyTorch" PASS "$(grep 'training step' "$LOGS/bench-zoo.log" |
+    sed -E 's/.*(flx [0-9.]+ ms, PyTorch [0-9.]+ ms, flx\/PyTorch [0-9.]+).*/\1/' | paste -sd ';')" ||
+    record "char-LSTM, char-transformer vs PyTorch" FAIL "$(rc_text); see $LOGS/bench-zoo.log"
+}
+
 # compute-sanitizer over the CUDA plugin's test suite (memcheck, then
 # racecheck over its cases whose kernels use shared memory) and over the
 # conformance suite's CUDA cases and the fused Dense tests (memcheck).
@@ -429,6 +453,7 @@ fi
 wants tests && step_tests
 wants examples && step_examples
 wants bench && step_bench
+wants seqbench && step_seqbench
 wants sanitizer && step_sanitizer
 write_summary
 echo "cuda-check: summary in $SUMMARY ($([ "$FAILED" = 0 ] && echo all passed || echo some steps FAILED))"

@@ -81,12 +81,15 @@ double tolerance(DType t) { return t == Float64 ? 1e-10 : 2e-5; }
 // three times more: 4 ulps normwise (a product can turn 1 ulp of a factor at
 // the bottom of its binade into 2 ulps of a result at the top of its own).
 // Softmax's backward, y (dy - sum(dy y)), cancels: the cases through it, 8.
+// The chain's gradients pass that cancellation back through a second
+// product and tanh's derivative, which can double it once more at a binade
+// edge: 12 (an H200 gave 9 for the first layer's bias, in Float16).
 struct HalfUlps {
   UlpTolerance forward, gradient;
 };
 const std::map<std::string, HalfUlps>& half_ulps() {
   const HalfUlps kLibm{{1}, {4, true}}, kProducts{{1, true}, {4, true}}, kComposed{{2, true}, {8, true}},
-      kSoftmax{{1}, {8, true}};
+      kSoftmax{{1}, {8, true}}, kChain{{2, true}, {12, true}};
   static const std::map<std::string, HalfUlps> m = {
       {"div", kLibm},         {"pow_scalar", kLibm},    {"pow", kLibm},           {"sqrt", kLibm},
       {"exp", kLibm},         {"log", kLibm},           {"xlogy", kLibm},         {"sigmoid", kLibm},
@@ -94,7 +97,7 @@ const std::map<std::string, HalfUlps>& half_ulps() {
       {"softplus", kLibm},    {"gelu_erf", kLibm},      {"celu", kLibm},          {"softsign", kLibm},
       {"softmax", kSoftmax},
       {"softmax_dim1", kSoftmax}, {"logsoftmax", kSoftmax}, {"matvec", kProducts}, {"matmul", kProducts},
-      {"matmul_batched", kProducts}, {"matmul_bcast", kProducts}, {"dense", kProducts}, {"chain", kComposed},
+      {"matmul_batched", kProducts}, {"matmul_bcast", kProducts}, {"dense", kProducts}, {"chain", kChain},
       {"crossentropy", kComposed}, {"logitcrossentropy", kComposed}, {"binarycrossentropy", kComposed},
       // A division by a square root (1 ulp each where they are not correctly
       // rounded), then scale and bias; the backward cancels as softmax's does.
@@ -448,8 +451,11 @@ TEST_P(Conformance, RecurrentLayersMatchTheCpu) {
   if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
   const DType t = GetParam().dtype;
   // Halves: each case composes many ops over several steps, each op 0 or 1
-  // ulp (half_ulps): the composed cases' 2 ulps normwise forward, 8 backward.
-  const HalfUlps half{{2, true}, {8, true}};
+  // ulp (half_ulps), and the state is rounded to the half type at each of
+  // the 6 steps, so a difference of one step's rounding is carried into the
+  // next step's product and may round the other way there: 4 ulps normwise
+  // forward (an H200 gave 2.5 for the RNN in Float16), 8 backward.
+  const HalfUlps half{{4, true}, {8, true}};
   set_seed(13);
   for (const Case& c : recurrent_cases()) check_case(c, GetParam().device, t, tolerance(t) * 5, &half);
 }

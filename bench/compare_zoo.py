@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The model zoo's character-level models against the same in PyTorch (issue 20).
+
+Runs build/examples/char_<model> and bench/char_models_torch.py (the same
+data, model, optimiser, batch, sequence length and steps) on the CPU with
+the same thread count, or with --device cuda both on the GPU:
+
+  --rounds R   R interleaved rounds of --steps steps each (the order
+               alternating), and prints the median training time per step of
+               each side and the ratio flx / PyTorch (target <= 1.0);
+  --long N     then one run of N steps each, and prints both validation
+               losses, training times and samples.
+
+  python3 bench/compare_zoo.py --build build --models transformer --rounds 5 --steps 50 --long 1000
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def find(build, name):
+    for root in ([Path(build)] if build else []) + [Path("build"), HERE.parent / "build"]:
+        if (root / "examples" / name).is_file():
+            return root / "examples" / name
+    sys.exit(f"compare_zoo: examples/{name} not found; build it first (cmake --build build --target {name})")
+
+
+def json_line(cmd, env):
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"compare_zoo: {' '.join(map(str, cmd))} failed:\n{p.stderr}")
+    return json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build")
+    ap.add_argument("--models", default="lstm,transformer")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--long", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: both sides on the GPU (flx's CUDA:0, PyTorch's cuda)")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    env = dict(os.environ, FLX_NUM_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads),
+               FLX_SILENCE_WARN_NO_GPU="1")
+    result = {"device": a.device, "threads": a.threads, "rounds": a.rounds, "steps": a.steps}
+    for model in a.models.split(","):
+        flx_cmd = [str(find(a.build, f"char_{model}")), "--device", "CUDA" if a.device == "cuda" else "CPU"]
+        torch_cmd = [sys.executable, str(HERE / "char_models_torch.py"), "--model", model, "--threads", str(a.threads),
+                     "--device", a.device]
+        per_step = {"flx": [], "torch": []}
+        for r in range(a.rounds):
+            sides = [("flx", flx_cmd), ("torch", torch_cmd)]
+            for side, cmd in (sides if r % 2 == 0 else sides[::-1]):
+                per_step[side].append(json_line(cmd + ["--steps", str(a.steps)], env)["seconds"] / a.steps)
+        f, t = statistics.median(per_step["flx"]), statistics.median(per_step["torch"])
+        print(f"{model}: training step, median of {a.rounds} interleaved rounds of {a.steps} steps, "
+              f"{f'{a.threads} threads' if a.device == 'cpu' else 'on the GPU'}: flx {f * 1e3:.1f} ms, PyTorch {t * 1e3:.1f} ms, flx/PyTorch {f / t:.3f} "
+              f"(target <= 1.0: {'met' if f / t <= 1.0 else 'MISSED'}); "
+              f"ranges {min(per_step['flx']) * 1e3:.1f}..{max(per_step['flx']) * 1e3:.1f} / "
+              f"{min(per_step['torch']) * 1e3:.1f}..{max(per_step['torch']) * 1e3:.1f} ms")
+        entry = {"flx_step_s": f, "torch_step_s": t, "ratio": f / t}
+        if a.long:
+            lf = json_line(flx_cmd + ["--steps", str(a.long)], env)
+            lt = json_line(torch_cmd + ["--steps", str(a.long)], env)
+            print(f"{model}, {a.long} steps: validation loss flx {lf['val_loss']:.4f} in {lf['seconds']:.1f} s, "
+                  f"PyTorch {lt['val_loss']:.4f} in {lt['seconds']:.1f} s")
+            print(f"  flx's sample:     {lf['sample'][:120]!r}")
+            print(f"  PyTorch's sample: {lt['sample'][:120]!r}")
+            entry.update(long_steps=a.long, flx_val_loss=lf["val_loss"], torch_val_loss=lt["val_loss"],
+                         flx_seconds=lf["seconds"], torch_seconds=lt["seconds"])
+        result[model] = entry
+    if a.json:
+        Path(a.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+// The model zoo's character-level LSTM language model on Debian's license
+// texts (docs/zoo.md): Embedding, LSTM, and a Dense layer to the next
+// byte's logits. Trains with Adam, reports the validation loss and samples
+// text.
+//
+//   char_lstm [--steps 300] [--batch 32] [--seq 64] [--seed 1] [--device NAME]
+//
+// Prints "step N: loss L" lines, then one JSON line: model, steps, seconds
+// (training only), val_loss, sample. bench/char_models_torch.py trains the
+// same model in PyTorch.
+#include <flx/flx.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <string>
+
+#include "char_text.hpp"
+#include "zoo_args.hpp"
+
+using namespace flx;
+
+namespace {
+
+struct CharLSTM {
+  Embedding embed;
+  LSTM lstm{64, 256};
+  Dense out;
+
+  explicit CharLSTM(int64_t vocab) : embed(vocab, 64), out(256, vocab) {}
+  // ids (t, batch) Int64 -> logits (vocab, t, batch), from a zero state
+  Tensor operator()(const Tensor& ids) const { return out(lstm(embed(ids))); }
+};
+FLX_FUNCTOR(CharLSTM, embed, lstm, out)
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const zoo::Args a = zoo::parse_args(argc, argv, "char_lstm");
+  try {
+    set_seed(a.seed);
+    const zoo::CharText text = zoo::load_licenses();
+    const Device dev = a.device.empty() ? get_device() : get_device(a.device);
+    auto model = CharLSTM(int64_t(text.vocab.size())) | dev;
+    OptState opt = setup(Adam(2e-3), model);
+    std::mt19937_64 rng(a.seed);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int step = 1; step <= a.steps; ++step) {
+      auto [x, y] = zoo::windows(text.train, zoo::random_starts(text.train.size(), a.seq, a.batch, rng), a.seq);
+      x = x | dev;
+      y = y | dev;
+      auto [l, g] = withgradient([&](const CharLSTM& m) { return zoo::char_loss(m(x), y); }, model);
+      update(opt, model, std::get<0>(g));
+      if (step % 50 == 0 || step == a.steps) std::fprintf(stderr, "step %d: loss %.4f\n", step, l.item<double>());
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto [vx, vy] = zoo::windows(text.valid, zoo::validation_starts(text.valid.size(), a.seq), a.seq);
+    const double val = zoo::char_loss(model(vx | dev), vy | dev).item<double>();
+    const std::string s = zoo::sample(model, text, "The ", 200, a.seq, a.seed, dev);
+    std::cout << zoo::result_json("lstm", a.steps, seconds, val, s) << std::endl;
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "char_lstm: %s\n", e.what());
+    return 1;
+  }
+}
