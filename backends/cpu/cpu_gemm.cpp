@@ -10,6 +10,7 @@
 
 #include "cpu_common.hpp"
 #include "cpu_gemm_tiles.hpp"
+#include "cpu_vector_math.hpp"
 
 namespace flx::cpu_backend {
 namespace {
@@ -133,10 +134,16 @@ struct BiasEpilogue {
       for (int64_t j = 0; j < n; ++j) {
         T* col = c + j * ld;
         T* acol = aux ? aux + ci + (cj + j) * aux_ld : nullptr;
-        for (int64_t i = 0; i < rows; ++i) {
-          const T x = col[i];
-          if (acol) acol[i] = x;
-          col[i] = T(0.5) * x * (T(1) + std::tanh(T(FLX_GELU_K) * (x + T(0.044715) * x * x * x)));
+        if (acol) std::copy(col, col + rows, acol);
+        // Float32: the map's GELU row (cpu_vector_math.hpp), so that the
+        // fused Dense gives the unfused ops' bits
+        if constexpr (std::is_same_v<T, float>) {
+          vmath::row(vmath::Unary::gelu, col, col, rows);
+        } else {
+          for (int64_t i = 0; i < rows; ++i) {
+            const T x = col[i];
+            col[i] = T(0.5) * x * (T(1) + std::tanh(T(FLX_GELU_K) * (x + T(0.044715) * x * x * x)));
+          }
         }
       }
     }

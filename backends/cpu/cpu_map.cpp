@@ -12,16 +12,21 @@
 
 #include "common/map_op_info.hpp"
 #include "cpu_common.hpp"
+#include "cpu_vector_math.hpp"
 
 namespace flx::cpu_backend {
 namespace elem {
 using std::erf;
-using std::exp;
 using std::log;
 using std::log1p;
 using std::pow;
 using std::sqrt;
-using std::tanh;
+// Float32 and the halves (computed in float): cpu_vector_math.hpp's, which
+// the vectorised rows below compute with too; Float64: libm's.
+inline float exp(float x) { return vmath::exp1(x); }
+inline double exp(double x) { return std::exp(x); }
+inline float tanh(float x) { return vmath::tanh1(x); }
+inline double tanh(double x) { return std::tanh(x); }
 #define FLX_ELEM_FN template <class CT> inline
 #define FLX_MAP_FN_PREFIX
 #include "common/map_functors.inc"
@@ -55,6 +60,25 @@ inline void row(O* __restrict o, int64_t n, const int64_t* s, const F& f, const 
   }
 }
 
+// The ops with a vectorised Float32 row (cpu_vector_math.hpp): on
+// contiguous rows they take it, with the same bits as the functor's.
+template <class F>
+constexpr bool has_vector_row =
+    std::is_same_v<F, elem::Op_EXP> || std::is_same_v<F, elem::Op_TANH> || std::is_same_v<F, elem::Op_SIGMOID> ||
+    std::is_same_v<F, elem::Op_GELU> || std::is_same_v<F, elem::Op_GELU_GRAD>;
+
+template <class F>
+void vector_row(float* o, int64_t n, const float* a, const float* b) {
+  using vmath::Unary;
+  if constexpr (std::is_same_v<F, elem::Op_GELU_GRAD>) vmath::row_gelu_grad(o, a, b, n);
+  else
+    vmath::row(std::is_same_v<F, elem::Op_EXP>      ? Unary::exp
+               : std::is_same_v<F, elem::Op_TANH>   ? Unary::tanh
+               : std::is_same_v<F, elem::Op_SIGMOID> ? Unary::sigmoid
+                                                     : Unary::gelu,
+               o, a, n);
+}
+
 // Run a unary or binary op over the canonical descriptor; rows in parallel
 // when large.
 template <class T, class O, int N, class F>
@@ -84,7 +108,12 @@ void run(const flx_map_desc& d, const F& f) {
       for (int i = 0; i < N; ++i)
         if (!d.in[i].is_scalar) off[i] += ik * d.in[i].strides[k];
     }
-    row<O, N>(o, len, s, f, base[0] + off[0] + lo * s[0], base[1] + off[1] + lo * s[1]);
+    const T* a = base[0] + off[0] + lo * s[0];
+    const T* b = base[1] + off[1] + lo * s[1];
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float> && has_vector_row<F>) {
+      if (s[0] == 1 && (N == 1 || s[1] == 1)) return vector_row<F>(o, len, a, b);
+    }
+    row<O, N>(o, len, s, f, a, b);
   };
   if (d.numel < 2 * parallel_grain) {
     for (int64_t r = 0; r < rows; ++r) do_row(r, 0, n0);
@@ -105,28 +134,57 @@ void run(const flx_map_desc& d, const F& f) {
 }
 
 // WHERE(cond, a, b): its own loop, since the condition is Bool storage.
+// Rows of the first canonical dim, as run's: an attention's causal mask,
+// (t, t) broadcast over heads and batch, is one contiguous row per matrix.
 template <class T>
 int run_where(const flx_map_desc& d) {
-  const T* pa = reinterpret_cast<const T*>(addr(d.in[1].mem));
-  const T* pb = reinterpret_cast<const T*>(addr(d.in[2].mem));
-  const bool* pc = reinterpret_cast<const bool*>(addr(d.in[0].mem));
-  T sa = store<T>(saturating_cast<compute_t<T>>(d.in[1].scalar)), sb = store<T>(saturating_cast<compute_t<T>>(d.in[2].scalar));
-  bool sc = d.in[0].scalar != 0;
+  const void* mem[3];
+  T scalar[3];
+  for (int i = 0; i < 3; ++i) {
+    mem[i] = d.in[i].is_scalar ? nullptr : addr(d.in[i].mem);
+    scalar[i] = store<T>(saturating_cast<compute_t<T>>(d.in[i].scalar));
+  }
+  const bool sc = d.in[0].scalar != 0;
   T* out = reinterpret_cast<T*>(addr(d.out));
-  parallel_for(d.numel, parallel_grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      int64_t r = i, oc = 0, oa = 0, ob = 0;
-      for (int k = 0; k < d.ndim; ++k) {
-        const int64_t ik = r % d.shape[k];
-        r /= d.shape[k];
-        oc += ik * d.in[0].strides[k];
-        oa += ik * d.in[1].strides[k];
-        ob += ik * d.in[2].strides[k];
-      }
-      const bool c = d.in[0].is_scalar ? sc : pc[oc];
-      out[i] = c ? (d.in[1].is_scalar ? sa : pa[oa]) : (d.in[2].is_scalar ? sb : pb[ob]);
+  const int64_t n0 = d.shape[0], rows = d.numel / n0;
+  int64_t s[3];
+  for (int i = 0; i < 3; ++i) s[i] = d.in[i].is_scalar ? 0 : d.in[i].strides[0];
+  // elements [lo, lo + len) of row r
+  auto do_row = [&](int64_t r, int64_t lo, int64_t len) {
+    int64_t off[3] = {0, 0, 0};
+    T* o = out + r * n0 + lo;
+    for (int k = 1; k < d.ndim && r; ++k) {
+      const int64_t ik = r % d.shape[k];
+      r /= d.shape[k];
+      for (int i = 0; i < 3; ++i)
+        if (!d.in[i].is_scalar) off[i] += ik * d.in[i].strides[k];
     }
-  });
+    const bool* c = mem[0] ? static_cast<const bool*>(mem[0]) + off[0] + lo * s[0] : &sc;
+    const T* a = mem[1] ? static_cast<const T*>(mem[1]) + off[1] + lo * s[1] : &scalar[1];
+    const T* b = mem[2] ? static_cast<const T*>(mem[2]) + off[2] + lo * s[2] : &scalar[2];
+    if (s[0] == 1 && s[1] == 1 && s[2] == 0) {  // a masked fill: where(mask, x, -inf)
+      const T bv = *b;
+      for (int64_t j = 0; j < len; ++j) o[j] = c[j] ? a[j] : bv;
+    } else if (s[0] == 1 && s[1] == 0 && s[2] == 1) {  // its gradient, where(mask, 0, dy), and kin
+      const T av = *a;
+      for (int64_t j = 0; j < len; ++j) o[j] = c[j] ? av : b[j];
+    } else {
+      for (int64_t j = 0; j < len; ++j) o[j] = c[j * s[0]] ? a[j * s[1]] : b[j * s[2]];
+    }
+  };
+  if (d.numel < 2 * parallel_grain) {
+    for (int64_t r = 0; r < rows; ++r) do_row(r, 0, n0);
+  } else if (rows >= 8) {
+    parallel_for(rows, grain_of(n0), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) do_row(r, 0, n0);
+    });
+  } else {  // few long rows: split them
+    constexpr int64_t piece = 8192;
+    const int64_t pieces = (n0 + piece - 1) / piece;
+    parallel_for(rows * pieces, grain_of(piece), [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) do_row(t / pieces, (t % pieces) * piece, std::min(piece, n0 - (t % pieces) * piece));
+    });
+  }
   return FLX_OK;
 }
 

@@ -7,8 +7,67 @@
 #include <vector>
 
 #include "cpu_common.hpp"
+#include "cpu_vector_math.hpp"
 
 namespace flx::cpu_backend {
+
+// Float32 over contiguous rows (inner 1: softmax over the first dim, as an
+// attention's scores and a classifier's logits have it): the exponentials
+// in 8 lanes (cpu_vector_math.hpp), sums in double in four interleaved
+// partial sums (a fixed order: the same bits at any thread count).
+static double sum4(const float* a, const float* b, int64_t len) {
+  double s[4] = {0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 4 <= len; j += 4)
+    for (int k = 0; k < 4; ++k) s[k] += b ? double(a[j + k]) * b[j + k] : double(a[j + k]);
+  for (; j < len; ++j) s[0] += b ? double(a[j]) * b[j] : double(a[j]);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+static float row_max(const float* x, int64_t len) {
+  float m[8];
+  std::fill(m, m + 8, -INFINITY);
+  int64_t j = 0;
+  for (; j + 8 <= len; j += 8)
+    for (int k = 0; k < 8; ++k) m[k] = m[k] < x[j + k] ? x[j + k] : m[k];  // NaN never wins, as std::max
+  for (; j < len; ++j) m[0] = std::max(m[0], x[j]);
+  return *std::max_element(m, m + 8);
+}
+
+static void softmax_rows_f32(const flx_softmax_desc& d, bool backward) {
+  const int64_t len = d.axis_len;
+  const float* x = reinterpret_cast<const float*>(addr(backward ? d.y : d.x));
+  const float* dy = backward ? reinterpret_cast<const float*>(addr(d.dy)) : nullptr;
+  float* out = reinterpret_cast<float*>(addr(backward ? d.dx : d.y));
+  parallel_for(d.outer, grain_of(len), [&](int64_t lo, int64_t hi) {
+    std::vector<float> e(static_cast<size_t>(len));  // x - max, then its exponential
+    for (int64_t r = lo; r < hi; ++r) {
+      const float* xr = x + r * len;
+      float* o = out + r * len;
+      if (!backward) {
+        const float mx = row_max(xr, len);
+        for (int64_t j = 0; j < len; ++j) e[size_t(j)] = xr[j] - mx;
+        vmath::row(vmath::Unary::exp, e.data(), e.data(), len);
+        const double s = sum4(e.data(), nullptr, len);
+        if (d.log) {
+          const float ls = float(std::log(s));
+          for (int64_t j = 0; j < len; ++j) o[j] = xr[j] - mx - ls;
+        } else {
+          const float inv = float(1.0 / s);
+          for (int64_t j = 0; j < len; ++j) o[j] = e[size_t(j)] * inv;
+        }
+      } else {
+        const float* g = dy + r * len;
+        const double s = sum4(g, d.log ? nullptr : xr, len);
+        if (d.log) {
+          vmath::row(vmath::Unary::exp, e.data(), xr, len);
+          for (int64_t j = 0; j < len; ++j) o[j] = g[j] - e[size_t(j)] * float(s);
+        } else {
+          for (int64_t j = 0; j < len; ++j) o[j] = xr[j] * (g[j] - float(s));
+        }
+      }
+    }
+  });
+}
 
 template <class T>
 static void softmax_t(const flx_softmax_desc& d, bool backward) {
@@ -53,6 +112,9 @@ static int softmax_any(const flx_softmax_desc* d, bool backward) {
   int status = FLX_OK;
   dispatch_dtype(d->dtype, [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      if (d->inner == 1) return softmax_rows_f32(*d, backward);
+    }
     if constexpr (is_float_v<T>) softmax_t<T>(*d, backward);
     else status = fail(FLX_ERR_UNSUPPORTED, "softmax needs a floating dtype");
   });
