@@ -60,6 +60,40 @@ inline void row(O* __restrict o, int64_t n, const int64_t* s, const F& f, const 
   }
 }
 
+// Where row r (of the canonical dims after the first) starts in each of
+// the first `count` operands: off[i] += its offset.
+inline void row_offsets(const flx_map_desc& d, int64_t r, int count, int64_t* off) {
+  for (int k = 1; k < d.ndim && r; ++k) {
+    const int64_t ik = r % d.shape[k];
+    r /= d.shape[k];
+    for (int i = 0; i < count; ++i)
+      if (!d.in[i].is_scalar) off[i] += ik * d.in[i].strides[k];
+  }
+}
+
+// do_row(r, lo, len) over every row of d's first canonical dim: rows in
+// parallel when large, a few long rows split into pieces.
+template <class F>
+void for_each_row(const flx_map_desc& d, const F& do_row) {
+  const int64_t n0 = d.shape[0], rows = d.numel / n0;
+  if (d.numel < 2 * parallel_grain) {
+    for (int64_t r = 0; r < rows; ++r) do_row(r, 0, n0);
+  } else if (rows >= 8) {
+    parallel_for(rows, grain_of(n0), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) do_row(r, 0, n0);
+    });
+  } else {
+    constexpr int64_t piece = 8192;
+    const int64_t pieces = (n0 + piece - 1) / piece;
+    parallel_for(rows * pieces, grain_of(piece), [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t r = t / pieces, c = t % pieces;
+        do_row(r, c * piece, std::min(piece, n0 - c * piece));
+      }
+    });
+  }
+}
+
 // The ops with a vectorised Float32 row (cpu_vector_math.hpp): on
 // contiguous rows they take it, with the same bits as the functor's.
 template <class F>
@@ -96,18 +130,12 @@ void run(const flx_map_desc& d, const F& f) {
   if (N == 1) base[1] = base[0];
   O* out = reinterpret_cast<O*>(addr(d.out));
   const int64_t n0 = d.shape[0];
-  const int64_t rows = d.numel / n0;
   int64_t s[2];
   for (int i = 0; i < 2; ++i) s[i] = i < N && !d.in[i].is_scalar ? d.in[i].strides[0] : 0;
   auto do_row = [&](int64_t r, int64_t lo, int64_t len) {
     int64_t off[2] = {0, 0};
     O* o = out + r * n0 + lo;  // the output is contiguous
-    for (int k = 1; k < d.ndim && r; ++k) {
-      const int64_t ik = r % d.shape[k];
-      r /= d.shape[k];
-      for (int i = 0; i < N; ++i)
-        if (!d.in[i].is_scalar) off[i] += ik * d.in[i].strides[k];
-    }
+    row_offsets(d, r, N, off);
     const T* a = base[0] + off[0] + lo * s[0];
     const T* b = base[1] + off[1] + lo * s[1];
     if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float> && has_vector_row<F>) {
@@ -115,22 +143,7 @@ void run(const flx_map_desc& d, const F& f) {
     }
     row<O, N>(o, len, s, f, a, b);
   };
-  if (d.numel < 2 * parallel_grain) {
-    for (int64_t r = 0; r < rows; ++r) do_row(r, 0, n0);
-  } else if (rows >= 8) {
-    parallel_for(rows, grain_of(n0), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) do_row(r, 0, n0);
-    });
-  } else {  // few long rows: split them
-    constexpr int64_t piece = 8192;
-    const int64_t pieces = (n0 + piece - 1) / piece;
-    parallel_for(rows * pieces, grain_of(piece), [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t) {
-        const int64_t r = t / pieces, c = t % pieces;
-        do_row(r, c * piece, std::min(piece, n0 - c * piece));
-      }
-    });
-  }
+  for_each_row(d, do_row);
 }
 
 // WHERE(cond, a, b): its own loop, since the condition is Bool storage.
@@ -146,19 +159,14 @@ int run_where(const flx_map_desc& d) {
   }
   const bool sc = d.in[0].scalar != 0;
   T* out = reinterpret_cast<T*>(addr(d.out));
-  const int64_t n0 = d.shape[0], rows = d.numel / n0;
+  const int64_t n0 = d.shape[0];
   int64_t s[3];
   for (int i = 0; i < 3; ++i) s[i] = d.in[i].is_scalar ? 0 : d.in[i].strides[0];
   // elements [lo, lo + len) of row r
   auto do_row = [&](int64_t r, int64_t lo, int64_t len) {
     int64_t off[3] = {0, 0, 0};
     T* o = out + r * n0 + lo;
-    for (int k = 1; k < d.ndim && r; ++k) {
-      const int64_t ik = r % d.shape[k];
-      r /= d.shape[k];
-      for (int i = 0; i < 3; ++i)
-        if (!d.in[i].is_scalar) off[i] += ik * d.in[i].strides[k];
-    }
+    row_offsets(d, r, 3, off);
     const bool* c = mem[0] ? static_cast<const bool*>(mem[0]) + off[0] + lo * s[0] : &sc;
     const T* a = mem[1] ? static_cast<const T*>(mem[1]) + off[1] + lo * s[1] : &scalar[1];
     const T* b = mem[2] ? static_cast<const T*>(mem[2]) + off[2] + lo * s[2] : &scalar[2];
@@ -172,19 +180,7 @@ int run_where(const flx_map_desc& d) {
       for (int64_t j = 0; j < len; ++j) o[j] = c[j * s[0]] ? a[j * s[1]] : b[j * s[2]];
     }
   };
-  if (d.numel < 2 * parallel_grain) {
-    for (int64_t r = 0; r < rows; ++r) do_row(r, 0, n0);
-  } else if (rows >= 8) {
-    parallel_for(rows, grain_of(n0), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) do_row(r, 0, n0);
-    });
-  } else {  // few long rows: split them
-    constexpr int64_t piece = 8192;
-    const int64_t pieces = (n0 + piece - 1) / piece;
-    parallel_for(rows * pieces, grain_of(piece), [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t) do_row(t / pieces, (t % pieces) * piece, std::min(piece, n0 - (t % pieces) * piece));
-    });
-  }
+  for_each_row(d, do_row);
   return FLX_OK;
 }
 
