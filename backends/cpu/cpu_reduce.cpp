@@ -74,10 +74,22 @@ void reduce_impl(const flx_reduce_desc& d, A init, Combine combine, bool is_sum)
     const int64_t R = nred, ks = d.kept_stride[0];
     parallel_for(nkept, grain_of(R), [&](int64_t lo, int64_t hi) {
       for (int64_t o = lo; o < hi; ++o) {
-        A acc = init;
         const T* p = in + o * ks;
-        for (int64_t r = 0; r < R; ++r) acc = combine(acc, A(load(p[r])));
-        out[o] = finish(acc);
+        if (is_sum) {
+          // four interleaved partial sums, added pairwise at the end: not
+          // one long chain of dependent adds (a LayerNorm's 64 features per
+          // column), in a fixed order
+          A part[4] = {init, A(0), A(0), A(0)};
+          int64_t r = 0;
+          for (; r + 4 <= R; r += 4)
+            for (int k = 0; k < 4; ++k) part[k] = combine(part[k], A(load(p[r + k])));
+          for (; r < R; ++r) part[0] = combine(part[0], A(load(p[r])));
+          out[o] = finish(combine(combine(part[0], part[1]), combine(part[2], part[3])));
+        } else {
+          A acc = init;
+          for (int64_t r = 0; r < R; ++r) acc = combine(acc, A(load(p[r])));
+          out[o] = finish(acc);
+        }
       }
     });
     return;
