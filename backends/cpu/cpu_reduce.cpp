@@ -95,13 +95,24 @@ void reduce_impl(const flx_reduce_desc& d, A init, Combine combine, bool is_sum)
     return;
   }
   if (nk == 1 && nr == 1 && d.kept_stride[0] == 1) {  // last dims reduced: accumulate rows
+    // Blocks of outputs in parallel, each accumulating every row in order
+    // (a bias's or a LayerNorm's gradient: a few hundred outputs, thousands
+    // of rows).
     const int64_t K = nkept, rs = d.red_stride[0];
-    std::vector<A> acc(size_t(K), init);
-    for (int64_t r = 0; r < nred; ++r) {
-      const T* p = in + r * rs;
-      for (int64_t o = 0; o < K; ++o) acc[o] = combine(acc[o], A(load(p[o])));
-    }
-    for (int64_t o = 0; o < K; ++o) out[o] = finish(acc[o]);
+    constexpr int64_t kBlock = 64;
+    const int64_t blocks = (K + kBlock - 1) / kBlock;
+    parallel_for(blocks, std::max<int64_t>(1, grain_of(kBlock * nred)), [&](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b) {
+        const int64_t o0 = b * kBlock, len = std::min(kBlock, K - o0);
+        A acc[kBlock];
+        std::fill(acc, acc + len, init);
+        for (int64_t r = 0; r < nred; ++r) {
+          const T* p = in + r * rs + o0;
+          for (int64_t o = 0; o < len; ++o) acc[o] = combine(acc[o], A(load(p[o])));
+        }
+        for (int64_t o = 0; o < len; ++o) out[o0 + o] = finish(acc[o]);
+      }
+    });
     return;
   }
   // General case: walk kept and reduced multi-indices.
