@@ -333,16 +333,16 @@ step_bench() {
 # models' training steps (interleaved rounds, medians).
 step_seqbench() {
   if [ "$HAVE_GPU" = 0 ]; then record "sequence-model benchmarks" "skipped: no GPU" ""; return; fi
-  # Limit (GPU only, not measured here): PyTorch's import and CUDA's start
-  # ~10 s, then per round 5 benchmarks a side of at least 0.3 s each and
-  # their calibration (~4 s a side): ~50 s for 5 rounds, 120 s.
+  # Limit: PyTorch's import and CUDA's start, then per round 5 benchmarks a
+  # side of at least 0.3 s each: 11 s for 3 rounds on an H200 (2026-11-26),
+  # 120 s allows a slower start and more rounds.
   run_step bench-rnn 120 "$PYTHON" bench/compare_rnn.py --build "$BUILD_DIR" --device cuda --rounds "$ROUNDS" \
     --json "$LOGS/bench-rnn.json"
   [ "$RC" = 0 ] && record "recurrent layers vs PyTorch" PASS "$(grep -m1 'lstm_step' "$LOGS/bench-rnn.log" | cut -c1-160)" ||
     record "recurrent layers vs PyTorch" FAIL "$(rc_text); see $LOGS/bench-rnn.log"
   # Limit: each run starts a process (CUDA's start; PyTorch's import ~5 s)
-  # and trains 50 steps (well under a second on a GPU): 2 models x 2 sides
-  # x ROUNDS runs of ~5 s, ~60 s for 3 rounds: 120 s.
+  # and trains 50 steps (under a second on a GPU): 2 models x 2 sides x
+  # ROUNDS runs, about 40 s for 3 rounds on an H200: 120 s.
   run_step bench-zoo 120 "$PYTHON" bench/compare_zoo.py --build "$BUILD_DIR" --device cuda --rounds "$ROUNDS" \
     --steps 50 --json "$LOGS/bench-zoo.json"
   [ "$RC" = 0 ] && record "char-LSTM, char-transformer vs PyTorch" PASS "$(grep 'training step' "$LOGS/bench-zoo.log" |
