@@ -1,4 +1,4 @@
-// Pieces the benchmark programs (bench_flx, bench_gpu, bench_cnn) share.
+// Pieces the benchmark programs (bench_flx, bench_gpu, bench_cnn, bench_rnn) share.
 #pragma once
 
 #include <cstdio>

@@ -3,11 +3,8 @@
 //   {"name": "lstm_step", "ns_per_iter": 4.1e7, "min_ns": ..., "max_ns": ..., "repeats": 7,
 //    "iters": 8, "device": "CPU", "threads": 2, "flops": ..., "gflops": ...}
 //
-// ns_per_iter is the median over `repeats` timed runs of `iters` iterations
-// (calibrated so that one run lasts about --min-time seconds, after a
-// warm-up), the runs interleaved (round r times every benchmark once before
-// round r + 1), each ending with synchronize(device), as bench_cnn does.
-// bench/compare_rnn.py parses these lines.
+// ns_per_iter is the median of interleaved timed runs (bench_interleaved.hpp,
+// as bench_cnn). bench/compare_rnn.py parses these lines.
 //
 //   bench_rnn [--device CPU|CUDA:0|OpenCL:0] [--filter SUBSTR] [--repeats N] [--min-time S] [--small] [--list]
 //
@@ -24,7 +21,6 @@
 #include <flx/flx.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -32,33 +28,15 @@
 #include <string>
 #include <vector>
 
-#include "bench_common.hpp"
+#include "bench_interleaved.hpp"
 
 using namespace flx;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using flx_bench::Bench;
 using flx_bench::keep;
-
-struct Options {
-  std::string device = "CPU";
-  std::string filter;
-  int repeats = 7;
-  double min_time = 0.3;
-  bool small = false;
-  bool list = false;
-};
-
-struct Runner {
-  std::function<void()> step;
-  double flops = 0;  // per iteration
-};
-
-struct Bench {
-  std::string name;
-  std::function<Runner(Device, bool small)> make;
-};
+using flx_bench::Runner;
 
 struct Size {
   int64_t in, hidden, time, batch;
@@ -128,84 +106,6 @@ std::vector<Bench> benches() {
   };
 }
 
-double run_ns(Runner& r, Device dev, int64_t iters) {
-  synchronize(dev);
-  auto t0 = Clock::now();
-  for (int64_t i = 0; i < iters; ++i) r.step();
-  synchronize(dev);
-  return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / double(iters);
-}
-
-// Warm-up (memory pools), then iterations per run so that one lasts about
-// min_time, from the fastest pass seen.
-int64_t calibrate(Runner& r, Device dev, double min_time) {
-  double best = 1e300, spent = 0;
-  for (int k = 0; k < 2 || (spent < 0.5e9 * min_time && k < 1000); ++k) {
-    double ns = run_ns(r, dev, 1);
-    best = std::min(best, ns);
-    spent += ns;
-  }
-  return std::max<int64_t>(1, int64_t(min_time * 1e9 / best));
-}
-
 }  // namespace
 
-int main(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&] { return flx_bench::option_value("bench_rnn", argc, argv, &i); };
-    if (a == "--device") o.device = next();
-    else if (a == "--filter") o.filter = next();
-    else if (a == "--repeats") o.repeats = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--min-time") o.min_time = std::atof(next().c_str());
-    else if (a == "--small") o.small = true;
-    else if (a == "--list") o.list = true;
-    else if (a == "-h" || a == "--help") {
-      std::printf(
-          "usage: bench_rnn [--device CPU|CUDA:0|OpenCL:0] [--filter SUBSTR] [--repeats N] [--min-time S] "
-          "[--small] [--list]\n");
-      return 0;
-    } else {
-      std::fprintf(stderr, "bench_rnn: unknown argument %s\n", a.c_str());
-      return 2;
-    }
-  }
-  std::vector<Bench> chosen;
-  for (auto& b : benches())
-    if (o.filter.empty() || b.name.find(o.filter) != std::string::npos) chosen.push_back(b);
-  if (o.list) {
-    for (auto& b : chosen) std::printf("%s\n", b.name.c_str());
-    return 0;
-  }
-  try {
-    const Device dev = flx_bench::parse_device(o.device);
-    std::vector<Runner> runners;
-    std::vector<int64_t> iters;
-    for (auto& b : chosen) {
-      runners.push_back(b.make(dev, o.small));
-      iters.push_back(calibrate(runners.back(), dev, o.min_time));
-    }
-    std::vector<std::vector<double>> ns(chosen.size());
-    for (int r = 0; r < o.repeats; ++r)
-      for (size_t i = 0; i < chosen.size(); ++i) ns[i].push_back(run_ns(runners[i], dev, iters[i]));
-    for (size_t i = 0; i < chosen.size(); ++i) {
-      std::vector<double> v = ns[i];
-      std::sort(v.begin(), v.end());
-      const size_t n = v.size();
-      const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-      const double flops = runners[i].flops;
-      std::printf(
-          "{\"name\": \"%s\", \"ns_per_iter\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"repeats\": %zu, "
-          "\"iters\": %lld, \"device\": \"%s\", \"threads\": %d, \"threads_in_use\": %d, \"small\": %s, \"flops\": %.0f, "
-          "\"gflops\": %.3f}\n",
-          chosen[i].name.c_str(), median, v.front(), v.back(), n, static_cast<long long>(iters[i]),
-          dev.str().c_str(), num_threads(), num_threads_in_use(), o.small ? "true" : "false", flops, flops / median);
-    }
-    std::fflush(stdout);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_rnn: %s\n", e.what());
-    return 1;
-  }
-  return 0;
-}
+int main(int argc, char** argv) { return flx_bench::run_interleaved("bench_rnn", argc, argv, benches()); }

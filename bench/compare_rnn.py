@@ -28,28 +28,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from interleaved import find, run_json, run_rounds, threads_in_use_note, torch_time
 
 SIZE = dict(input=128, hidden=256, time=64, batch=32)
 SMALL = dict(input=8, hidden=16, time=5, batch=3)
 TARGETS = {"lstm_step": 1.0}
-
-
-def find(build, name):
-    repo = Path(__file__).resolve().parent.parent
-    for r in ([Path(build)] if build else []) + [Path("build"), repo / "build"]:
-        for cand in (r / "bench" / name, r / name):
-            if cand.is_file():
-                return cand
-    sys.exit(f"compare_rnn: {name} not found; build it first (ninja -C build bench_rnn) or pass --build DIR")
-
-
-def run_json(cmd, env):
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return {d["name"]: d for d in (json.loads(line) for line in out.splitlines() if line.startswith("{"))}
 
 
 # ---- PyTorch side ----------------------------------------------------------
@@ -83,23 +69,6 @@ def torch_benches(torch, dev, small):
     return {"lstm_step": step(nn.LSTM), "lstm_fwd": fwd, "gru_step": step(nn.GRU), "rnn_step": step(nn.RNN)}
 
 
-def torch_time(torch, dev, body, min_time, iters=None):
-    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-
-    def run(n):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            body()
-        sync()
-        return (time.perf_counter() - t0) * 1e9 / n
-    if iters is None:  # warm-up and calibration, as bench_rnn does
-        best, spent, k = 1e300, 0.0, 0
-        while k < 2 or (spent < 0.5e9 * min_time and k < 1000):
-            ns = run(1)
-            best, spent, k = min(best, ns), spent + ns, k + 1
-        iters = max(1, int(min_time * 1e9 / best))
-    return run(iters), iters
 
 
 # ---- the comparison ----------------------------------------------------------
@@ -124,7 +93,7 @@ def main():
         sys.exit("compare_rnn: --device cuda, but PyTorch sees no GPU")
     torch.backends.cudnn.allow_tf32 = False  # full Float32 on both sides
     torch.backends.cuda.matmul.allow_tf32 = False
-    bench_rnn = find(args.build, "bench_rnn")
+    bench_rnn = find(args.build, "bench_rnn", "compare_rnn", "bench_rnn")
     env = dict(os.environ, FLX_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
     flx_env = dict(env, **dict(kv.partition("=")[::2] for kv in args.flx_env))
     common = ["--repeats", "1", "--min-time", str(args.min_time)] + (["--small"] if args.small else [])
@@ -148,11 +117,7 @@ def main():
             add(pt, name, ns)
 
     order = [do_flx, do_torch]
-    t0 = time.time()
-    for r in range(args.rounds):
-        for f in (order if r % 2 == 0 else order[::-1]):
-            f()
-        print(f"round {r + 1}/{args.rounds} done ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    run_rounds(args.rounds, order)
 
     med = statistics.median
     spread = lambda v: f"{min(v) / 1e6:.1f}..{max(v) / 1e6:.1f}"  # noqa: E731
@@ -161,9 +126,7 @@ def main():
           f"{args.threads} threads, medians of {args.rounds} interleaved rounds; input {s['input']}, hidden "
           f"{s['hidden']}, {s['time']} steps, batch {s['batch']}{' (--small)' if args.small else ''}"
           f"{' flx env ' + ' '.join(args.flx_env) if args.flx_env else ''}")
-    tiu = sorted(set(v for k, vs in flx.items() if k.endswith(":threads_in_use") for v in vs))
-    print(f"flx's threads in use at the end of its runs: {tiu} (fewer than {args.threads}: flx gave cores "
-          "to other load; FLX_ADAPTIVE_THREADS=0 turns that off)")
+    print(threads_in_use_note(flx, args.threads))
     print(f"{'benchmark':<12}{'flx ms':>10}{'PyTorch ms':>12}{'flx/PyTorch':>13}{'target':>10}  met   "
           f"flx range / PyTorch range (ms)")
     result = {"rounds": args.rounds, "threads": args.threads, "device": dev, "torch": torch.__version__,

@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from interleaved import run_rounds
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -58,10 +60,10 @@ def main():
         torch_cmd = [sys.executable, str(HERE / "char_models_torch.py"), "--model", model, "--threads", str(a.threads),
                      "--device", a.device]
         per_step = {"flx": [], "torch": []}
-        for r in range(a.rounds):
-            sides = [("flx", flx_cmd), ("torch", torch_cmd)]
-            for side, cmd in (sides if r % 2 == 0 else sides[::-1]):
-                per_step[side].append(json_line(cmd + ["--steps", str(a.steps)], env)["seconds"] / a.steps)
+
+        def timed(side, cmd):
+            return lambda: per_step[side].append(json_line(cmd + ["--steps", str(a.steps)], env)["seconds"] / a.steps)
+        run_rounds(a.rounds, [timed("flx", flx_cmd), timed("torch", torch_cmd)])
         f, t = statistics.median(per_step["flx"]), statistics.median(per_step["torch"])
         print(f"{model}: training step, median of {a.rounds} interleaved rounds of {a.steps} steps, "
               f"{f'{a.threads} threads' if a.device == 'cpu' else 'on the GPU'}: flx {f * 1e3:.1f} ms, PyTorch {t * 1e3:.1f} ms, flx/PyTorch {f / t:.3f} "
