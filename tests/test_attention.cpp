@@ -13,6 +13,7 @@
 #include "test_util.hpp"
 
 using namespace flx;
+using flx::testing::shown;
 using flx::testing::check_gradients;
 using flx::testing::error_message;
 using flx::testing::rand64;
@@ -20,11 +21,6 @@ using V = std::vector<Tensor>;
 
 namespace {
 
-std::string shown(const MultiHeadAttention& m) {
-  std::ostringstream os;
-  os << m;
-  return os.str();
-}
 
 // Column-major element (i0, i1, i2[, i3]) of a tensor's values.
 struct Dense3 {

@@ -11,18 +11,13 @@
 #include "test_util.hpp"
 
 using namespace flx;
+using flx::testing::shown;
 using flx::testing::check_gradients;
 using flx::testing::error_message;
 using flx::testing::rand64;
 using V = std::vector<Tensor>;
 
 namespace {
-template <class L>
-std::string shown(const L& l) {
-  std::ostringstream os;
-  os << l;
-  return os.str();
-}
 Tensor vec(std::vector<double> v, Shape s) { return tensor(v, s); }
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include "test_util.hpp"
 
 using namespace flx;
+using flx::testing::has;
 namespace fs = std::filesystem;
 
 namespace {
@@ -47,7 +48,6 @@ std::string alone(const TempDir& lib) {
   return "LD_LIBRARY_PATH=" + lib.path.string() + (rest && *rest ? std::string(":") + rest : std::string());
 }
 
-bool has(const std::string& out, const std::string& s) { return out.find(s) != std::string::npos; }
 
 }  // namespace
 

@@ -11,6 +11,8 @@
 #include "test_util.hpp"
 
 using namespace flx;
+using flx::testing::has;
+using flx::testing::shown;
 using flx::testing::check_gradients;
 using flx::testing::error_message;
 using flx::testing::expect_close;
@@ -19,19 +21,12 @@ using flx::testing::rand64;
 using V = std::vector<Tensor>;
 
 namespace {
-template <class L>
-std::string shown(const L& l) {
-  std::ostringstream os;
-  os << l;
-  return os.str();
-}
 // sum(y .* w) for a fixed random w of y's shape: a loss whose gradient is w.
 Tensor weighted(const Tensor& y, uint64_t seed) {
   set_seed(seed);
   return sum(y * rand(Float64, y.shape()).to(y.dtype()).to(y.device()));
 }
 Tensor indices(std::vector<int64_t> v, Shape s) { return tensor(v, s); }
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 }  // namespace
 
 // ---- Embedding ------------------------------------------------------------------

@@ -5,14 +5,9 @@
 #include "test_util.hpp"
 
 using namespace flx;
+using flx::testing::shown;
 using flx::testing::expect_values;
 
-template <class T>
-std::string show(const T& x) {
-  std::ostringstream os;
-  os << x;
-  return os.str();
-}
 
 TEST(Layers, DenseComputesActOfWxPlusB) {
   Dense d(tensor(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}), tensor({0.5f, -100.0f}), relu);
@@ -48,26 +43,26 @@ TEST(Layers, ChainAppliesInOrderAndPrintsLikeFlux) {
   flx::testing::expect_close(m(x), softmax(h));
   expect_values(sum(m(x), {0}), {1, 1, 1}, 1e-6);
   // Two layers with arrays: one a line, as Flux displays a model.
-  EXPECT_EQ(show(m), "Chain(\n  Dense(10 => 5, σ),                    # 55 parameters\n"
+  EXPECT_EQ(shown(m), "Chain(\n  Dense(10 => 5, σ),                    # 55 parameters\n"
                      "  Dense(5 => 2),                        # 12 parameters\n  softmax,\n"
                      ")                   # Total: 4 arrays, 67 parameters, 268 bytes.");
-  EXPECT_EQ(show(Dense(10, 5)), "Dense(10 => 5)  # 55 parameters");
-  EXPECT_EQ(show(Dense(2, 3, relu)), "Dense(2 => 3, relu)  # 9 parameters");
-  EXPECT_EQ(show(Chain(Chain(Dense(2, 2, flx::tanh)), Dense(2, 1, gelu))),
+  EXPECT_EQ(shown(Dense(10, 5)), "Dense(10 => 5)  # 55 parameters");
+  EXPECT_EQ(shown(Dense(2, 3, relu)), "Dense(2 => 3, relu)  # 9 parameters");
+  EXPECT_EQ(shown(Chain(Chain(Dense(2, 2, flx::tanh)), Dense(2, 1, gelu))),
             "Chain(\n  Chain(\n    Dense(2 => 2, tanh),                # 6 parameters\n  ),\n"
             "  Dense(2 => 1, gelu),                  # 3 parameters\n"
             ")                   # Total: 4 arrays, 9 parameters, 36 bytes.");
-  EXPECT_EQ(show(Chain(Chain(Dense(2, 2, flx::tanh)), gelu)), "Chain(Chain(Dense(2 => 2, tanh)), gelu)  # 6 parameters");
+  EXPECT_EQ(shown(Chain(Chain(Dense(2, 2, flx::tanh)), gelu)), "Chain(Chain(Dense(2 => 2, tanh)), gelu)  # 6 parameters");
   auto lam = Chain(Dense(2, 2), [](const Tensor& t) { return t * 2.0; });
   expect_values(lam(zeros(2)), {0, 0});
 }
 
 TEST(Layers, ActivationNamesAsFluxPrintsThem) {
-  EXPECT_EQ(show(Activation(sigmoid)), "σ");
+  EXPECT_EQ(shown(Activation(sigmoid)), "σ");
   for (auto [a, n] : std::vector<std::pair<Activation, std::string>>{
            {relu, "relu"}, {flx::tanh, "tanh"}, {gelu, "gelu"}, {leakyrelu, "leakyrelu"}, {elu, "elu"},
            {swish, "swish"}, {softplus, "softplus"}, {identity, "identity"}})
-    EXPECT_EQ(show(a), n);
+    EXPECT_EQ(shown(a), n);
   EXPECT_EQ(std::string(Softmax::name()), "softmax");
 }
 

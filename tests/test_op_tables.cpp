@@ -30,6 +30,7 @@
 FLX_DECLARE_TABLE(flx_probe_table, FLX_TABLE_PROBE, FLX_TABLE_PROBE_VERSION, 3, FLX_PROBE_CALLS)
 
 using namespace flx;
+using flx::testing::has;
 
 namespace {
 
@@ -57,7 +58,6 @@ Tensor probe_scale(const Tensor& x, double factor) {
 
 const Device kProbe(BackendId::Metal, 0), kOld(BackendId::AMDGPU, 0);
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 using flx::testing::not_implemented;
 

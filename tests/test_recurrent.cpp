@@ -9,6 +9,7 @@
 #include "test_util.hpp"
 
 using namespace flx;
+using flx::testing::shown;
 using flx::testing::check_gradients;
 using flx::testing::expect_close;
 using flx::testing::expect_values;
@@ -16,12 +17,6 @@ using flx::testing::rand64;
 
 namespace {
 
-template <class T>
-std::string show(const T& x) {
-  std::ostringstream os;
-  os << x;
-  return os.str();
-}
 
 // The reference: plain column-major doubles.
 using Vec = std::vector<double>;
@@ -147,7 +142,7 @@ TEST(RecurrentCells, WithoutBias) {
   auto [h, s] = cell(x);
   const LSTMCell with_zero_bias(cell.Wi, cell.Wh, zeros(8));
   expect_close(h, with_zero_bias(x).output, 1e-7);
-  EXPECT_EQ(show(cell), "LSTMCell(3 => 2; bias=false)  # 40 parameters");
+  EXPECT_EQ(shown(cell), "LSTMCell(3 => 2; bias=false)  # 40 parameters");
 }
 
 // ---- layers: the cell over time ----------------------------------------------------
@@ -367,7 +362,7 @@ TEST(RecurrentLayers, LearnedInitialStateIsATrainableParameter) {
   LSTM lstm(3, 2, {.learned_state = true});
   ASSERT_TRUE(lstm.state0.h.defined());
   expect_values(lstm.state0.h, {0, 0});
-  EXPECT_EQ(show(lstm), "LSTM(3 => 2; learned_state=true)  # 52 parameters");  // 24 + 16 + 8, and 2 + 2
+  EXPECT_EQ(shown(lstm), "LSTM(3 => 2; learned_state=true)  # 52 parameters");  // 24 + 16 + 8, and 2 + 2
   const auto st = state(lstm);
   std::vector<std::string> keys;
   for (const auto& [k, t] : st) keys.push_back(k);
@@ -388,11 +383,11 @@ TEST(RecurrentLayers, LearnedInitialStateIsATrainableParameter) {
   for (size_t i = 0; i < after.size(); ++i) EXPECT_NEAR(after[i], before[i] - 0.1f * grad[i], 1e-6);
   // RNN and GRU likewise hold one state0.
   GRU gru(3, 2, {.learned_state = true});
-  EXPECT_EQ(show(gru), "GRU(3 => 2; learned_state=true)  # 38 parameters");
+  EXPECT_EQ(shown(gru), "GRU(3 => 2; learned_state=true)  # 38 parameters");
   auto [gg] = gradient([&](const GRU& m) { return sum(m(x)); }, gru);
   EXPECT_TRUE(gg.state0.defined());
   EXPECT_EQ(initialstates(gru).id(), gru.state0.id());
-  EXPECT_EQ(show(RNN(3, 2, relu, {.learned_state = true})), "RNN(3 => 2, relu; learned_state=true)  # 14 parameters");
+  EXPECT_EQ(shown(RNN(3, 2, relu, {.learned_state = true})), "RNN(3 => 2, relu; learned_state=true)  # 14 parameters");
 }
 
 // ---- initialisation, printing, functors ---------------------------------------------------
@@ -427,16 +422,16 @@ TEST(RecurrentLayers, FluxsInitialisation) {
 }
 
 TEST(RecurrentLayers, PrintLikeFlux) {
-  EXPECT_EQ(show(RNNCell(3, 5)), "RNNCell(3 => 5, tanh)  # 45 parameters");
-  EXPECT_EQ(show(LSTMCell(3, 5)), "LSTMCell(3 => 5)  # 180 parameters");
-  EXPECT_EQ(show(GRUCell(3, 5)), "GRUCell(3 => 5)  # 135 parameters");
-  EXPECT_EQ(show(RNN(4, 6)), "RNN(4 => 6, tanh)  # 66 parameters");
-  EXPECT_EQ(show(RNN(4, 6, relu)), "RNN(4 => 6, relu)  # 66 parameters");
-  EXPECT_EQ(show(LSTM(3, 5)), "LSTM(3 => 5)  # 180 parameters");
-  EXPECT_EQ(show(GRU(3, 5)), "GRU(3 => 5)  # 135 parameters");
-  EXPECT_EQ(show(GRU(3, 5, {.bias = false, .recurrent_bias = true})),
+  EXPECT_EQ(shown(RNNCell(3, 5)), "RNNCell(3 => 5, tanh)  # 45 parameters");
+  EXPECT_EQ(shown(LSTMCell(3, 5)), "LSTMCell(3 => 5)  # 180 parameters");
+  EXPECT_EQ(shown(GRUCell(3, 5)), "GRUCell(3 => 5)  # 135 parameters");
+  EXPECT_EQ(shown(RNN(4, 6)), "RNN(4 => 6, tanh)  # 66 parameters");
+  EXPECT_EQ(shown(RNN(4, 6, relu)), "RNN(4 => 6, relu)  # 66 parameters");
+  EXPECT_EQ(shown(LSTM(3, 5)), "LSTM(3 => 5)  # 180 parameters");
+  EXPECT_EQ(shown(GRU(3, 5)), "GRU(3 => 5)  # 135 parameters");
+  EXPECT_EQ(shown(GRU(3, 5, {.bias = false, .recurrent_bias = true})),
             "GRU(3 => 5; bias=false, recurrent_bias=true)  # 125 parameters");
-  EXPECT_EQ(show(Chain(LSTM(3, 5), Dense(5, 2))),
+  EXPECT_EQ(shown(Chain(LSTM(3, 5), Dense(5, 2))),
             "Chain(\n  LSTM(3 => 5),                         # 180 parameters\n"
             "  Dense(5 => 2),                        # 12 parameters\n"
             ")                   # Total: 5 arrays, 192 parameters, 768 bytes.");

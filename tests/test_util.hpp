@@ -14,12 +14,24 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "flx/flx.hpp"
 
 namespace flx::testing {
+
+// What `os << x` prints: a layer's, a tensor's one-line form.
+template <class T>
+std::string shown(const T& x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+// Whether `part` occurs in `s` (an error message, a program's output).
+inline bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Devices the conformance suite runs on: the CPU always; every other device
 // of a functional backend once backends beyond the CPU exist.
