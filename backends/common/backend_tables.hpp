@@ -61,7 +61,12 @@
 #else
 #define FLX_SINCE_6(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 6, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 7
+#define FLX_SINCE_7(...) __VA_ARGS__
+#else
+#define FLX_SINCE_7(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 7, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off
@@ -103,7 +108,9 @@ static_assert(FLX_BACKEND_ABI_MINOR == 6, "a new ABI minor version: add its FLX_
   X(pool_backward, 5, required, __VA_ARGS__) X(batchnorm_forward, 5, required, __VA_ARGS__) \
   X(batchnorm_backward, 5, required, __VA_ARGS__) \
   X(rnn_reserve_size, 6, optional, __VA_ARGS__) X(rnn_forward, 6, optional, __VA_ARGS__) \
-  X(rnn_backward, 6, optional, __VA_ARGS__)
+  X(rnn_backward, 6, optional, __VA_ARGS__) \
+  X(attention_workspace, 7, optional, __VA_ARGS__) X(attention_forward, 7, optional, __VA_ARGS__) \
+  X(attention_backward, 7, optional, __VA_ARGS__)
 
 // The op tables libflx uses: T(id, struct, ...), each declared below with
 // FLX_DECLARE_TABLE. The dispatch layer keeps one slot per entry (id_).

@@ -11,7 +11,7 @@
  * optimiser steps); "comm" (flx_comm_table, minor 4: communicators and
  * collectives across processes, NCCL's model); "dnn" (flx_dnn_table,
  * minor 5: convolution, pooling, batch normalisation, as cuDNN and oneDNN
- * offer them).
+ * offer them; recurrent layers, minor 6; attention, minor 7).
  *
  * Conventions
  *  - Every call takes the backend's own context pointer first.
@@ -82,7 +82,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 6u
+#define FLX_BACKEND_ABI_MINOR 7u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
@@ -92,7 +92,7 @@ extern "C" {
 /* Op table names and the versions this header describes. */
 #define FLX_TABLE_COMPUTE "compute"
 #define FLX_TABLE_COMPUTE_VERSION 1u
-#define FLX_TABLE_DNN "dnn" /* convolution, pooling, normalisation (minor 5); recurrent layers (minor 6) */
+#define FLX_TABLE_DNN "dnn" /* convolution, pooling, normalisation (minor 5); recurrent layers (minor 6); attention (minor 7) */
 #define FLX_TABLE_DNN_VERSION 1u
 #define FLX_TABLE_COMM "comm" /* collectives (minor 4) */
 #define FLX_TABLE_COMM_VERSION 1u
@@ -646,6 +646,59 @@ typedef struct flx_rnn_desc {
   uint64_t reserve_bytes;
 } flx_rnn_desc;
 
+/* Scaled dot-product attention whose scores are never held whole (minor 7,
+ * optional: a backend without these calls, or answering FLX_ERR_UNSUPPORTED
+ * before queuing anything for a case it does not run, gets attention as
+ * tiles of keys through the compute table's GEMMs and maps instead,
+ * src/ops/attention_tiled.cpp). Memory is linear in the lengths: the
+ * forward keeps one log-sum-exp per query row, and the backward recomputes
+ * the probabilities tile by tile from it.
+ *
+ * Per head h < nheads and batch b, every tensor contiguous in flx's
+ * column-major layout (dq = head_dim_qk, dv = head_dim_v features a head):
+ *   q  (dq, nheads, q_len, batch)      k  (dq, nheads, kv_len, batch)
+ *   v  (dv, nheads, kv_len, batch)     o  (dv, nheads, q_len, batch)
+ *   s[j, i] = scale * sum_d k[d, h, j, b] q[d, h, i, b] + bias[j, i, h, b]
+ *   allowed(j, i) = mask[j, i, h, b] != 0 (when mask.buf is set)
+ *                   and j <= i (when causal)
+ *   lse[i, h, b] = log sum over allowed j of exp(s[j, i])
+ *   p[j, i] = exp(s[j, i] - lse[i]) where allowed, else 0
+ *   o[:, h, i, b] = sum_j p[j, i] * keep[j, i, h, b] / (1 - dropout) * v[:, h, j, b]
+ * A row with no allowed key has lse = -Inf and an output of NaN (the
+ * softmax of a row of -Inf). bias (dtype) and mask (Bool, one byte) are
+ * read through element strides over (j, i, h, b), 0 to broadcast; a NULL
+ * buf is none. Dropout (0 <= dropout < 1; 0: none): keep = 1 where element
+ * e = j + kv_len * (i + q_len * (h + nheads * b)) of a uniform fill of dtype
+ * drawn with (dropout_seed, dropout_offset) (the compute table's `random`,
+ * FLX_RANDOM_UNIFORM on [0, 1)) is >= dropout, else 0; the probabilities
+ * sum to one before it.
+ * lse is Float32 (Float64 for F64), (q_len, nheads, batch); the forward
+ * writes it when lse.buf is set (training), and attention_backward reads
+ * it, with the forward's fields (the same values: q, k, v, o, mask, bias,
+ * dropout), and dout (the size of o); it writes dq, dk and dv (the sizes
+ * of q, k, v; overwritten) and, when dbias.buf is set, dbias = dloss/ds,
+ * (kv_len, q_len, nheads, batch) contiguous of dtype (libflx sums it over
+ * the dims a broadcast bias lacks). All sizes are >= 1 (libflx handles
+ * empty ones); causal comes with q_len == kv_len. Scratch memory follows
+ * "workspace and reserve space" above: attention_workspace says how many
+ * bytes pass 0 (forward) or 1 (backward) of d needs. */
+typedef struct flx_attention_desc {
+  uint32_t struct_size; /* sizeof(flx_attention_desc) as the caller was built */
+  int32_t dtype;
+  int32_t causal;
+  int32_t reserved; /* 0 */
+  int64_t head_dim_qk, head_dim_v, nheads, q_len, kv_len, batch;
+  double scale;   /* 1 / sqrt(head_dim_qk) in NNlib's dot_product_attention */
+  double dropout; /* probability of dropping a weight, in [0, 1) */
+  uint64_t dropout_seed, dropout_offset;
+  int64_t mask_stride[4], bias_stride[4];  /* element strides over (j, i, h, b) */
+  flx_mem q, k, v, mask, bias, o, lse;     /* forward */
+  flx_mem dout;                            /* backward, in */
+  flx_mem dq, dk, dv, dbias;               /* backward, out */
+  flx_mem workspace; /* of workspace_bytes, as attention_workspace said for this pass */
+  uint64_t workspace_bytes;
+} flx_attention_desc;
+
 typedef struct flx_dnn_table {
   uint32_t struct_size; /* sizeof(flx_dnn_table) as the backend was built */
   uint32_t version;     /* FLX_TABLE_DNN_VERSION */
@@ -667,6 +720,14 @@ typedef struct flx_dnn_table {
   int (*rnn_reserve_size)(void* ctx, int dev, const flx_rnn_desc* d, uint64_t* bytes);
   int (*rnn_forward)(void* ctx, int dev, const flx_rnn_desc* d, flx_stream s);
   int (*rnn_backward)(void* ctx, int dev, const flx_rnn_desc* d, flx_stream s);
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 7
+  /* minor 7, optional: attention without its scores (flx_attention_desc).
+   * Bytes of workspace pass 0 (forward) or 1 (backward) of d needs (d's
+   * memory fields unset); may be NULL: none. */
+  int (*attention_workspace)(void* ctx, int dev, const flx_attention_desc* d, int32_t pass, uint64_t* bytes);
+  int (*attention_forward)(void* ctx, int dev, const flx_attention_desc* d, flx_stream s);
+  int (*attention_backward)(void* ctx, int dev, const flx_attention_desc* d, flx_stream s);
 #endif
 } flx_dnn_table;
 

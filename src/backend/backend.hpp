@@ -210,7 +210,7 @@ class Backend {
   void comm_destroy(flx_comm c) const noexcept;
 
   // ---- convolution, pooling, normalisation (the "dnn" table, ABI minor 5;
-  // recurrent layers, minor 6).
+  // recurrent layers, minor 6; attention, minor 7).
   // NotImplemented naming the op when the backend lacks the table or the
   // call, or answers FLX_ERR_UNSUPPORTED (a dtype it lacks). struct_size is
   // set here, and conv's workspace is allocated here for the call.
@@ -236,6 +236,17 @@ class Backend {
   bool rnn_reserve(int dev, const flx_rnn_desc& d, Scratch* reserve) const;
   bool rnn_forward(int dev, flx_rnn_desc d) const;
   void rnn_backward(int dev, flx_rnn_desc d) const;
+  // Attention without its scores (ABI minor 7, optional): whether the
+  // backend has the calls; the forward and backward with their workspace
+  // allocated here: false, with nothing queued, when the backend answered
+  // FLX_ERR_UNSUPPORTED (the caller runs attention in tiles through the
+  // compute table), a typed error for other failures. A backward is asked
+  // of the backend whose forward ran.
+  bool has_attention() const {
+    return has<&flx_dnn_table::attention_forward>() && has<&flx_dnn_table::attention_backward>();
+  }
+  bool attention_forward(int dev, flx_attention_desc d) const;
+  bool attention_backward(int dev, flx_attention_desc d) const;
 
   // ---- core calls of minor 4 (optional)
   bool has_event_query() const { return FLX_HAS_FN(core_, flx_backend, event_query); }
@@ -245,6 +256,7 @@ class Backend {
   void* device_address(int dev, flx_mem m) const;
 
  private:
+  bool attention(int dev, flx_attention_desc d, int32_t pass) const;
   void check(int status, OpRef op) const {
     if (status != FLX_OK) [[unlikely]]
       fail(status, op);

@@ -1,7 +1,8 @@
 // The dispatch layer's convolution, pooling and batch normalisation (the
-// "dnn" table, ABI minor 5) and recurrent layers (minor 6): see backend.hpp.
+// "dnn" table, ABI minor 5), recurrent layers (minor 6) and attention
+// (minor 7): see backend.hpp.
 // The ops that build the descriptors are in src/ops/dnn_*.cpp and
-// src/ops/recurrent_scan.cpp.
+// src/ops/recurrent_scan.cpp and src/ops/attention_*.cpp.
 #include "backend/backend.hpp"
 
 namespace flx::detail {
@@ -82,5 +83,30 @@ void Backend::rnn_backward(int dev, flx_rnn_desc d) const {
   d.struct_size = sizeof d;
   run<&dnn::rnn_backward>(dnn_, {"lstm (gradient)", d.dtype}, dev, &d);
 }
+
+// A pass of attention (0 forward, 1 backward): its workspace, then the call;
+// false, with nothing queued, when the backend declines the case.
+bool Backend::attention(int dev, flx_attention_desc d, int32_t pass) const {
+  d.struct_size = sizeof d;
+  const OpRef op{pass == 0 ? "attention" : "attention (gradient)", d.dtype};
+  d.workspace = {};
+  d.workspace_bytes = 0;
+  uint64_t bytes = 0;
+  if (const auto query = dnn_.calls.attention_workspace) {
+    const int st = query(core_->ctx, dev, &d, pass, &bytes);
+    if (st == FLX_ERR_UNSUPPORTED) return false;
+    check(st, op);
+  }
+  const Scratch workspace(*this, dev, bytes);
+  d.workspace = workspace.mem();
+  d.workspace_bytes = workspace.bytes();
+  const int st = pass == 0 ? status<&dnn::attention_forward>(dnn_, op, dev, &d)
+                           : status<&dnn::attention_backward>(dnn_, op, dev, &d);
+  if (st == FLX_ERR_UNSUPPORTED) return false;
+  check(st, op);
+  return true;
+}
+bool Backend::attention_forward(int dev, flx_attention_desc d) const { return attention(dev, d, 0); }
+bool Backend::attention_backward(int dev, flx_attention_desc d) const { return attention(dev, d, 1); }
 
 }  // namespace flx::detail
