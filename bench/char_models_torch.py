@@ -20,6 +20,10 @@ examples/char_lstm.cpp and examples/char_transformer.cpp:
   LayerNorm, Linear(64, V); Adam 1e-3.
 
 --device cuda runs it on the GPU, in full Float32 (TF32 off, as flx).
+--precision bf16 (or f16) trains under torch.autocast of that dtype (f16
+with torch.amp.GradScaler), the counterpart of flx's bf16(model) with
+MixedPrecision(Float32, Adam); --dim, --heads and --layers size the
+transformer (a GPT-sized one: --dim 384 --heads 6 --layers 6 --seq 256).
 
 Prints one JSON line: model, steps, seconds (training only), val_loss,
 sample (200 bytes sampled from "The " at temperature 1, seeded).
@@ -80,10 +84,10 @@ class Block(nn.Module):
 
 
 class CharTransformer(nn.Module):
-    def __init__(self, v, seq, d=64):
+    def __init__(self, v, seq, d=64, heads=4, layers=2):
         super().__init__()
         self.emb, self.pos = nn.Embedding(v, d), nn.Embedding(seq, d)
-        self.blocks = nn.ModuleList([Block(d), Block(d)])
+        self.blocks = nn.ModuleList([Block(d, heads) for _ in range(layers)])
         self.ln, self.out = nn.LayerNorm(d), nn.Linear(d, v)
 
     def forward(self, x):
@@ -104,6 +108,10 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32")
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=2)
     a = p.parse_args()
     dev = torch.device(a.device)
     # flx computes in full Float32 on CUDA (TF32 only when asked for): so does PyTorch here
@@ -114,8 +122,11 @@ def main():
     torch.manual_seed(a.seed)
     vocab, train, valid = load_text()
     v = len(vocab)
-    model = (CharLSTM(v) if a.model == "lstm" else CharTransformer(v, a.seq)).to(dev)
+    model = (CharLSTM(v) if a.model == "lstm" else CharTransformer(v, a.seq, a.dim, a.heads, a.layers)).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=2e-3 if a.model == "lstm" else 1e-3)
+    low = {"bf16": torch.bfloat16, "f16": torch.float16}.get(a.precision)
+    autocast = lambda: torch.autocast(a.device, dtype=low, enabled=low is not None)  # noqa: E731
+    scaler = torch.amp.GradScaler(a.device, enabled=a.precision == "f16")
     rng = np.random.default_rng(a.seed)
     lossf = nn.CrossEntropyLoss()
     sync()
@@ -125,23 +136,25 @@ def main():
         starts = rng.integers(0, len(train) - a.seq - 1, a.batch)
         x = torch.from_numpy(np.stack([train[s:s + a.seq] for s in starts])).to(dev)
         y = torch.from_numpy(np.stack([train[s + 1:s + a.seq + 1] for s in starts])).to(dev)
-        loss = lossf(model(x).reshape(-1, v), y.reshape(-1))
+        with autocast():
+            loss = lossf(model(x).reshape(-1, v), y.reshape(-1))
         opt.zero_grad()
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
     sync()
     seconds = time.perf_counter() - t0
     model.eval()
     vx, vy = (t.to(dev) for t in validation_windows(valid, a.seq))
-    with torch.no_grad():
+    with torch.no_grad(), autocast():
         val = float(lossf(model(vx).reshape(-1, v), vy.reshape(-1)))
         g = torch.Generator().manual_seed(a.seed)
         ids = [vocab.index(c) for c in b"The "]
         for _ in range(200):
             ctx = torch.tensor([ids[-a.seq:]], device=dev)
-            probs = torch.softmax(model(ctx)[0, -1], dim=0)
+            probs = torch.softmax(model(ctx)[0, -1].float(), dim=0)
             ids.append(int(torch.multinomial(probs.cpu(), 1, generator=g)))
-    print(json.dumps({"model": a.model, "steps": a.steps, "seconds": seconds, "val_loss": val,
+    print(json.dumps({"model": a.model, "steps": a.steps, "seconds": seconds, "val_loss": val, "precision": a.precision,
                       "sample": bytes(vocab[i] for i in ids).decode("latin-1")}))
 
 

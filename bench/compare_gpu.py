@@ -17,8 +17,12 @@ first) for --rounds rounds, and compares the medians over the rounds:
   (e) flx-train on Fashion-MNIST on the GPU: median epoch time against
       bench/fashion_mnist_torch.py --device cuda (reported, no target), and
       final test accuracy within 0.3 points of flx-train on the CPU
+  (f) low precision: an 8192^3 matmul in Float32 (FP32), BFloat16 and
+      Float16 (tensor cores, float accumulation), and a 3x3 convolution
+      (128 => 128 channels, 32 images of 56 x 56) forward and with its weight
+      gradient, in each dtype (cuDNN): flx/PyTorch <= 1.0 for the halves
 
-  python3 bench/compare_gpu.py --build build [--device CUDA:0] [--rounds 5] [--only a,b,c,d,e]
+  python3 bench/compare_gpu.py --build build [--device CUDA:0] [--rounds 5] [--only a,b,c,d,e,f]
                                [--json FILE] [--small] [--data DIR] [--train-epochs 3]
 
 Missed targets are reported, not failures; the exit status is 1 when a
@@ -43,7 +47,10 @@ GROUPS = {
     "b": ["gemm_mlp_step", "gemm_mlp_gemms"],
     "c": ["add_f32_2e28", "neg_f32_2e28"],
     "d": ["loader_h2d", "epoch_data_on_device", "epoch_data_from_host"],
+    "f": ["gemm_f32_8192", "gemm_bf16_8192", "gemm_f16_8192", "conv3x3_f32_fwd", "conv3x3_bf16_fwd",
+          "conv3x3_f16_fwd", "conv3x3_f32_grad", "conv3x3_bf16_grad", "conv3x3_f16_grad"],
 }
+LOW_PRECISION = GROUPS["f"]  # the same names on both sides
 
 
 def median(xs):
@@ -227,6 +234,38 @@ class Torch:
         return step, False, {"bytes": 4.0 * 784 * n}
 
 
+    # (f) low precision, named as in bench_gpu.cpp
+    def _dtype(self, name):
+        t = self.torch
+        return {"f32": t.float32, "bf16": t.bfloat16, "f16": t.float16}[name.split("_")[1]]
+
+    def _gemm(self, name):
+        t, n = self.torch, 256 if self.small else 8192
+        a = t.rand(n, n, device=self.dev).to(self._dtype(name))
+        b = t.rand(n, n, device=self.dev).to(self._dtype(name))
+        return (lambda: t.mm(a, b)), False, {"flops": 2.0 * n ** 3}
+
+    def _conv(self, name):
+        t = self.torch
+        hw, c, batch = (8, 8, 2) if self.small else (56, 128, 32)
+        t.manual_seed(5)
+        conv = t.nn.Conv2d(c, c, 3, padding=1).to(self.dev, self._dtype(name))
+        x = t.rand(batch, c, hw, hw, device=self.dev).to(self._dtype(name))
+        if name.endswith("_fwd"):
+            return (lambda: conv(x)), False, {}
+
+        def step():
+            conv.zero_grad(set_to_none=True)
+            conv(x).sum().backward()
+        return step, False, {}
+
+    def __getattr__(self, attr):  # make_<low-precision name>
+        name = attr[len("make_"):] if attr.startswith("make_") else None
+        if name in LOW_PRECISION:
+            return lambda: self._gemm(name) if name.startswith("gemm") else self._conv(name)
+        raise AttributeError(attr)
+
+
 # ---- (e) flx-train and fashion_mnist_torch.py -----------------------------------------
 
 def find_dataset(explicit):
@@ -296,7 +335,7 @@ def main():
     ap.add_argument("--torch-device", help="PyTorch device (default cuda:N for CUDA:N, else cpu)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved flx/PyTorch rounds (medians over them)")
     ap.add_argument("--min-time", type=float, default=0.1, help="seconds per round of each benchmark")
-    ap.add_argument("--only", default="a,b,c,d,e", help="groups to run (comma-separated subset of a,b,c,d,e)")
+    ap.add_argument("--only", default="a,b,c,d,e,f", help="groups to run (comma-separated subset of a,b,c,d,e,f)")
     ap.add_argument("--small", action="store_true", help="tiny sizes: a smoke test without a GPU")
     ap.add_argument("--data", help="Fashion-MNIST directory for (e) (default: searched)")
     ap.add_argument("--train-epochs", type=int, default=3, help="epochs of (e), on the GPU and on the CPU")
@@ -304,8 +343,8 @@ def main():
     ap.add_argument("--json", help="write the figures and targets here")
     a = ap.parse_args()
     groups = [g.strip() for g in a.only.split(",") if g.strip()]
-    if not groups or any(g not in "abcde" for g in groups):
-        ap.error("--only takes a comma-separated subset of a,b,c,d,e")
+    if not groups or any(g not in "abcdef" for g in groups):
+        ap.error("--only takes a comma-separated subset of a,b,c,d,e,f")
     build = Path(a.build)
     exe = Path(a.binary) if a.binary else build / "bench" / "bench_gpu"
     flx_train = Path(a.flx_train) if a.flx_train else build / "apps" / "flx-train"
@@ -341,7 +380,7 @@ def main():
     torch_of = {"dispatch_add_f32_100": "dispatch_add_f32_100", "mlp_step_b128": "mlp_step_b128",
                 "mlp_step_b4096": "mlp_step_b4096", "gemm_mlp_step": "gemm_mlp_step",
                 "gemm_mlp_gemms": "gemm_mlp_gemms", "add_f32_2e28": "add_f32_2e28", "neg_f32_2e28": "copy_f32_2e28",
-                "loader_h2d": "pinned_h2d"}
+                "loader_h2d": "pinned_h2d", **{n: n for n in LOW_PRECISION}}
 
     def fm(name):  # flx median ns
         v = out["flx"].get(name)
@@ -413,6 +452,22 @@ def main():
             ro = ratio(fm("epoch_data_from_host"), fm("epoch_data_on_device"))
             target(T, "d.overlap", "epoch with data from host / data on device", ro, "<= 1.05",
                    ro is not None and ro <= 1.05)
+        if "f" in done:
+            for dt in ("bf16", "f16"):
+                r = ratio(fm(f"gemm_{dt}_8192"), tm(f"gemm_{dt}_8192"))
+                target(T, f"f.gemm_{dt}", f"{dt} 8192^3 matmul flx/PyTorch", r, "<= 1.0", r is not None and r <= 1.0)
+                f = fm(f"gemm_{dt}_8192")
+                target(T, f"f.gemm_{dt}_tflops", f"flx {dt} matmul TFLOP/s",
+                       info(f"gemm_{dt}_8192", "flops") / f / 1e3 if f else None, "-", None)
+                for kind in ("fwd", "grad"):
+                    r = ratio(fm(f"conv3x3_{dt}_{kind}"), tm(f"conv3x3_{dt}_{kind}"))
+                    target(T, f"f.conv_{dt}_{kind}", f"{dt} 3x3 conv {kind} flx/PyTorch", r, "<= 1.0",
+                           r is not None and r <= 1.0)
+            r = ratio(fm("gemm_f32_8192"), fm("gemm_bf16_8192"))
+            target(T, "f.bf16_speedup", "flx matmul: Float32 time / BFloat16 time, reference", r, "-", None)
+            r = ratio(fm("conv3x3_f32_grad"), fm("conv3x3_bf16_grad"))
+            target(T, "f.conv_bf16_speedup", "flx conv with gradient: Float32 time / BFloat16 time, reference", r, "-",
+                   None)
         return T
 
     def write_json():

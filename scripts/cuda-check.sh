@@ -19,7 +19,7 @@
 #   scripts/cuda-check.sh [--build-dir DIR] [--summary FILE] [--only STEPS] [--skip-build]
 #                         [--no-gpu-ok] [--jobs N] [--budget SECONDS] [--data DIR] [--rounds N]
 #                         [--train-epochs N] [--cnn-epochs N] [--ctest-args "ARGS"]
-#   STEPS: comma-separated subset of build,tests,examples,bench,seqbench,sanitizer (default: all)
+#   STEPS: comma-separated subset of build,tests,examples,bench,seqbench,lowp,sanitizer (default: all)
 #
 # Exit status: 0 every step passed (or was skipped), 1 a step failed,
 # 2 no GPU (without --no-gpu-ok) or bad arguments. Each step has its own
@@ -34,7 +34,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
 
-BUILD_DIR=build-cuda SUMMARY="" ONLY="build,tests,examples,bench,seqbench,sanitizer" SKIP_BUILD=0 NO_GPU_OK=0
+BUILD_DIR=build-cuda SUMMARY="" ONLY="build,tests,examples,bench,seqbench,lowp,sanitizer" SKIP_BUILD=0 NO_GPU_OK=0
 JOBS=$(nproc) BUDGET=570 DATA="" ROUNDS=5 TRAIN_EPOCHS=3 CNN_EPOCHS=5 CTEST_ARGS="" PYTHON=${PYTHON:-python3}
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -60,7 +60,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 for s in ${ONLY//,/ }; do
-  [[ " build tests examples bench seqbench sanitizer " == *" $s "* ]] || { echo "cuda-check: unknown step $s in --only" >&2; exit 2; }
+  [[ " build tests examples bench seqbench lowp sanitizer " == *" $s "* ]] || { echo "cuda-check: unknown step $s in --only" >&2; exit 2; }
 done
 mkdir -p "$BUILD_DIR" && BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
 SUMMARY=${SUMMARY:-$BUILD_DIR/cuda-check-summary.md}
@@ -350,6 +350,30 @@ step_seqbench() {
     record "char-LSTM, char-transformer vs PyTorch" FAIL "$(rc_text); see $LOGS/bench-zoo.log"
 }
 
+# Low precision and attention (issue 30) against PyTorch on the GPU: an
+# 8192^3 matmul and a 3x3 convolution in Float32, BFloat16 and Float16
+# (bench/compare_gpu.py group (f)), then attention forward and backward
+# without its scores against scaled_dot_product_attention
+# (bench/compare_attention.py), in BFloat16 and Float32.
+step_lowp() {
+  if [ "$HAVE_GPU" = 0 ]; then record "low-precision benchmarks" "skipped: no GPU" ""; return; fi
+  # Limit (GPU only, not measured yet): PyTorch's import and CUDA's start
+  # ~10 s, then rounds of 9 benchmarks a side of at least 0.1 s (a bf16
+  # 8192^3 matmul is ~2 ms, FP32's ~25 ms): ~30 s expected, 90 s.
+  run_step bench-f 90 "$PYTHON" bench/compare_gpu.py --build "$BUILD_DIR" --device CUDA:0 --rounds "$ROUNDS" --only f \
+    --json "$LOGS/bench-f.json"
+  [ "$RC" = 0 ] && record "low precision: matmul, conv (f)" PASS "$ROUNDS interleaved rounds; figures below" ||
+    record "low precision: matmul, conv (f)" FAIL "$(rc_text); see $LOGS/bench-f.log"
+  # Limit (not measured yet): 4 lengths x 2 dtypes, both sides, a few
+  # rounds of forward+backward of at most ~50 ms each: 120 s.
+  for dt in bf16 f32; do
+    run_step "bench-attention-$dt" 60 "$PYTHON" bench/compare_attention.py --build "$BUILD_DIR" --device cuda \
+      --dtype "$dt" --rounds "$ROUNDS" --json "$LOGS/bench-attention-$dt.json"
+    [ "$RC" = 0 ] && record "attention vs SDPA ($dt)" PASS "$(grep -m4 -E '^ *[0-9]+ ' "$LOGS/bench-attention-$dt.log" | tr -s ' ' | paste -sd ';' | cut -c1-200)" ||
+      record "attention vs SDPA ($dt)" FAIL "$(rc_text); see $LOGS/bench-attention-$dt.log"
+  done
+}
+
 # compute-sanitizer over the CUDA plugin's test suite (memcheck, then
 # racecheck over its cases whose kernels use shared memory) and over the
 # conformance suite's CUDA cases and the fused Dense tests (memcheck).
@@ -418,7 +442,7 @@ write_summary() {
     echo "|---|---|---|"
     printf '%s\n' "${ROWS[@]}"
     if [ -s "$LOGS/ctest-failures.txt" ]; then echo; echo "Failing tests (first 20):"; echo; cat "$LOGS/ctest-failures.txt"; fi
-    for j in "$LOGS/bench-abcd.json" "$LOGS/bench-e.json" "$LOGS/bench-cnn.json" "$LOGS/train-cnn.json"; do
+    for j in "$LOGS/bench-abcd.json" "$LOGS/bench-e.json" "$LOGS/bench-cnn.json" "$LOGS/train-cnn.json" "$LOGS/bench-f.json"; do
       [ -f "$j" ] && "$PYTHON" "$ROOT/bench/gpu_summary.py" "$j"
     done
     echo
@@ -454,6 +478,7 @@ wants tests && step_tests
 wants examples && step_examples
 wants bench && step_bench
 wants seqbench && step_seqbench
+wants lowp && step_lowp
 wants sanitizer && step_sanitizer
 write_summary
 echo "cuda-check: summary in $SUMMARY ($([ "$FAILED" = 0 ] && echo all passed || echo some steps FAILED))"

@@ -74,6 +74,16 @@ FLX_DECLARE_REQUIRED_CALLS(FLX_COMM_CALLS, flx_comm_table)  // cuda_comm.cpp, on
 #if FLX_CUDA_HAVE_CUDNN && FLX_BACKEND_TARGET_MINOR >= 5
 FLX_DECLARE_REQUIRED_CALLS(FLX_DNN_CALLS, flx_dnn_table)  // cuda_dnn_conv.cpp, cuda_dnn_pool_bn.cpp, on cuDNN
 FLX_DECLARE_CALL(flx_dnn_table, conv_workspace)           // optional: padded copies and cuDNN's workspace
+#if FLX_BACKEND_TARGET_MINOR >= 6
+FLX_DECLARE_CALL(flx_dnn_table, rnn_reserve_size)  // minor 6, optional: cuda_dnn_rnn.cpp, LSTMs on cuDNN
+FLX_DECLARE_CALL(flx_dnn_table, rnn_forward)
+FLX_DECLARE_CALL(flx_dnn_table, rnn_backward)
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 7
+FLX_DECLARE_CALL(flx_dnn_table, attention_workspace)  // minor 7, optional: cuda_attention.cu, flx's own kernels
+FLX_DECLARE_CALL(flx_dnn_table, attention_forward)
+FLX_DECLARE_CALL(flx_dnn_table, attention_backward)
+#endif
 #endif
 
 }  // namespace flx_cuda

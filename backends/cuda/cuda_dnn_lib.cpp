@@ -79,6 +79,21 @@ const LoadedApi<CudnnApi>& loaded_cudnn() {
         lib.resolve("cudnnBatchNormalizationForwardTraining", a.bn_forward_training);
         lib.resolve("cudnnBatchNormalizationForwardInference", a.bn_forward_inference);
         lib.resolve("cudnnBatchNormalizationBackward", a.bn_backward);
+        lib.resolve("cudnnCreateDropoutDescriptor", a.create_dropout);
+        lib.resolve("cudnnSetDropoutDescriptor", a.set_dropout);
+        lib.resolve("cudnnDestroyDropoutDescriptor", a.destroy_dropout);
+        lib.resolve("cudnnCreateRNNDescriptor", a.create_rnn);
+        lib.resolve("cudnnSetRNNDescriptor_v8", a.set_rnn);
+        lib.resolve("cudnnDestroyRNNDescriptor", a.destroy_rnn);
+        lib.resolve("cudnnCreateRNNDataDescriptor", a.create_rnn_data);
+        lib.resolve("cudnnSetRNNDataDescriptor", a.set_rnn_data);
+        lib.resolve("cudnnDestroyRNNDataDescriptor", a.destroy_rnn_data);
+        lib.resolve("cudnnGetRNNWeightSpaceSize", a.rnn_weight_space);
+        lib.resolve("cudnnGetRNNTempSpaceSizes", a.rnn_temp_space);
+        lib.resolve("cudnnGetRNNWeightParams", a.rnn_weight_params);
+        lib.resolve("cudnnRNNForward", a.rnn_forward);
+        lib.resolve("cudnnRNNBackwardData_v8", a.rnn_backward_data);
+        lib.resolve("cudnnRNNBackwardWeights_v8", a.rnn_backward_weights);
         // cudnnGetVersion needs no GPU. An 8.x found first by the soname
         // search cannot happen (its soname is libcudnn.so.8), but a 9.x
         // older than the headers can: refused only below 9.0, whose API

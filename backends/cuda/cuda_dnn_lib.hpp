@@ -65,6 +65,21 @@ struct CudnnApi {
   decltype(&cudnnBatchNormalizationForwardTraining) bn_forward_training;
   decltype(&cudnnBatchNormalizationForwardInference) bn_forward_inference;
   decltype(&cudnnBatchNormalizationBackward) bn_backward;
+  decltype(&cudnnCreateDropoutDescriptor) create_dropout;
+  decltype(&cudnnSetDropoutDescriptor) set_dropout;
+  decltype(&cudnnDestroyDropoutDescriptor) destroy_dropout;
+  decltype(&cudnnCreateRNNDescriptor) create_rnn;
+  decltype(&cudnnSetRNNDescriptor_v8) set_rnn;
+  decltype(&cudnnDestroyRNNDescriptor) destroy_rnn;
+  decltype(&cudnnCreateRNNDataDescriptor) create_rnn_data;
+  decltype(&cudnnSetRNNDataDescriptor) set_rnn_data;
+  decltype(&cudnnDestroyRNNDataDescriptor) destroy_rnn_data;
+  decltype(&cudnnGetRNNWeightSpaceSize) rnn_weight_space;
+  decltype(&cudnnGetRNNTempSpaceSizes) rnn_temp_space;
+  decltype(&cudnnGetRNNWeightParams) rnn_weight_params;
+  decltype(&cudnnRNNForward) rnn_forward;
+  decltype(&cudnnRNNBackwardData_v8) rnn_backward_data;
+  decltype(&cudnnRNNBackwardWeights_v8) rnn_backward_weights;
   size_t version = 0;  // cudnnGetVersion(): 91900 for 9.19.0
 };
 

@@ -5,7 +5,8 @@
 // "comm" table version 1 on NCCL (cuda_comm.cpp) when the build found
 // nccl.h (FLX_CUDA_HAVE_NCCL), and the "dnn" table version 1 on cuDNN
 // (cuda_dnn_conv.cpp, cuda_dnn_pool_bn.cpp) when it found cudnn.h
-// (FLX_CUDA_HAVE_CUDNN).
+// (FLX_CUDA_HAVE_CUDNN), with LSTMs on cuDNN's RNN (cuda_dnn_rnn.cpp) and
+// attention on flx's own kernels (cuda_attention.cu).
 #include "cuda_common.hpp"
 #include "cuda_device.hpp"
 
@@ -35,6 +36,16 @@ const flx_dnn_table dnn_table = [] {
   auto t = flx::abi::table_header<flx_dnn_table>();
   FLX_SET_DNN_CALLS(t, flx_cuda)
   t.conv_workspace = conv_workspace;  // pool_reserve_size stays NULL: pooling keeps no reserve
+#if FLX_BACKEND_TARGET_MINOR >= 6
+  t.rnn_reserve_size = rnn_reserve_size;  // LSTMs on cuDNN (cuda_dnn_rnn.cpp)
+  t.rnn_forward = rnn_forward;
+  t.rnn_backward = rnn_backward;
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 7
+  t.attention_workspace = attention_workspace;  // flx's own kernels (cuda_attention.cu)
+  t.attention_forward = attention_forward;
+  t.attention_backward = attention_backward;
+#endif
   return t;
 }();
 #define FLX_CUDA_DNN_TABLE , dnn_table
