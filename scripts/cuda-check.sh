@@ -366,6 +366,7 @@ step_lowp() {
     record "low precision: matmul, conv (f)" FAIL "$(rc_text); see $LOGS/bench-f.log"
   # Limit (not measured yet): 4 lengths x 2 dtypes, both sides, a few
   # rounds of forward+backward of at most ~50 ms each: 120 s.
+  if [ ! -f bench/compare_attention.py ]; then record "attention vs SDPA" "skipped: no bench/compare_attention.py" ""; return; fi
   for dt in bf16 f32; do
     run_step "bench-attention-$dt" 60 "$PYTHON" bench/compare_attention.py --build "$BUILD_DIR" --device cuda \
       --dtype "$dt" --rounds "$ROUNDS" --json "$LOGS/bench-attention-$dt.json"

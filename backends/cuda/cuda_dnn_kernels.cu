@@ -266,26 +266,32 @@ int dnn_bn_running_single(cudaStream_t st, int32_t dtype, int32_t param_dtype, i
 
 namespace {
 
-// One thread per parameter element, in flx's order (wi, then wh, then b):
-// flx's side is read or written coalesced.
+// One thread per parameter element, in flx's order (wi, wh, b, bh): flx's
+// side is read or written coalesced.
 template <class U>
-__global__ void rnn_pack_kernel(U* wi, U* wh, U* b, U* space, DnnRnnPack p, bool to_space) {
-  const int64_t H = p.hidden, G = 4 * H, nwi = G * p.input, nwh = G * H, nb = b ? G : 0;
-  for (int64_t i = global_index(); i < nwi + nwh + nb; i += global_stride()) {
+__global__ void rnn_pack_kernel(U* wi, U* wh, U* b, U* bh, U* space, DnnRnnPack p, bool to_space) {
+  const int64_t H = p.hidden, G = p.gates * H, nwi = G * p.input, nwh = G * H, nb = G, nbh = H;
+  for (int64_t i = global_index(); i < nwi + nwh + nb + nbh; i += global_stride()) {
     U* flx;
     int64_t at;
-    if (i < nwi + nwh) {  // (row, col) of a column-major (4H, cols) matrix
+    if (i < nwi + nwh) {  // (row, col) of a column-major (G H, cols) matrix
       const bool rec = i >= nwi;
       U* m = rec ? wh : wi;
       if (!m) continue;  // a gradient not wanted
       const int64_t e = rec ? i - nwi : i, cols = rec ? H : p.input;
       const int64_t row = e % G, col = e / G, g = row / H, r = row % H;
       flx = m + e;
-      at = p.w_at[(rec ? 4 : 0) + g] + r * cols + col;
-    } else {
+      at = p.w_at[(rec ? p.gates : 0) + g] + r * cols + col;
+    } else if (i < nwi + nwh + nb) {
+      if (!b) continue;
       const int64_t e = i - nwi - nwh;
       flx = b + e;
       at = p.b_at[e / H] + e % H;
+    } else {
+      if (!bh) continue;
+      const int64_t e = i - nwi - nwh - nb;
+      flx = bh + e;
+      at = p.bh_at + e;
     }
     if (to_space) space[at] = *flx;
     else *flx = space[at];
@@ -298,13 +304,13 @@ __global__ void fill_i32_kernel(int32_t* dst, int64_t n, int32_t value) {
 
 }  // namespace
 
-int dnn_rnn_pack(cudaStream_t st, size_t elem_bytes, const DnnRnnPack& p, void* wi, void* wh, void* b, void* space,
-                 bool to_space) {
-  const int64_t n = 4 * p.hidden * (p.input + p.hidden + 1);
+int dnn_rnn_pack(cudaStream_t st, size_t elem_bytes, const DnnRnnPack& p, void* wi, void* wh, void* b, void* bh,
+                 void* space, bool to_space) {
+  const int64_t n = p.gates * p.hidden * (p.input + p.hidden + 1) + p.hidden;
   auto go = [&](auto tag) {
     using U = decltype(tag);
     rnn_pack_kernel<U><<<blocks_for(n), 256, 0, st>>>(static_cast<U*>(wi), static_cast<U*>(wh), static_cast<U*>(b),
-                                                      static_cast<U*>(space), p, to_space);
+                                                      static_cast<U*>(bh), static_cast<U*>(space), p, to_space);
   };
   switch (elem_bytes) {
     case 2: go(uint16_t{}); break;

@@ -59,20 +59,22 @@ int dnn_bias_grad(cudaStream_t st, int32_t dtype, const void* dy, void* db, int6
 int dnn_bn_running_single(cudaStream_t st, int32_t dtype, int32_t param_dtype, int64_t channels, double momentum,
                           const void* x, void* running_mean, void* running_var);
 
-// An LSTM's parameters between flx's layout (backend.h's flx_rnn_desc:
-// wi (4H, input) and wh (4H, H) column-major, gates i, f, g, o stacked, b
-// 4H) and cuDNN's weight space (a row-major H x input or H x H matrix and an
-// H bias a gate, where cudnnGetRNNWeightParams says): element offsets into
-// the space of gate g's input matrix (w_at[g]), recurrent matrix
-// (w_at[4 + g]) and bias (b_at[g]).
+// A recurrent layer's parameters between flx's layout (backend.h's
+// flx_rnn_desc: wi (G H, input) and wh (G H, H) column-major, the G gates
+// stacked, b G H elements, a GRU's bh H) and cuDNN's weight space (a
+// row-major H x input or H x H matrix and an H bias a gate, where
+// cudnnGetRNNWeightParams says): element offsets into the space of gate g's
+// input matrix (w_at[g]), recurrent matrix (w_at[G + g]) and input bias
+// (b_at[g]), and of the candidate's recurrent bias (bh_at, a GRU's).
 struct DnnRnnPack {
-  int64_t hidden, input;
-  int64_t w_at[8], b_at[4];
+  int64_t gates, hidden, input;
+  int64_t w_at[8], b_at[4], bh_at;
 };
-// to_space: wi, wh, b (b may be null: no bias) into space; otherwise the
-// gradients in space out to wi, wh and b, each skipped when null.
-int dnn_rnn_pack(cudaStream_t st, size_t elem_bytes, const DnnRnnPack& p, void* wi, void* wh, void* b, void* space,
-                 bool to_space);
+// to_space: wi, wh, b and bh (b and bh may be null: none) into space;
+// otherwise the gradients in space out to wi, wh, b and bh, each skipped
+// when null.
+int dnn_rnn_pack(cudaStream_t st, size_t elem_bytes, const DnnRnnPack& p, void* wi, void* wh, void* b, void* bh,
+                 void* space, bool to_space);
 // n int32 values `value` at dst (cuDNN's device copy of the sequence lengths).
 int dnn_fill_i32(cudaStream_t st, int32_t* dst, int64_t n, int32_t value);
 

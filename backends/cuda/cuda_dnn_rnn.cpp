@@ -1,11 +1,14 @@
-// Recurrent layers on cuDNN's RNN (the dnn table's rnn_*, ABI minor 6):
-// Float32 and Float64 LSTMs through cudnnRNNForward,
+// Recurrent layers on cuDNN's RNN (the dnn table's rnn_*, ABI minor 6; GRUs
+// minor 7): Float32 and Float64 LSTMs and GRUs through cudnnRNNForward,
 // cudnnRNNBackwardData_v8 and cudnnRNNBackwardWeights_v8, what PyTorch's
-// nn.LSTM runs on a GPU. flx's sequences (features, time, batch) are
+// nn.LSTM and nn.GRU run on a GPU. cuDNN's GRU is PyTorch's (the
+// candidate's recurrent product and bias inside the reset gate), which is
+// flx's with or without that bias (bh): with it, cuDNN's recurrent biases
+// of the reset and update gates stay zero. flx's sequences (features, time, batch) are
 // cuDNN's batch-major unpacked layout and its states (hidden, batch) cuDNN's
 // (layers, batch, hidden), so x, y and the states are used in place; the
 // weights are packed into cuDNN's weight space by a kernel at every forward
-// (4H (input + H + 1) elements, small beside the sequence's work), and
+// (G H (input + H + 1) elements, small beside the sequence's work), and
 // their gradients unpacked the same way. Float16 and BFloat16 are declined
 // (FLX_ERR_UNSUPPORTED): cuDNN would round the gates differently from the
 // CPU's cell, and flx's own kernels run them (src/ops/recurrent_scan.cpp).
@@ -51,20 +54,27 @@ struct Rnn {
   size_t elem = 0, weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
   int64_t seq_at = 0, cudnn_reserve_at = 0;  // in a training reserve, after the weights
   uint64_t total_reserve = 0;
+  bool double_bias = false;  // a GRU's bh: cuDNN's recurrent biases too (the others zero)
 };
+
+bool gru(const flx_rnn_desc* d) { return d->cell == FLX_RNN_GRU; }
+int64_t gates(const flx_rnn_desc* d) { return gru(d) ? 3 : 4; }
+// A GRU's candidate recurrent bias, when the descriptor has the field and it is set.
+flx_mem bh_of(const flx_rnn_desc* d) { return gru(d) && FLX_DESC_HAS(d, flx_rnn_desc, bh) ? d->bh : flx_mem{}; }
+flx_mem dbh_of(const flx_rnn_desc* d) { return gru(d) && FLX_DESC_HAS(d, flx_rnn_desc, dbh) ? d->dbh : flx_mem{}; }
 
 int check_desc(const char* what, const flx_rnn_desc* d) {
   if (!d) return fail(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": the descriptor is a null pointer");
-  if (d->cell != FLX_RNN_LSTM)
+  if (d->cell != FLX_RNN_LSTM && d->cell != FLX_RNN_GRU)
     return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": cell code " + std::to_string(d->cell) +
-                                         "; the CUDA backend runs LSTMs on cuDNN");
+                                         "; the CUDA backend runs LSTMs and GRUs on cuDNN");
   if (d->dtype != FLX_F32 && d->dtype != FLX_F64)
     return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": " + dnn_dtype_name(d->dtype) +
-                                         " LSTMs run on flx's kernels (cuDNN's only for Float32 and Float64)");
+                                         " recurrent layers run on flx's kernels (cuDNN's only for Float32 and Float64)");
   for (int64_t v : {d->input, d->hidden, d->batch, d->time})
     if (v < 1 || !fits_int(v))
       return dnn_invalid(what, "a size", v, "input, hidden, batch and time must lie in [1, 2^31)");
-  if (!fits_int(4 * d->hidden * (d->input + d->hidden + 1)))
+  if (!fits_int(gates(d) * d->hidden * (d->input + d->hidden + 1)))
     return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": more than 2^31 weights");
   return FLX_OK;
 }
@@ -80,8 +90,12 @@ int describe(const DnnCall& c, const flx_rnn_desc* d, bool training, Rnn* r) {
   if (int e = r->rnn.create(api, "cudnnCreateRNNDescriptor")) return e;
   const bool f64 = d->dtype == FLX_F64;
   const cudnnMathType_t math = f64 || allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;  // FMA: no TF32
-  if (cudnnStatus_t s = api.set_rnn(r->rnn.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM,
-                                    d->b.buf ? CUDNN_RNN_SINGLE_INP_BIAS : CUDNN_RNN_NO_BIAS, CUDNN_UNIDIRECTIONAL,
+  r->double_bias = bh_of(d).buf != nullptr;
+  const cudnnRNNBiasMode_t bias = r->double_bias ? CUDNN_RNN_DOUBLE_BIAS
+                                  : d->b.buf     ? CUDNN_RNN_SINGLE_INP_BIAS
+                                                 : CUDNN_RNN_NO_BIAS;
+  if (cudnnStatus_t s = api.set_rnn(r->rnn.get(), CUDNN_RNN_ALGO_STANDARD, gru(d) ? CUDNN_GRU : CUDNN_LSTM, bias,
+                                    CUDNN_UNIDIRECTIONAL,
                                     CUDNN_LINEAR_INPUT, r->type, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT, math, in,
                                     H, H, 1, r->drop.get(), CUDNN_RNN_PADDED_IO_ENABLED);
       s != CUDNN_STATUS_SUCCESS)
@@ -110,21 +124,26 @@ int describe(const DnnCall& c, const flx_rnn_desc* d, bool training, Rnn* r) {
   return FLX_OK;
 }
 
-// Where cuDNN keeps each gate's matrices and bias in the weight space at
-// `space` (element offsets).
+// Where cuDNN keeps each gate's matrices and biases in the weight space at
+// `space` (element offsets): linear layers 0..G-1 act on the input, G..2G-1
+// on the state, gates in flx's order; a GRU's candidate is gate 2.
 int locate(const DnnCall& c, const flx_rnn_desc* d, Rnn& r, char* space, DnnRnnPack* p) {
-  p->hidden = d->hidden, p->input = d->input;
-  for (int id = 0; id < 8; ++id) {
+  const int G = int(gates(d));
+  p->gates = G, p->hidden = d->hidden, p->input = d->input, p->bh_at = 0;
+  for (int id = 0; id < 2 * G; ++id) {
     void *m = nullptr, *b = nullptr;
     if (cudnnStatus_t s = c.api->rnn_weight_params(c.handle, r.rnn.get(), 0, r.weight_bytes, space, id, r.w.get(), &m,
                                                    r.b.get(), &b);
         s != CUDNN_STATUS_SUCCESS)
       return cudnn_fail(*c.api, s, "cudnnGetRNNWeightParams");
-    p->w_at[id] = (static_cast<char*>(m) - space) / int64_t(r.elem);
-    if (id < 4) p->b_at[id] = b ? (static_cast<char*>(b) - space) / int64_t(r.elem) : 0;
-    if (!m || (id < 4 && d->b.buf && !b))
-      return fail(FLX_ERR_DEVICE, "cudnnGetRNNWeightParams gave no address for the LSTM's parameter " +
+    const bool needs_bias = id < G ? d->b.buf != nullptr : r.double_bias && id == G + 2;
+    if (!m || (needs_bias && !b))
+      return fail(FLX_ERR_DEVICE, "cudnnGetRNNWeightParams gave no address for the recurrent layer's parameter " +
                                       std::to_string(id));
+    p->w_at[id] = (static_cast<char*>(m) - space) / int64_t(r.elem);
+    const int64_t b_at = b ? (static_cast<char*>(b) - space) / int64_t(r.elem) : 0;
+    if (id < G) p->b_at[id] = b_at;
+    else if (id == G + 2 && r.double_bias) p->bh_at = b_at;
   }
   return FLX_OK;
 }
@@ -133,22 +152,35 @@ void* ptr_or_null(flx_mem m) { return m.buf ? addr(m) : nullptr; }
 
 int operands(int dev, const flx_rnn_desc* d, bool backward, const char* what) {
   const size_t es = dnn_dtype_bytes(d->dtype);
-  const int64_t I = d->input, H = d->hidden, B = d->batch, T = d->time;
+  const int64_t I = d->input, H = d->hidden, B = d->batch, T = d->time, G = gates(d);
+  const bool lstm = !gru(d);
   struct Op {
     flx_mem m;
     int64_t n;
     const char* name;
     bool required;
   };
-  const Op ops[] = {{d->x, I * T * B, "x", true},          {d->y, H * T * B, "y", true},
-                    {d->wi, 4 * H * I, "wi", true},        {d->wh, 4 * H * H, "wh", true},
-                    {d->b, 4 * H, "b", false},             {d->h0, H * B, "h0", false},
-                    {d->c0, H * B, "c0", false},           {d->hn, H * B, "hn", false},
-                    {d->cn, H * B, "cn", false},           {d->dy, H * T * B, "dy", backward},
-                    {d->dhn, H * B, "dhn", false},         {d->dcn, H * B, "dcn", false},
-                    {d->dx, I * T * B, "dx", false},       {d->dh0, H * B, "dh0", false},
-                    {d->dc0, H * B, "dc0", false},         {d->dwi, 4 * H * I, "dwi", false},
-                    {d->dwh, 4 * H * H, "dwh", false},     {d->db, 4 * H, "db", false}};
+  const flx_mem none{};
+  const Op ops[] = {{d->x, I * T * B, "x", true},
+                    {d->y, H * T * B, "y", true},
+                    {d->wi, G * H * I, "wi", true},
+                    {d->wh, G * H * H, "wh", true},
+                    {d->b, G * H, "b", false},
+                    {bh_of(d), H, "bh", false},
+                    {d->h0, H * B, "h0", false},
+                    {lstm ? d->c0 : none, H * B, "c0", false},
+                    {d->hn, H * B, "hn", false},
+                    {lstm ? d->cn : none, H * B, "cn", false},
+                    {d->dy, H * T * B, "dy", backward},
+                    {d->dhn, H * B, "dhn", false},
+                    {lstm ? d->dcn : none, H * B, "dcn", false},
+                    {d->dx, I * T * B, "dx", false},
+                    {d->dh0, H * B, "dh0", false},
+                    {lstm ? d->dc0 : none, H * B, "dc0", false},
+                    {d->dwi, G * H * I, "dwi", false},
+                    {d->dwh, G * H * H, "dwh", false},
+                    {d->db, G * H, "db", false},
+                    {dbh_of(d), H, "dbh", false}};
   for (const Op& o : ops)
     if (o.required || o.m.buf)
       if (int e = dnn_operand(dev, o.m, o.n, es, what, o.name)) return e;
@@ -194,11 +226,17 @@ int rnn_forward(void*, int dev, const flx_rnn_desc* d, flx_stream s) {
   if (int e = locate(c, d, r, base, &pack)) return e;
   int32_t* lengths = reinterpret_cast<int32_t*>(base + r.seq_at);
   if (int e = dnn_fill_i32(c.stream, lengths, d->batch, int32_t(d->time))) return e;
-  if (int e = dnn_rnn_pack(c.stream, r.elem, pack, addr(d->wi), addr(d->wh), ptr_or_null(d->b), base, true)) return e;
+  if (r.double_bias)  // the recurrent biases flx has not (a GRU's reset and update gates'): zero
+    if (int e = check(cudaMemsetAsync(base, 0, r.weight_bytes, c.stream), "rnn_forward (cudaMemsetAsync)")) return e;
+  if (int e = dnn_rnn_pack(c.stream, r.elem, pack, addr(d->wi), addr(d->wh), ptr_or_null(d->b), ptr_or_null(bh_of(d)),
+                           base, true))
+    return e;
+  const bool lstm = !gru(d);
   const cudnnStatus_t st = c.api->rnn_forward(
       c.handle, r.rnn.get(), training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE, lengths, r.x.get(),
       addr(d->x), r.y.get(), addr(d->y), r.h.get(), ptr_or_null(d->h0), ptr_or_null(d->hn), r.h.get(),
-      ptr_or_null(d->c0), ptr_or_null(d->cn), r.weight_bytes, base, r.work_bytes, work.ptr(),
+      lstm ? ptr_or_null(d->c0) : nullptr, lstm ? ptr_or_null(d->cn) : nullptr, r.weight_bytes, base, r.work_bytes,
+      work.ptr(),
       training ? r.reserve_bytes : 0, training ? base + r.cudnn_reserve_at : nullptr);
   if (st != CUDNN_STATUS_SUCCESS) return cudnn_fail(*c.api, st, "cudnnRNNForward");
   return FLX_OK;
@@ -225,12 +263,14 @@ int rnn_backward(void*, int dev, const flx_rnn_desc* d, flx_stream s) {
     if (int e = dx.get(r.elem * size_t(d->input * d->time * d->batch))) return e;
     dx_ptr = dx.ptr();
   }
+  const bool lstm = !gru(d);
   cudnnStatus_t st = c.api->rnn_backward_data(
       c.handle, r.rnn.get(), lengths, r.y.get(), addr(d->y), addr(d->dy), r.x.get(), dx_ptr, r.h.get(),
-      ptr_or_null(d->h0), ptr_or_null(d->dhn), ptr_or_null(d->dh0), r.h.get(), ptr_or_null(d->c0), ptr_or_null(d->dcn),
-      ptr_or_null(d->dc0), r.weight_bytes, base, r.work_bytes, work.ptr(), r.reserve_bytes, reserve);
+      ptr_or_null(d->h0), ptr_or_null(d->dhn), ptr_or_null(d->dh0), r.h.get(), lstm ? ptr_or_null(d->c0) : nullptr,
+      lstm ? ptr_or_null(d->dcn) : nullptr, lstm ? ptr_or_null(d->dc0) : nullptr, r.weight_bytes, base, r.work_bytes,
+      work.ptr(), r.reserve_bytes, reserve);
   if (st != CUDNN_STATUS_SUCCESS) return cudnn_fail(*c.api, st, "cudnnRNNBackwardData_v8");
-  if (!d->dwi.buf && !d->dwh.buf && !d->db.buf) return FLX_OK;
+  if (!d->dwi.buf && !d->dwh.buf && !d->db.buf && !dbh_of(d).buf) return FLX_OK;
   // The weight gradients: cuDNN adds them into a zeroed space, unpacked after.
   if (int e = dspace.get(r.weight_bytes)) return e;
   if (int e = check(cudaMemsetAsync(dspace.ptr(), 0, r.weight_bytes, c.stream), "rnn_backward (cudaMemsetAsync)"))
@@ -242,7 +282,8 @@ int rnn_backward(void*, int dev, const flx_rnn_desc* d, flx_stream s) {
   DnnRnnPack pack{};
   if (int e = locate(c, d, r, dspace.ptr(), &pack)) return e;
   return dnn_rnn_pack(c.stream, r.elem, pack, ptr_or_null(d->dwi), ptr_or_null(d->dwh),
-                      d->b.buf ? ptr_or_null(d->db) : nullptr, dspace.ptr(), false);
+                      d->b.buf ? ptr_or_null(d->db) : nullptr, r.double_bias ? ptr_or_null(dbh_of(d)) : nullptr,
+                      dspace.ptr(), false);
 }
 
 }  // namespace flx_cuda

@@ -623,6 +623,12 @@ typedef struct flx_batchnorm_desc {
  *   hn, cn  (hidden, batch): the last states; NULL bufs: not wanted
  * FLX_RNN_LSTM has 4 gates, i, f, g, o (PyTorch's and oneDNN's order too):
  *   c' = sigmoid(f) c + sigmoid(i) tanh(g),  h' = sigmoid(o) tanh(c').
+ * FLX_RNN_GRU (minor 7) has 3 gates, r, z, n (PyTorch's order), with gx =
+ * wi x + b and gh = wh h split in three and bh the candidate's recurrent
+ * bias (hidden elements; a NULL buf: none, Flux's GRU v1):
+ *   r = sigmoid(gx_r + gh_r), z = sigmoid(gx_z + gh_z),
+ *   n = tanh(gx_n + r (gh_n + bh)),  h' = (1 - z) n + z h
+ * (c0, cn, dcn and dc0 unused). Its backward writes dbh where that buf is set.
  * rnn_forward with training = 1 also fills `reserve` (rnn_reserve_size
  * bytes for the same descriptor) for rnn_backward, which takes the
  * forward's fields (the same values and memory, y included) with that
@@ -630,7 +636,8 @@ typedef struct flx_batchnorm_desc {
  * dh0, dc0, dwi, dwh and db where their bufs are set (overwritten). A
  * backend that ran a training forward runs its backward. */
 typedef enum flx_rnn_cell {
-  FLX_RNN_LSTM = 0
+  FLX_RNN_LSTM = 0,
+  FLX_RNN_GRU = 1 /* minor 7 */
 } flx_rnn_cell;
 
 typedef struct flx_rnn_desc {
@@ -644,6 +651,7 @@ typedef struct flx_rnn_desc {
   flx_mem dx, dh0, dc0, dwi, dwh, db;       /* backward, out */
   flx_mem reserve; /* of reserve_bytes: written by a training forward, read by backward */
   uint64_t reserve_bytes;
+  flx_mem bh, dbh; /* minor 7: FLX_RNN_GRU's candidate recurrent bias and its gradient */
 } flx_rnn_desc;
 
 /* Scaled dot-product attention whose scores are never held whole (minor 7,

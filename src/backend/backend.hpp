@@ -257,6 +257,7 @@ class Backend {
 
  private:
   bool attention(int dev, flx_attention_desc d, int32_t pass) const;
+  bool rnn_knows(const flx_rnn_desc& d) const;
   void check(int status, OpRef op) const {
     if (status != FLX_OK) [[unlikely]]
       fail(status, op);

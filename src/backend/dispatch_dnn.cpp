@@ -58,13 +58,24 @@ void Backend::batchnorm_backward(int dev, flx_batchnorm_desc d) const {
   run<&dnn::batchnorm_backward>(dnn_, {"batchnorm (gradient)", d.dtype}, dev, &d);
 }
 
+namespace {
+const char* rnn_name(const flx_rnn_desc& d, bool gradient) {
+  if (d.cell == FLX_RNN_GRU) return gradient ? "gru (gradient)" : "gru";
+  return gradient ? "lstm (gradient)" : "lstm";
+}
+}  // namespace
+
+// A GRU (minor 7) goes only to a backend of minor 7 or later: to an older
+// one the cell code means nothing (backend.h's compatibility rules).
+bool Backend::rnn_knows(const flx_rnn_desc& d) const { return d.cell == FLX_RNN_LSTM || abi_minor_ >= 7; }
+
 bool Backend::rnn_reserve(int dev, const flx_rnn_desc& d, Scratch* reserve) const {
   flx_rnn_desc desc = d;
   desc.struct_size = sizeof desc;
   uint64_t bytes = 0;
-  const OpRef op{"lstm", desc.dtype};
+  const OpRef op{rnn_name(desc, false), desc.dtype};
   const auto query = dnn_.calls.rnn_reserve_size;
-  if (!query) return false;
+  if (!query || !rnn_knows(desc)) return false;
   const int st = query(core_->ctx, dev, &desc, &bytes);
   if (st == FLX_ERR_UNSUPPORTED) return false;
   check(st, op);
@@ -73,7 +84,8 @@ bool Backend::rnn_reserve(int dev, const flx_rnn_desc& d, Scratch* reserve) cons
 }
 bool Backend::rnn_forward(int dev, flx_rnn_desc d) const {
   d.struct_size = sizeof d;
-  const OpRef op{"lstm", d.dtype};
+  const OpRef op{rnn_name(d, false), d.dtype};
+  if (!rnn_knows(d)) return false;
   const int st = status<&dnn::rnn_forward>(dnn_, op, dev, &d);
   if (st == FLX_ERR_UNSUPPORTED) return false;
   check(st, op);
@@ -81,7 +93,7 @@ bool Backend::rnn_forward(int dev, flx_rnn_desc d) const {
 }
 void Backend::rnn_backward(int dev, flx_rnn_desc d) const {
   d.struct_size = sizeof d;
-  run<&dnn::rnn_backward>(dnn_, {"lstm (gradient)", d.dtype}, dev, &d);
+  run<&dnn::rnn_backward>(dnn_, {rnn_name(d, true), d.dtype}, dev, &d);
 }
 
 // A pass of attention (0 forward, 1 backward): its workspace, then the call;

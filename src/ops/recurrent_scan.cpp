@@ -37,8 +37,8 @@ bool fused_enabled() {
   return on;
 }
 
-// FLX_RECURRENT_LIBRARY=0 runs LSTMs with these kernels even where the
-// backend has its own (the dnn table's rnn_*), to compare them; read once.
+// FLX_RECURRENT_LIBRARY=0 runs LSTMs and GRUs with these kernels even where
+// the backend has its own (the dnn table's rnn_*), to compare them; read once.
 bool library_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("FLX_RECURRENT_LIBRARY");
@@ -454,47 +454,52 @@ Shape output_shape(const Dims& d, bool with_state, bool lstm) {
 int64_t last_h_at(const Dims& d) { return d.H * d.T * d.B; }
 int64_t last_c_at(const Dims& d) { return last_h_at(d) + d.hb(); }
 
-// ---- a backend's own LSTM ---------------------------------------------------------
-// A backend may run the whole LSTM itself (the dnn table's rnn_*, ABI minor
-// 6: the CPU through oneDNN's LSTM, which PyTorch's nn.LSTM uses too),
-// reading and writing flx's layouts in place. An undefined tensor, with
-// nothing run, where it declines.
+// ---- a backend's own LSTM or GRU -----------------------------------------------------
+// A backend may run the whole LSTM (the dnn table's rnn_*, ABI minor 6: the
+// CPU through oneDNN's LSTM, which PyTorch's nn.LSTM uses too; CUDA through
+// cuDNN's) or GRU (minor 7: cuDNN's) itself, reading and writing flx's
+// layouts in place. An undefined tensor, with nothing run, where it declines.
 
 flx_rnn_desc rnn_desc(const Dims& d, bool with_state, const Tensor& x, const Tensor& wi, const Tensor& wh,
-                      const Tensor& b, const Tensor& h0, const Tensor& c0, const Tensor& z) {
+                      const Tensor& b, const Tensor& bh, const Tensor& h0, const Tensor& c0, const Tensor& z) {
   const Kernels K(x);
+  const bool lstm = c0.defined();
   flx_rnn_desc r{};
   r.dtype = int32_t(x.dtype());
-  r.cell = FLX_RNN_LSTM;
+  r.cell = lstm ? FLX_RNN_LSTM : FLX_RNN_GRU;
   r.input = d.in;
   r.hidden = d.H;
   r.batch = d.B;
   r.time = d.T;
   r.x = K.at(x);
   r.h0 = K.at(h0);
-  r.c0 = K.at(c0);
+  if (lstm) r.c0 = K.at(c0);
   r.wi = K.at(wi);
   r.wh = K.at(wh);
   if (b.defined()) r.b = K.at(b);
+  if (bh.defined()) r.bh = K.at(bh);
   r.y = K.at(z);
   if (with_state) {
     r.hn = K.at(z, last_h_at(d));
-    r.cn = K.at(z, last_c_at(d));
+    if (lstm) r.cn = K.at(z, last_c_at(d));
   }
   return r;
 }
 
-Tensor backend_lstm(const Dims& d, bool with_state, const Tensor& x, const Tensor& wi, const Tensor& wh,
-                    const Tensor& b, const Tensor& h0, const Tensor& c0) {
+// c0 defined: an LSTM, else a GRU (bh its candidate's recurrent bias, if any).
+Tensor backend_rnn(const Dims& d, bool with_state, const Tensor& x, const Tensor& wi, const Tensor& wh,
+                   const Tensor& b, const Tensor& bh, const Tensor& h0, const Tensor& c0) {
+  const bool lstm = c0.defined();
   const auto& be = detail::be(x);
   if (!be.has_rnn() || !library_enabled()) return {};
   const int dev = detail::dev(x);
   const bool training = detail::is_recording() && (autograd::tracked(x) || autograd::tracked(wi) ||
                                                    autograd::tracked(wh) || autograd::tracked(b) ||
-                                                   autograd::tracked(h0) || autograd::tracked(c0));
+                                                   autograd::tracked(bh) || autograd::tracked(h0) ||
+                                                   autograd::tracked(c0));
   const Kernels K(x);
-  Tensor z = K.buffer(output_shape(d, with_state, true));
-  flx_rnn_desc r = rnn_desc(d, with_state, x, wi, wh, b, h0, c0, z);
+  Tensor z = K.buffer(output_shape(d, with_state, lstm));
+  flx_rnn_desc r = rnn_desc(d, with_state, x, wi, wh, b, bh, h0, c0, z);
   r.training = training;
   auto reserve = std::make_shared<detail::Scratch>();
   if (training) {
@@ -504,20 +509,21 @@ Tensor backend_lstm(const Dims& d, bool with_state, const Tensor& x, const Tenso
   }
   if (!be.rnn_forward(dev, r)) return {};
   if (!training) return z;
-  autograd::record("LSTM", autograd::Order::FirstOnly, z, {x, wi, wh, b, Tensor{}, h0, c0},
-                   [d, with_state, reserve, x = x.detach(), wi = wi.detach(), wh = wh.detach(),
-                    b = b.defined() ? b.detach() : Tensor{}, h0 = h0.detach(), c0 = c0.detach(),
+  const auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor{}; };
+  autograd::record(lstm ? "LSTM" : "GRU", autograd::Order::FirstOnly, z, {x, wi, wh, b, bh, h0, c0},
+                   [d, with_state, reserve, lstm, x = x.detach(), wi = wi.detach(), wh = wh.detach(), b = detached(b),
+                    bh = detached(bh), h0 = h0.detach(), c0 = detached(c0),
                     z = z.detach()](const Tensor& g, const bool* need, Tensor* gi) {
                      const Kernels K(z);
                      const Tensor dz = g.to(z.dtype());
-                     flx_rnn_desc r = rnn_desc(d, with_state, x, wi, wh, b, h0, c0, z);
+                     flx_rnn_desc r = rnn_desc(d, with_state, x, wi, wh, b, bh, h0, c0, z);
                      r.training = 1;
                      r.reserve = reserve->mem();
                      r.reserve_bytes = reserve->bytes();
                      r.dy = K.at(dz);
                      if (with_state) {
                        r.dhn = K.at(dz, last_h_at(d));
-                       r.dcn = K.at(dz, last_c_at(d));
+                       if (lstm) r.dcn = K.at(dz, last_c_at(d));
                      }
                      auto out = [&](int i, const Shape& s, flx_mem* m) {
                        if (!need[i]) return;
@@ -528,8 +534,9 @@ Tensor backend_lstm(const Dims& d, bool with_state, const Tensor& x, const Tenso
                      out(1, wi.shape(), &r.dwi);
                      out(2, wh.shape(), &r.dwh);
                      if (b.defined()) out(3, b.shape(), &r.db);
+                     if (bh.defined()) out(4, bh.shape(), &r.dbh);
                      out(5, h0.shape(), &r.dh0);
-                     out(6, c0.shape(), &r.dc0);
+                     if (lstm) out(6, c0.shape(), &r.dc0);
                      detail::be(z).rnn_backward(detail::dev(z), r);
                    });
   return z;
@@ -558,8 +565,8 @@ Tensor recurrent_scan(RecurrentKind kind, RecurrentAct act, const Tensor& x, con
                 h0.shape() == (Shape{d.H, d.B}) && (lstm == c0.defined()) && (!lstm || c0.shape() == h0.shape()),
             DimensionMismatch, "recurrent_scan (", op_name(kind), "): operands of shapes x ", x.shape(), ", Wi ",
             wi.shape(), ", Wh ", wh.shape(), ", h0 ", h0.shape(), " do not fit together");
-  if (lstm)
-    if (Tensor z = backend_lstm(d, with_state, x, wi, wh, b, h0, c0); z.defined()) return z;
+  if (lstm || gru)
+    if (Tensor z = backend_rnn(d, with_state, x, wi, wh, b, bh, h0, c0); z.defined()) return z;
 
   // The compute table's way, time last: x as (in, B, T), the states Zt
   // (H, B, T) (LSTM: and c_T in slot T), then Z in flx's layout.
