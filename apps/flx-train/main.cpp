@@ -52,13 +52,16 @@ auto cnn() {
 }
 
 // How many images of `test` (UInt8 pixels, labels) the model classifies
-// correctly; the pixels are widened 1000 at a time, on the device.
+// correctly; the pixels are widened `piece` at a time (the training batch),
+// on the device, so that evaluation needs no more memory than a training
+// step (a CNN's activations for 1000 images are hundreds of MB), and reuses
+// the blocks of the training step's sizes.
 template <class Model, class Data>
-int64_t correct(const Model& model, const Data& test) {
+int64_t correct(const Model& model, const Data& test, int64_t piece) {
   const int64_t n = numobs(test);
   int64_t right = 0;
-  for (int64_t i = 0; i < n; i += 1000) {
-    auto [pixels, y] = getobs(test, i, std::min(n, i + 1000));
+  for (int64_t i = 0; i < n; i += piece) {
+    auto [pixels, y] = getobs(test, i, std::min(n, i + piece));
     const Tensor hits = onecold(model(datasets::scaled_pixels(pixels))) == y;
     right += sum(hits).item<int64_t>();
   }
@@ -184,7 +187,7 @@ int train(const Args& args, const Team& team, const Model& initial) {
       if (bar && bar->due(batch)) bar->step(batch, loss_sum.item<double>() / double(seen), seen * team.size());
     }
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    acc = team.sum(double(correct(model, test_data))) / double(xte.size(1));
+    acc = team.sum(double(correct(model, test_data, args.batchsize))) / double(xte.size(1));
     const double samples = team.sum(double(seen));
     const double mean_loss = team.sum(loss_sum.item<double>()) / samples;
     // NaN or Inf: stop (every rank alike) before anything of it is saved.
