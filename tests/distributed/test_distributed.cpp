@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 using namespace flx;
 namespace dist = flx::distributed;
@@ -433,6 +434,39 @@ TEST(Backends, WhatTheBackendSays) {
   os << b;
   EXPECT_EQ(os.str(), "MPIBackend(rank " + std::to_string(b.rank()) + " of " + std::to_string(b.size()) + ")");
   EXPECT_FALSE(b.cuda_aware()) << "not declared";
+}
+
+// A backend made by default (or from no communicator) is not initialised:
+// every use of it says so, and what to call, instead of crashing.
+TEST(Backends, AnUninitialisedBackendSaysToInitialise) {
+  const auto expect_says = [](const std::function<void()>& use, const std::string& what) {
+    try {
+      use();
+      ADD_FAILURE() << what << ": no error";
+    } catch (const dist::DistributedError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind(what + ": the distributed backend is not initialised", 0), 0u) << m;
+      EXPECT_NE(m.find("distributed::initialize<distributed::MPIBackend>()"), std::string::npos) << m;
+    }
+  };
+  for (const dist::MPIBackend& b : {dist::MPIBackend(), dist::MPIBackend(nullptr)}) {
+    expect_says([&] { (void)b.rank(); }, "rank()");
+    expect_says([&] { (void)b.size(); }, "size()");
+    expect_says([&] { (void)b.node_rank(); }, "node_rank()");
+    expect_says([&] { (void)dist::total_workers(b); }, "size()");
+    expect_says([&] { (void)dist::local_rank(b); }, "rank()");
+    expect_says([&] { (void)b.name(); }, "name()");
+    expect_says([&] { (void)b.cuda_aware(); }, "cuda_aware()");
+    expect_says([&] { dist::DistributedDataContainer(b, rand(Float32, {3, 8})); }, "DistributedDataContainer");
+    expect_says([&] { dist::allreduce(b, ones(Float32, {4})); }, "allreduce");
+    expect_says([&] { dist::bcast(b, 1.0); }, "bcast");
+    expect_says([&] { dist::synchronize(b, Dense(2, 3)); }, "synchronize");
+    expect_says([&] { dist::DistributedOptimizer(b, Adam()); }, "DistributedOptimizer");
+    std::ostringstream os;
+    os << b;
+    EXPECT_EQ(os.str(), "DistributedBackend(not initialised)");
+  }
+  expect_says([] { (void)dist::NCCLBackend().device(); }, "device()");
 }
 
 // NCCL needs a CUDA GPU per rank on each machine: without one, initialize
