@@ -182,6 +182,9 @@ void collect_numbers(T& x, std::vector<double>& values) {
 // per tensor).
 template <class T>
 T synchronize(const DistributedBackend& b, const T& x, int root = 0) {
+  static_assert(!std::is_same_v<T, OptState>,
+                "synchronize of a const optimiser state: pass the state itself (a non-const OptState, or the "
+                "temporary setup() returns); its moments and step counts are updated in place");
   if constexpr (std::is_arithmetic_v<T>) {
     return static_cast<T>(bcast(b, double(x), root));
   } else {
@@ -197,6 +200,11 @@ T synchronize(const DistributedBackend& b, const T& x, int root = 0) {
 // An optimiser state: its moments and its step counts (host numbers), in
 // place; returns it.
 OptState synchronize(const DistributedBackend& b, OptState& state, int root = 0);
+// The same for the temporary setup() returns:
+//   auto opt = synchronize(backend, setup(rule, model), 0);
+inline OptState synchronize(const DistributedBackend& b, OptState&& state, int root = 0) {
+  return synchronize(b, state, root);
+}
 
 // Marks a model for synchronize (Flux's FluxDistributedModel); synchronize
 // returns the model itself.
