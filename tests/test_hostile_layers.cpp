@@ -230,6 +230,8 @@ TEST(HostileLayers, ConstructorsRejectBadSizesNamingTheLayer) {
       {"MeanPool", "-2", [] { MeanPool({-2}); }},
       {"AdaptiveMaxPool", "0", [] { AdaptiveMaxPool({0, 2}); }},
       {"AdaptiveMeanPool", "-1", [] { AdaptiveMeanPool({-1}); }},
+      {"Dropout", "-1", [] { Dropout(0.5, {-1}); }},
+      {"Dropout", "1.5", [] { Dropout(1.5); }},
   };
   for (const auto& c : cases) {
     EXPECT_THROW(c.make(), ArgumentError) << c.layer << " " << c.value;

@@ -104,6 +104,8 @@ Tensor LayerNorm::operator()(const Tensor& x) const {
 
 Dropout::Dropout(double q, std::vector<int> d) : p(q), dims(std::move(d)) {
   FLX_CHECK(q >= 0 && q <= 1, ArgumentError, "Dropout: the probability must lie in [0, 1]; got ", q);
+  for (int k : dims)
+    FLX_CHECK(k >= 0, ArgumentError, "Dropout: dims are 0-based dims of the input, so at least 0; got ", k);
 }
 
 Tensor Dropout::operator()(const Tensor& x) const { return detail::training_now(active) ? dropout(x, p, dims) : x; }
