@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "flx/backend.h"
+#include "tensor_impl.hpp"
 #include "test_util.hpp"
 
 using namespace flx;
@@ -99,6 +100,26 @@ TEST(PluginLoader, MemoryStatsReportTheAllocatorsReservedBytes) {
   EXPECT_TRUE(has(out, "after in_use=0 reserved=0 reserved_peak=1048576\n")) << out;
   // A backend without memory_info (the CPU) says so with -1.
   EXPECT_EQ(memory_stats(Device::cpu()).reserved, -1);
+}
+
+// The CPU backend keeps freed blocks for reuse; a smaller tensor (an
+// epoch's last batch, the last piece of an evaluation) takes a cached block
+// of up to twice its size rather than adding a block of its own to what the
+// process holds. (Earlier tests may have left blocks of the smaller size in
+// the cache: those come first.)
+TEST(CpuAllocator, ASmallerTensorReusesAFreedBlockOfUpToTwiceItsSize) {
+  const void* freed = nullptr;
+  {
+    const Tensor big = empty(Float32, Shape{3'000'017}, Device::cpu());  // 12 MB
+    freed = detail::host_data(big);
+  }
+  std::vector<Tensor> held;
+  bool reused = false;
+  for (int i = 0; i < 64 && !reused; ++i) {
+    held.push_back(empty(Float32, Shape{1'800'000}, Device::cpu()));  // 7.2 MB: 0.6 of it
+    reused = detail::host_data(held.back()) == freed;
+  }
+  EXPECT_TRUE(reused) << "the 12 MB block stayed in the cache while " << held.size() << " 7.2 MB blocks were made";
 }
 
 TEST(PluginLoader, PluginWithoutAComputeTableLoadsAndOpsSayWhatIsMissing) {

@@ -508,7 +508,7 @@ TEST(RecurrentErrors, BadConstructionArguments) {
   expect_error<ArgumentError>([] { LSTM(3, 5, {.recurrent_bias = true}); },
                               {"LSTM", "recurrent_bias is an option of GRU and GRUCell only"});
   expect_error<ArgumentError>([] { RNNCell(3, 5, flx::tanh, {.recurrent_bias = true}); }, {"RNNCell"});
-  expect_error<ArgumentError>([] { GRU(0, 5); }, {"GRUCell: sizes must be positive; got 0 => 5"});
+  expect_error<ArgumentError>([] { GRU(0, 5); }, {"GRU: sizes must be positive; got 0 => 5"});  // the layer, not its cell
   expect_error<DimensionMismatch>([] { LSTMCell(zeros(7, 3), zeros(7, 2), zeros(7)); },
                                   {"LSTMCell", "Wi must be a matrix (4·out, in)", "got shape 7×3"});
   expect_error<DimensionMismatch>([] { GRUCell(zeros(6, 3), zeros(6, 3), zeros(6)); },

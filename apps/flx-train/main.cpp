@@ -20,7 +20,9 @@
 
 #include "args.hpp"
 #include "checkpoint.hpp"
+#include "divergence.hpp"
 #include "epoch_metrics.hpp"
+#include "launcher.hpp"
 #include "progress.hpp"
 #include "schedule.hpp"
 #include "team.hpp"
@@ -50,13 +52,16 @@ auto cnn() {
 }
 
 // How many images of `test` (UInt8 pixels, labels) the model classifies
-// correctly; the pixels are widened 1000 at a time, on the device.
+// correctly; the pixels are widened `piece` at a time (the training batch),
+// on the device, so that evaluation needs no more memory than a training
+// step (a CNN's activations for 1000 images are hundreds of MB), and reuses
+// the blocks of the training step's sizes.
 template <class Model, class Data>
-int64_t correct(const Model& model, const Data& test) {
+int64_t correct(const Model& model, const Data& test, int64_t piece) {
   const int64_t n = numobs(test);
   int64_t right = 0;
-  for (int64_t i = 0; i < n; i += 1000) {
-    auto [pixels, y] = getobs(test, i, std::min(n, i + 1000));
+  for (int64_t i = 0; i < n; i += piece) {
+    auto [pixels, y] = getobs(test, i, std::min(n, i + piece));
     const Tensor hits = onecold(model(datasets::scaled_pixels(pixels))) == y;
     right += sum(hits).item<int64_t>();
   }
@@ -165,6 +170,7 @@ int train(const Args& args, const Team& team, const Model& initial) {
     // The running loss stays on the device: reading it every step would
     // make a GPU wait for each step to finish before queueing the next.
     Tensor loss_sum = zeros(Float32, Shape{}) | dev;
+    EpochLosses losses(args, epoch, loader.size(), step);
     int64_t seen = 0, batch = 0;
     double lr = 0;
     for (auto [x, y] : loader | dev) {
@@ -174,15 +180,19 @@ int train(const Args& args, const Team& team, const Model& initial) {
       update(opt, model, std::get<0>(grads));
       int64_t b = x.size(1);
       loss_sum = loss_sum + l * double(b);
+      losses.add(l);
       seen += b;
       ++step;
       ++batch;  // the bar shows the leader's own running loss
       if (bar && bar->due(batch)) bar->step(batch, loss_sum.item<double>() / double(seen), seen * team.size());
     }
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    acc = team.sum(double(correct(model, test_data))) / double(xte.size(1));
+    acc = team.sum(double(correct(model, test_data, args.batchsize))) / double(xte.size(1));
     const double samples = team.sum(double(seen));
     const double mean_loss = team.sum(loss_sum.item<double>()) / samples;
+    // NaN or Inf: stop (every rank alike) before anything of it is saved.
+    losses.check(mean_loss, checkpoints.checkpoint_path());
+    losses.check_model(state(model), checkpoints.checkpoint_path());
     if (!team.leader()) continue;
     bar->finish(mean_loss, acc, int64_t(samples));
     const EpochMetrics m{.epoch = epoch,
@@ -236,6 +246,18 @@ int main(int argc, char** argv) {
     args = checked_args(argc, argv);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "flx-train: %s\nRun flx-train --help for every option.\n", e.what());
+    return 2;
+  }
+  // Several processes of one launcher without --distributed: each would
+  // train alone and write the same files.
+  if (const auto world = launched_world(); !args.distributed && world && world->size > 1) {
+    std::fprintf(stderr,
+                 "flx-train: this is one of %lld processes of an MPI launcher (%s=%lld), but without --distributed "
+                 "each would train alone and write the same checkpoint directory. Add --distributed to train as "
+                 "one data-parallel job (mpiexec -n %lld flx-train --distributed ...), or run one flx-train "
+                 "without the launcher.\n",
+                 static_cast<long long>(world->size), world->variable.c_str(), static_cast<long long>(world->size),
+                 static_cast<long long>(world->size));
     return 2;
   }
 #if FLX_HAVE_DISTRIBUTED

@@ -117,14 +117,22 @@ int alloc(void*, int, size_t bytes, flx_stream, flx_buffer* out) {
       l.pop_back();
     }
   } else if (cls >= kCacheFrom) {
+    // The block of this class, else the smallest cached one of up to twice
+    // its size: a batch smaller than the others (an epoch's last, a last
+    // piece of evaluation) then reuses the blocks of the full batches
+    // instead of adding its own to what the process holds. A block keeps
+    // its class, and goes back to its own list.
     BlockCache& c = cache();
     std::lock_guard lock(c.mutex);
-    auto it = c.free_blocks.find(cls);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
-      block = it->second.back();
-      it->second.pop_back();
-      c.cached -= cls;
-    }
+    if (!c.free_blocks.empty())
+      for (size_t fit = cls; fit <= 2 * cls && !block; fit = size_class(fit + 1)) {
+        auto it = c.free_blocks.find(fit);
+        if (it == c.free_blocks.end() || it->second.empty()) continue;
+        block = it->second.back();
+        it->second.pop_back();
+        c.cached -= fit;
+        cls = fit;
+      }
   }
   if (!block) block = std::aligned_alloc(64, kHeader + cls);
   if (!block) return fail(FLX_ERR_OUT_OF_MEMORY, "out of host memory allocating " + std::to_string(bytes) + " bytes");

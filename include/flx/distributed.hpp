@@ -64,7 +64,9 @@ class Communicator;
 }
 
 // What MPIBackend and NCCLBackend share: a handle (copies share it) on this
-// process's place among the workers.
+// process's place among the workers. One made by default (MPIBackend b;)
+// is not initialised: every use of it (rank(), a collective, a data share)
+// raises DistributedError saying to call initialize<B>().
 class DistributedBackend {
  public:
   int rank() const;       // 0-based, in the job
@@ -90,6 +92,7 @@ std::ostream& operator<<(std::ostream& os, const DistributedBackend& b);  // MPI
 // FLX_DISTRIBUTED_MPI_CUDA_AWARE=1).
 class MPIBackend : public DistributedBackend {
  public:
+  MPIBackend() = default;  // not initialised: initialize<MPIBackend>() gives a working one
   explicit MPIBackend(std::shared_ptr<detail::Communicator> c) : DistributedBackend(std::move(c)) {}
   bool cuda_aware() const;
 };
@@ -98,6 +101,7 @@ class MPIBackend : public DistributedBackend {
 // GPU node_rank() of this machine; tensors on other devices go through MPI.
 class NCCLBackend : public DistributedBackend {
  public:
+  NCCLBackend() = default;  // not initialised: initialize<NCCLBackend>() gives a working one
   NCCLBackend(std::shared_ptr<detail::Communicator> c, MPIBackend mpi)
       : DistributedBackend(std::move(c)), mpi_(std::move(mpi)) {}
   const MPIBackend& mpi() const { return mpi_; }
@@ -156,6 +160,10 @@ double bcast(const DistributedBackend& b, double v, int root = 0);
 [[noreturn]] void abort(const DistributedBackend& b, const std::string& message, int code = 1);
 
 namespace detail {
+// b's communicator; DistributedError naming `what` when b was made by
+// default rather than by initialize<B>().
+Communicator& communicator_of(const DistributedBackend& b, const char* what);
+
 // Broadcast from root every tensor of `tensors` in place and each host
 // number of `numbers`, after checking that every rank holds the same
 // layout (`signature`: names, shapes, dtypes), naming the first difference.
@@ -174,6 +182,9 @@ void collect_numbers(T& x, std::vector<double>& values) {
 // per tensor).
 template <class T>
 T synchronize(const DistributedBackend& b, const T& x, int root = 0) {
+  static_assert(!std::is_same_v<T, OptState>,
+                "synchronize of a const optimiser state: pass the state itself (a non-const OptState, or the "
+                "temporary setup() returns); its moments and step counts are updated in place");
   if constexpr (std::is_arithmetic_v<T>) {
     return static_cast<T>(bcast(b, double(x), root));
   } else {
@@ -189,6 +200,11 @@ T synchronize(const DistributedBackend& b, const T& x, int root = 0) {
 // An optimiser state: its moments and its step counts (host numbers), in
 // place; returns it.
 OptState synchronize(const DistributedBackend& b, OptState& state, int root = 0);
+// The same for the temporary setup() returns:
+//   auto opt = synchronize(backend, setup(rule, model), 0);
+inline OptState synchronize(const DistributedBackend& b, OptState&& state, int root = 0) {
+  return synchronize(b, state, root);
+}
 
 // Marks a model for synchronize (Flux's FluxDistributedModel); synchronize
 // returns the model itself.
@@ -214,6 +230,7 @@ struct DistributedDataContainer {
   D data;
   int64_t start = 0, stop = 0;
   DistributedDataContainer(const DistributedBackend& b, D d) : data(std::move(d)) {
+    (void)detail::communicator_of(b, "DistributedDataContainer");
     std::tie(start, stop) = share_of(flx::detail::numobs_of(data), b.rank(), b.size());
   }
 };

@@ -34,7 +34,9 @@ struct PerDim {
 };
 
 // Flux's SamePad(): the output keeps the input's size at stride 1 (the
-// total padding (kernel - 1) * dilation, its larger half first).
+// total padding (kernel - 1) * dilation, its larger half first); a
+// transposed convolution's output is the input times the stride (the total
+// (kernel - stride) * dilation).
 struct SamePad {};
 
 // Padding: one number for every side (1), one per spatial dim ({1, 2}: both
@@ -63,7 +65,11 @@ struct WindowGeometry {
   int nspatial = 0;
   std::vector<int64_t> kernel, stride, dilation, pad_lo, pad_hi;
 };
-WindowGeometry conv_geometry(const std::vector<int64_t>& kernel, const ConvOptions& o, const char* layer);
+// `transposed`: the geometry of a transposed convolution (SamePad pads it
+// so that the output is the input times the stride, as Flux's). Sizes that
+// would overflow int64 raise ArgumentError naming `layer` and the option.
+WindowGeometry conv_geometry(const std::vector<int64_t>& kernel, const ConvOptions& o, const char* layer,
+                             bool transposed = false);
 
 // Cross-correlation of x with w (+ bias b, one per output channel; an
 // undefined b for none): NNlib's conv with flipped = true. `conv` flips the

@@ -124,18 +124,33 @@ std::ostream& operator<<(std::ostream& os, ReduceOp op) {
   }
 }
 
-int DistributedBackend::rank() const { return comm_->rank; }
-int DistributedBackend::size() const { return comm_->size; }
-int DistributedBackend::node_rank() const { return comm_->node_rank; }
-int DistributedBackend::node_size() const { return comm_->node_size; }
-std::string DistributedBackend::name() const { return comm_->name(); }
-int64_t DistributedBackend::collectives_started() const { return comm_->started.load(); }
+namespace detail {
+Communicator& communicator_of(const DistributedBackend& b, const char* what) {
+  FLX_CHECK(b.communicator(), DistributedError, what,
+            ": the distributed backend is not initialised (it was made by default, not by initialize); "
+            "start one with distributed::initialize<distributed::MPIBackend>() (or <distributed::NCCLBackend>), "
+            "and use what it returns (or get_distributed_backend<...>() later)");
+  return *b.communicator();
+}
+}  // namespace detail
+
+int DistributedBackend::rank() const { return detail::communicator_of(*this, "rank()").rank; }
+int DistributedBackend::size() const { return detail::communicator_of(*this, "size()").size; }
+int DistributedBackend::node_rank() const { return detail::communicator_of(*this, "node_rank()").node_rank; }
+int DistributedBackend::node_size() const { return detail::communicator_of(*this, "node_size()").node_size; }
+std::string DistributedBackend::name() const { return detail::communicator_of(*this, "name()").name(); }
+int64_t DistributedBackend::collectives_started() const {
+  return detail::communicator_of(*this, "collectives_started()").started.load();
+}
 std::ostream& operator<<(std::ostream& os, const DistributedBackend& b) {
+  if (!b.communicator()) return os << "DistributedBackend(not initialised)";
   return os << b.name() << "(rank " << b.rank() << " of " << b.size() << ")";
 }
 
-bool MPIBackend::cuda_aware() const { return static_cast<const detail::MpiCommunicator&>(*comm_).cuda_aware(); }
-Device NCCLBackend::device() const { return detail::nccl_device(*comm_); }
+bool MPIBackend::cuda_aware() const {
+  return static_cast<const detail::MpiCommunicator&>(detail::communicator_of(*this, "cuda_aware()")).cuda_aware();
+}
+Device NCCLBackend::device() const { return detail::nccl_device(detail::communicator_of(*this, "device()")); }
 
 template <>
 MPIBackend initialize<MPIBackend>(const InitOptions& opts) {
@@ -184,7 +199,7 @@ bool initialized<NCCLBackend>() {
 }
 
 void abort(const DistributedBackend& b, const std::string& message, int code) {
-  FLX_CHECK(b.communicator(), DistributedError, "abort: the distributed backend has not been initialised");
+  (void)detail::communicator_of(b, "abort");
   const std::string label = detail::rank_label(*b.communicator());
   // A failed collective's message is on stderr already: refer to it
   // rather than print it again inside this one.

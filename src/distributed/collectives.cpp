@@ -22,9 +22,8 @@ std::string describe(const Tensor& x) {
   return os.str();
 }
 
-detail::Communicator& comm_of(const DistributedBackend& b) {
-  FLX_CHECK(b.communicator(), DistributedError, "the distributed backend has not been initialised");
-  return *b.communicator();
+detail::Communicator& comm_of(const DistributedBackend& b, const char* what) {
+  return detail::communicator_of(b, what);
 }
 
 // Copy between a tensor and a region of a flat tensor of the same dtype
@@ -40,16 +39,16 @@ void copy_region(const Tensor& dst, uint64_t dst_offset, const Tensor& src, uint
 }  // namespace
 
 Tensor allreduce(const DistributedBackend& b, const Tensor& x, ReduceOp op) {
-  comm_of(b).run(detail::Collective::Allreduce, x, op, 0, "allreduce of " + describe(x));
+  comm_of(b, "allreduce").run(detail::Collective::Allreduce, x, op, 0, "allreduce of " + describe(x));
   return x;
 }
 Tensor bcast(const DistributedBackend& b, const Tensor& x, int root) {
-  comm_of(b).run(detail::Collective::Broadcast, x, ReduceOp::Sum, root,
+  comm_of(b, "bcast").run(detail::Collective::Broadcast, x, ReduceOp::Sum, root,
                  "bcast from rank " + std::to_string(root) + " of " + describe(x));
   return x;
 }
 Tensor reduce(const DistributedBackend& b, const Tensor& x, ReduceOp op, int root) {
-  comm_of(b).run(detail::Collective::Reduce, x, op, root, "reduce to rank " + std::to_string(root) + " of " + describe(x));
+  comm_of(b, "reduce").run(detail::Collective::Reduce, x, op, root, "reduce to rank " + std::to_string(root) + " of " + describe(x));
   return x;
 }
 double allreduce(const DistributedBackend& b, double v, ReduceOp op) {
@@ -67,7 +66,7 @@ namespace detail {
 
 void broadcast_tree(const DistributedBackend& b, const std::vector<std::pair<std::string, Tensor>>& tensors,
                     const std::vector<double*>& numbers, int root) {
-  Communicator& c = comm_of(b);
+  Communicator& c = comm_of(b, "synchronize");
   autograd::PauseScope pause;
   FLX_CHECK(root >= 0 && root < c.size, ArgumentError, "synchronize: root ", root, " is not a rank of this job (0 to ",
             c.size - 1, ")");

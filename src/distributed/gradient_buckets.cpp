@@ -283,7 +283,9 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
 
 void DistributedOptimizer::check() const {
   FLX_CHECK(backend_, DistributedError,
-            "DistributedOptimizer: the backend has not been initialised; call distributed::initialize first");
+            "DistributedOptimizer: the distributed backend is not initialised (it was made by default, not by "
+            "initialize); start one with distributed::initialize<distributed::MPIBackend>() (or "
+            "<distributed::NCCLBackend>), and use what it returns");
   FLX_CHECK(opts_.bucket_mib > 0 && opts_.first_bucket_mib > 0, ArgumentError,
             "DistributedOptimizer: bucket sizes ", opts_.first_bucket_mib, " and ", opts_.bucket_mib,
             " MiB; expected positive sizes");

@@ -171,9 +171,17 @@ std::unique_ptr<Work> MpiCommunicator::start(Collective kind, const Tensor& x, R
       };
       break;
   }
+  // What the other ranks must call too: compared with theirs if it fails.
+  MpiEngine::Signature sig;
+  sig.kind = int32_t(kind);
+  sig.dtype = int32_t(x.dtype());
+  sig.op = kind == Collective::Broadcast ? -1 : int32_t(op);
+  sig.root = kind == Collective::Allreduce ? -1 : root;
+  sig.count = x.numel();
+  what.copy(sig.what, sizeof sig.what - 1);
   std::shared_ptr<MpiEngine::Op> mpi;
   try {
-    mpi = engine_.submit(what, std::move(launch));
+    mpi = engine_.submit(what, sig, std::move(launch));
   } catch (...) {
     if (pinned) be.host_free(pinned);
     throw;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -43,6 +44,20 @@ std::string seconds(double s) {
   return os.str();
 }
 
+// "allreduce of a (4) Float32 tensor on CPU (Sum: 4 Float32 elements)": a
+// collective as its signature says, for a mismatch between ranks.
+std::string describe(const MpiEngine::Signature& s) {
+  static const char* const kinds[] = {"allreduce", "bcast", "reduce"};
+  static const char* const ops[] = {"Sum", "Avg", "Max", "Min"};
+  std::ostringstream os;
+  const std::string what(s.what, strnlen(s.what, sizeof s.what));
+  os << (what.empty() ? std::string(s.kind >= 0 && s.kind < 3 ? kinds[s.kind] : "a collective") : what) << " (";
+  if (s.op >= 0 && s.op < 4) os << ops[s.op] << ", ";
+  if (s.root >= 0) os << "root " << s.root << ", ";
+  os << s.count << " elements of " << (s.dtype >= 0 ? dtype_name(DType(s.dtype)) : "?") << ")";
+  return os.str();
+}
+
 std::mutex g_engine_mu;
 MpiEngine* g_engine = nullptr;  // never deleted: shutdown() ends its thread at exit
 
@@ -55,7 +70,8 @@ struct MpiEngine::Diagnosis {
   std::shared_ptr<Op> op;
   std::string cause;
   Clock::time_point until;
-  std::vector<uint64_t> ping_out, pong_in;
+  std::vector<uint64_t> ping_out;
+  std::vector<Pong> pong_in;
   std::vector<MPI_Request> sends, recvs;
   enum State { Waiting, Answered, Unreachable };
   std::vector<State> state;
@@ -137,7 +153,7 @@ bool MpiEngine::start_mpi(std::string& error) {
 #endif
   gather_where();
   find_iallreduce_algorithm();
-  pong_out_.assign(2 * size_t(size_), 0);
+  pong_out_.assign(size_t(size_), Pong{});
   pong_sends_.assign(size_t(size_), MPI_REQUEST_NULL);
   MPI_Irecv(&ping_in_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagPing, health_, &ping_req_);
   return true;
@@ -263,9 +279,10 @@ void MpiEngine::run() {
   done_cv_.notify_all();
 }
 
-std::shared_ptr<MpiEngine::Op> MpiEngine::submit(std::string what,
+std::shared_ptr<MpiEngine::Op> MpiEngine::submit(std::string what, const Signature& sig,
                                                  std::function<int(MPI_Comm, MPI_Request*)> launch) {
   auto op = std::make_shared<Op>();
+  op->sig = sig;
   op->what = std::move(what);
   op->launch = std::move(launch);
   std::string broken;
@@ -317,9 +334,12 @@ void MpiEngine::launch_queued() {
     std::lock_guard lock(mu_);
     batch.swap(queued_);
   }
+  constexpr size_t kHistory = 64;  // a rank a collective ahead is far fewer ahead
   for (auto& op : batch) {
     op->seq = ++launched_;
     op->started = Clock::now();
+    history_.emplace_back(op->seq, op->sig);
+    if (history_.size() > kHistory) history_.pop_front();
     active_.push_back(op);
     const int rc = op->launch(coll_, &op->req);
     if (rc != MPI_SUCCESS) {
@@ -365,9 +385,16 @@ void MpiEngine::serve_pings() {
     int sent = 1;
     if (pong_sends_[q] != MPI_REQUEST_NULL) MPI_Test(&pong_sends_[q], &sent, MPI_STATUS_IGNORE);
     if (sent) {  // else the previous answer to q is still on its way: that one will do
-      pong_out_[2 * size_t(q)] = launched_;
-      pong_out_[2 * size_t(q) + 1] = completed_;
-      MPI_Isend(&pong_out_[2 * size_t(q)], 2, MPI_UINT64_T, q, kTagPong, health_, &pong_sends_[q]);
+      Pong& p = pong_out_[size_t(q)];
+      p = Pong{};
+      p.launched = launched_;
+      p.completed = completed_;
+      for (const auto& [seq, sig] : history_)
+        if (seq == ping_in_) {
+          p.has_sig = 1;
+          p.sig = sig;
+        }
+      MPI_Isend(&p, int(sizeof(Pong)), MPI_BYTE, q, kTagPong, health_, &pong_sends_[q]);
     }
     if (MPI_Irecv(&ping_in_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagPing, health_, &ping_req_) != MPI_SUCCESS)
       ping_req_ = MPI_REQUEST_NULL;
@@ -394,7 +421,7 @@ void MpiEngine::begin_diagnosis(const std::shared_ptr<Op>& op, std::string cause
   const double grace = std::clamp(timeout_ / 4, 0.5, 10.0);
   d.until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace));
   d.ping_out.assign(size_t(size_), d.op->seq);
-  d.pong_in.assign(2 * size_t(size_), 0);
+  d.pong_in.assign(size_t(size_), Pong{});
   d.sends.assign(size_t(size_), MPI_REQUEST_NULL);
   d.recvs.assign(size_t(size_), MPI_REQUEST_NULL);
   d.state.assign(size_t(size_), Diagnosis::Answered);
@@ -402,7 +429,7 @@ void MpiEngine::begin_diagnosis(const std::shared_ptr<Op>& op, std::string cause
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     d.state[q] = Diagnosis::Waiting;
-    int rc = MPI_Irecv(&d.pong_in[2 * size_t(q)], 2, MPI_UINT64_T, q, kTagPong, health_, &d.recvs[q]);
+    int rc = MPI_Irecv(&d.pong_in[size_t(q)], int(sizeof(Pong)), MPI_BYTE, q, kTagPong, health_, &d.recvs[q]);
     if (rc == MPI_SUCCESS) rc = MPI_Isend(&d.ping_out[q], 1, MPI_UINT64_T, q, kTagPing, health_, &d.sends[q]);
     if (rc != MPI_SUCCESS) {
       d.state[q] = Diagnosis::Unreachable;
@@ -433,11 +460,30 @@ void MpiEngine::progress_diagnosis() {
   msg << label() << ": " << d.op->what << " (collective #"
       << d.op->seq << ") " << d.cause << ".";
   bool blamed = false;
-  auto rank_q = [&](int q) {
+  auto on_q = [&](int q) {  // "rank 1 (pid 1234 on node7)"
     const std::string& w = where_[size_t(q)];
-    return "Rank " + std::to_string(q) + (w.empty() ? "" : " (" + w + ")");
+    return "rank " + std::to_string(q) + (w.empty() ? "" : " (" + w + ")");
   };
+  auto rank_q = [&](int q) { return "R" + on_q(q).substr(1); };
+  // Ranks that made another collective as this one's number, or the same
+  // with other data: named first, since that is the cause whatever MPI
+  // said (a truncated message, a deadline).
+  std::ostringstream calls, data;
   for (int q = 0; q < size_; ++q) {
+    const Pong& p = d.pong_in[size_t(q)];
+    if (q == rank_ || d.state[q] != Diagnosis::Answered || p.launched < d.op->seq || !p.has_sig) continue;
+    if (!p.sig.same_call(d.op->sig)) calls << "; on " << on_q(q) << ", " << describe(p.sig);
+    else if (!p.sig.same_data(d.op->sig)) data << "; on " << on_q(q) << ", " << describe(p.sig);
+  }
+  if (!calls.str().empty() || !data.str().empty()) {
+    msg << " The ranks called " << (calls.str().empty() ? "it with different shapes or element types"
+                                                        : "different collectives")
+        << " as their collective #" << d.op->seq << ": on this rank, " << describe(d.op->sig) << calls.str()
+        << data.str() << ". Every rank must make the same collectives in the same order, on tensors of the same "
+        << "shape and element type (the same model and batch shapes on every rank).";
+    blamed = true;
+  }
+  for (int q = 0; q < size_ && !blamed; ++q) {
     if (q == rank_) continue;
     if (d.state[q] == Diagnosis::Waiting) {
       msg << " " << rank_q(q) << " does not answer: it is stopped, hung outside flx, or gone.";
@@ -445,8 +491,8 @@ void MpiEngine::progress_diagnosis() {
     } else if (d.state[q] == Diagnosis::Unreachable) {
       msg << " " << rank_q(q) << " cannot be reached (" << d.unreachable_why[q] << "): its process has probably died.";
       blamed = true;
-    } else if (d.pong_in[2 * size_t(q)] < d.op->seq) {
-      msg << " " << rank_q(q) << " answers but has started only " << d.pong_in[2 * size_t(q)]
+    } else if (d.pong_in[size_t(q)].launched < d.op->seq) {
+      msg << " " << rank_q(q) << " answers but has started only " << d.pong_in[size_t(q)].launched
           << " collectives, so it has not reached this one: it is slower or stuck in its own code, or it makes "
              "other collectives (every rank must make the same ones in the same order, e.g. the same number of "
              "batches).";

@@ -27,10 +27,26 @@ namespace flx::distributed::detail {
 class MpiEngine {
  public:
   using Clock = std::chrono::steady_clock;
+  // What a collective is, as every rank must make it: when one fails or
+  // misses its deadline, the ranks exchange the signatures of that
+  // collective (in their health pings), so that a mismatch (ranks calling
+  // different collectives, or one with different shapes or element types)
+  // is named as such. Plain bytes: it travels in a pong.
+  struct Signature {
+    int32_t kind = -1;   // Collective
+    int32_t dtype = -1;  // the caller's DType
+    int32_t op = -1;     // ReduceOp; -1 for a broadcast
+    int32_t root = -1;   // -1 for an allreduce
+    int64_t count = 0;   // elements
+    char what[112] = {};  // the collective's description, cut to fit
+    bool same_call(const Signature& o) const { return kind == o.kind && op == o.op && root == o.root; }
+    bool same_data(const Signature& o) const { return dtype == o.dtype && count == o.count; }
+  };
   // A collective: launch() calls the MPI_I* function on the engine's
   // thread with the collectives' communicator.
   struct Op {
     std::string what;  // "allreduce of gradient bucket 1 of 2 (1.0 MiB, Float32)"
+    Signature sig;
     std::function<int(MPI_Comm, MPI_Request*)> launch;
     uint64_t seq = 0;  // 1-based, in start order; the same on every rank
     MPI_Request req = MPI_REQUEST_NULL;
@@ -55,7 +71,7 @@ class MpiEngine {
 
   // Queue a collective; the engine starts queued ones in order. Refused
   // (DistributedError) once a collective has failed.
-  std::shared_ptr<Op> submit(std::string what, std::function<int(MPI_Comm, MPI_Request*)> launch);
+  std::shared_ptr<Op> submit(std::string what, const Signature& sig, std::function<int(MPI_Comm, MPI_Request*)> launch);
   // Until op is finished; DistributedError with its message when it failed.
   void wait(Op& op);
   // MPI_Iallreduce in place of `bytes` bytes at data, with OpenMPI's
@@ -108,11 +124,21 @@ class MpiEngine {
   bool exited_ = false;  // the thread has finalised MPI
   std::string broken_;
   uint64_t launched_ = 0, completed_ = 0;  // engine thread; sent in pongs
+  // The signatures of the last collectives launched (engine thread), by
+  // sequence number, for the pongs.
+  std::deque<std::pair<uint64_t, Signature>> history_;
 
-  // Health pings (engine thread only).
+  // Health pings (engine thread only). A ping carries the sequence number
+  // of the collective the pinging rank diagnoses; the pong, how far this
+  // rank got and its signature of that collective, when it has launched it.
+  struct Pong {
+    uint64_t launched = 0, completed = 0;
+    int32_t has_sig = 0, pad = 0;
+    Signature sig;
+  };
   uint64_t ping_in_ = 0;
   MPI_Request ping_req_ = MPI_REQUEST_NULL;
-  std::vector<uint64_t> pong_out_;  // per peer: launched, completed
+  std::vector<Pong> pong_out_;  // per peer
   std::vector<MPI_Request> pong_sends_;
   struct Diagnosis;
   std::unique_ptr<Diagnosis> diagnosis_;

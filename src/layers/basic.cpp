@@ -12,10 +12,16 @@ Tensor glorot_uniform(int64_t out, int64_t in) {
   return rand(out, in) * (2 * a) - a;
 }
 
-Dense::Dense(int64_t in, int64_t out, Activation a)
-    : weight(glorot_uniform(out, in)), bias(zeros(out)), act(std::move(a)) {
+namespace {
+// Checked before the weight is made (a Shape would reject a negative size in its own words).
+int64_t dense_in(int64_t in, int64_t out) {
   FLX_CHECK(in > 0 && out > 0, ArgumentError, "Dense: sizes must be positive; got ", in, " => ", out);
+  return in;
 }
+}  // namespace
+
+Dense::Dense(int64_t in, int64_t out, Activation a)
+    : weight(glorot_uniform(out, dense_in(in, out))), bias(zeros(out)), act(std::move(a)) {}
 
 Dense::Dense(Tensor w, Tensor b, Activation a) : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
   FLX_CHECK(weight.defined() && weight.ndims() == 2, DimensionMismatch, "Dense: weight must be a matrix (out, in); got ",

@@ -39,8 +39,9 @@ void check_sizes(const std::vector<int64_t>& kernel, int64_t in, int64_t out, in
             ": both channel counts must be multiples of groups; got ", in, " => ", out, " with groups=", groups);
 }
 
-ConvGeometry resolve(const std::vector<int64_t>& kernel, const ConvOptions& o, const char* layer) {
-  const WindowGeometry g = conv_geometry(kernel, o, layer);
+ConvGeometry resolve(const std::vector<int64_t>& kernel, const ConvOptions& o, const char* layer,
+                     bool transposed = false) {
+  const WindowGeometry g = conv_geometry(kernel, o, layer, transposed);
   ConvGeometry c;
   c.stride = g.stride;
   c.dilation = g.dilation;
@@ -141,7 +142,7 @@ namespace {
 Tensor new_weight(std::vector<int64_t> kernel, int64_t in, int64_t out, const ConvOptions& o, const char* layer,
                   bool transposed) {
   check_sizes(kernel, in, out, o.groups, layer);
-  (void)conv_geometry(kernel, o, layer);
+  (void)conv_geometry(kernel, o, layer, transposed);
   kernel.push_back(transposed ? out / o.groups : in / o.groups);
   kernel.push_back(transposed ? in : out);
   return glorot_conv(kernel);
@@ -153,7 +154,9 @@ int64_t dim_from_end(const Tensor& w, int back) {
 }  // namespace
 
 Conv::Conv(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a, const ConvOptions& o)
-    : Conv(new_weight(std::move(kernel), in, out, o, "Conv", false), zeros(out), std::move(a), o) {}
+    : Conv(new_weight(std::move(kernel), in, out, o, "Conv", false), Tensor(), std::move(a), o) {
+  bias = zeros(out);  // after new_weight has checked `out`
+}
 Conv::Conv(Tensor w, Tensor b, Activation a, const ConvOptions& o)
     : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
   check_weight(weight, bias, dim_from_end(weight, 0), "Conv");
@@ -164,7 +167,9 @@ Tensor Conv::operator()(const Tensor& x) const {
 }
 
 CrossCor::CrossCor(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a, const ConvOptions& o)
-    : CrossCor(new_weight(std::move(kernel), in, out, o, "CrossCor", false), zeros(out), std::move(a), o) {}
+    : CrossCor(new_weight(std::move(kernel), in, out, o, "CrossCor", false), Tensor(), std::move(a), o) {
+  bias = zeros(out);  // after new_weight has checked `out`
+}
 CrossCor::CrossCor(Tensor w, Tensor b, Activation a, const ConvOptions& o)
     : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
   check_weight(weight, bias, dim_from_end(weight, 0), "CrossCor");
@@ -176,11 +181,13 @@ Tensor CrossCor::operator()(const Tensor& x) const {
 
 ConvTranspose::ConvTranspose(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a,
                              const ConvOptions& o)
-    : ConvTranspose(new_weight(std::move(kernel), in, out, o, "ConvTranspose", true), zeros(out), std::move(a), o) {}
+    : ConvTranspose(new_weight(std::move(kernel), in, out, o, "ConvTranspose", true), Tensor(), std::move(a), o) {
+  bias = zeros(out);  // after new_weight has checked `out`
+}
 ConvTranspose::ConvTranspose(Tensor w, Tensor b, Activation a, const ConvOptions& o)
     : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
   check_weight(weight, bias, dim_from_end(weight, 1) * o.groups, "ConvTranspose");
-  geometry = resolve(spatial_shape(weight), o, "ConvTranspose");
+  geometry = resolve(spatial_shape(weight), o, "ConvTranspose", true);
 }
 Tensor ConvTranspose::operator()(const Tensor& x) const {
   return act(conv_transpose(x, weight, bias, geometry.options(), {}, label(*this).c_str()));
@@ -188,8 +195,23 @@ Tensor ConvTranspose::operator()(const Tensor& x) const {
 
 // ---- pools ------------------------------------------------------------------------
 
-MaxPool::MaxPool(std::vector<int64_t> w, PoolOptions o) : window(std::move(w)), options(std::move(o)) {}
-MeanPool::MeanPool(std::vector<int64_t> w, PoolOptions o) : window(std::move(w)), options(std::move(o)) {}
+namespace {
+// A pool's window (or an adaptive pool's output size): 1 to 3 positive sizes,
+// checked when the layer is made.
+void check_pool_sizes(const std::vector<int64_t>& sizes, const char* layer, const char* what) {
+  FLX_CHECK(!sizes.empty() && sizes.size() <= kMaxSpatialDims, ArgumentError, layer, ": the ", what, " has ",
+            sizes.size(), " dims; flx pools over 1 to ", kMaxSpatialDims);
+  for (int64_t k : sizes)
+    FLX_CHECK(k >= 1, ArgumentError, layer, ": ", what, " sizes must be positive; got ", k);
+}
+}  // namespace
+
+MaxPool::MaxPool(std::vector<int64_t> w, PoolOptions o) : window(std::move(w)), options(std::move(o)) {
+  check_pool_sizes(window, "MaxPool", "window");
+}
+MeanPool::MeanPool(std::vector<int64_t> w, PoolOptions o) : window(std::move(w)), options(std::move(o)) {
+  check_pool_sizes(window, "MeanPool", "window");
+}
 Tensor MaxPool::operator()(const Tensor& x) const { return maxpool(x, window, options, label(*this).c_str()); }
 Tensor MeanPool::operator()(const Tensor& x) const { return meanpool(x, window, options, label(*this).c_str()); }
 
@@ -224,8 +246,12 @@ Tensor GlobalMaxPool::operator()(const Tensor& x) const { return maxpool(x, imag
 Tensor GlobalMeanPool::operator()(const Tensor& x) const {
   return meanpool(x, image_size(x, "GlobalMeanPool()"), {}, "GlobalMeanPool()");
 }
-AdaptiveMaxPool::AdaptiveMaxPool(std::vector<int64_t> o) : out(std::move(o)) {}
-AdaptiveMeanPool::AdaptiveMeanPool(std::vector<int64_t> o) : out(std::move(o)) {}
+AdaptiveMaxPool::AdaptiveMaxPool(std::vector<int64_t> o) : out(std::move(o)) {
+  check_pool_sizes(out, "AdaptiveMaxPool", "output");
+}
+AdaptiveMeanPool::AdaptiveMeanPool(std::vector<int64_t> o) : out(std::move(o)) {
+  check_pool_sizes(out, "AdaptiveMeanPool", "output");
+}
 Tensor AdaptiveMaxPool::operator()(const Tensor& x) const {
   const std::string name = label(*this);
   auto [window, opts] = adaptive(x, out, name.c_str());

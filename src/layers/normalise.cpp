@@ -42,7 +42,26 @@ Tensor BatchNorm::operator()(const Tensor& x) const {
                        layer.c_str()));
 }
 
-LayerNorm::LayerNorm(int64_t d, Activation a, const LayerNormOptions& o) : LayerNorm(Shape{d}, std::move(a), o) {}
+namespace {
+// The normalised size, each dim checked here so that a bad one is named as
+// LayerNorm's (a Shape would reject a negative one in its own words).
+Shape layernorm_size(const std::vector<int64_t>& dims) {
+  bool positive = !dims.empty();
+  for (int64_t e : dims) positive = positive && e >= 1;
+  if (!positive) {
+    std::ostringstream got;
+    for (size_t k = 0; k < dims.size(); ++k) got << (k ? ", " : "") << dims[k];
+    FLX_THROW(ArgumentError, "LayerNorm: the normalised size must be one or more positive dims; got (", got.str(),
+              ")");
+  }
+  return Shape(dims);
+}
+}  // namespace
+
+LayerNorm::LayerNorm(int64_t d, Activation a, const LayerNormOptions& o)
+    : LayerNorm(layernorm_size({d}), std::move(a), o) {}
+LayerNorm::LayerNorm(std::initializer_list<int64_t> s, Activation a, const LayerNormOptions& o)
+    : LayerNorm(layernorm_size(std::vector<int64_t>(s)), std::move(a), o) {}
 
 LayerNorm::LayerNorm(const Shape& s, Activation a, const LayerNormOptions& o)
     : act(std::move(a)), options(o), size(s) {
@@ -85,6 +104,8 @@ Tensor LayerNorm::operator()(const Tensor& x) const {
 
 Dropout::Dropout(double q, std::vector<int> d) : p(q), dims(std::move(d)) {
   FLX_CHECK(q >= 0 && q <= 1, ArgumentError, "Dropout: the probability must lie in [0, 1]; got ", q);
+  for (int k : dims)
+    FLX_CHECK(k >= 0, ArgumentError, "Dropout: dims are 0-based dims of the input, so at least 0; got ", k);
 }
 
 Tensor Dropout::operator()(const Tensor& x) const { return detail::training_now(active) ? dropout(x, p, dims) : x; }

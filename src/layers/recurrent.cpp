@@ -40,8 +40,10 @@ void check_cell_options(const char* cell, const char* layer, const RecurrentOpti
             "'s biases add up into its one bias");
 }
 
-// A layer's options as its cell takes them (the layer keeps the state).
-RecurrentOptions cell_options(const char* layer, const RecurrentOptions& o, bool gru) {
+// A layer's options as its cell takes them (the layer keeps the state);
+// its sizes checked first, so that an error names the layer, not its cell.
+RecurrentOptions cell_options(const char* layer, int64_t in, int64_t out, const RecurrentOptions& o, bool gru) {
+  check_sizes(layer, in, out);
   FLX_CHECK(gru || !o.recurrent_bias, ArgumentError, layer,
             ": recurrent_bias is an option of GRU and GRUCell only (PyTorch's b_hn); ", layer,
             "'s biases add up into its one bias");
@@ -269,7 +271,7 @@ RecurrentOutput<Tensor> GRUCell::operator()(const Tensor& x, const Tensor& h) co
 // ---- layers ------------------------------------------------------------------
 
 RNN::RNN(int64_t in, int64_t out, Activation act, const RecurrentOptions& o)
-    : cell(in, out, std::move(act), cell_options("RNN", o, false)) {
+    : cell(in, out, std::move(act), cell_options("RNN", in, out, o, false)) {
   if (o.learned_state) state0 = zeros(out);
 }
 RNN::RNN(RNNCell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
@@ -303,7 +305,7 @@ RecurrentOutput<Tensor> RNN::with_state(const Tensor& x) const { return with_sta
 RecurrentOutput<Tensor> RNN::with_state(const Tensor& x, const Tensor& h) const { return run_rnn(*this, x, h, true); }
 
 LSTM::LSTM(int64_t in, int64_t out, const RecurrentOptions& o)
-    : cell(in, out, cell_options("LSTM", o, false)) {
+    : cell(in, out, cell_options("LSTM", in, out, o, false)) {
   if (o.learned_state) state0 = {zeros(out), zeros(out)};
 }
 LSTM::LSTM(LSTMCell c, LSTMState s0) : cell(std::move(c)), state0(std::move(s0)) {
@@ -340,7 +342,7 @@ RecurrentOutput<LSTMState> LSTM::with_state(const Tensor& x, const LSTMState& st
 }
 
 GRU::GRU(int64_t in, int64_t out, const RecurrentOptions& o)
-    : cell(in, out, cell_options("GRU", o, true)) {
+    : cell(in, out, cell_options("GRU", in, out, o, true)) {
   if (o.learned_state) state0 = zeros(out);
 }
 GRU::GRU(GRUCell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {

@@ -2,6 +2,8 @@
 // convolution: the kernel flipped first), conv_transpose (the primitive's
 // input gradient run forward), with their autodiff rules.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "dnn_internal.hpp"
@@ -10,11 +12,28 @@ namespace flx {
 
 namespace ops {
 
+namespace {
+// The function that converts a model to dtype t (Flux's f32, f64, ...).
+const char* model_conversion(DType t) {
+  switch (t) {
+    case DType::Float16: return "f16(model)";
+    case DType::BFloat16: return "bf16(model)";
+    case DType::Float64: return "f64(model)";
+    default: return "f32(model)";
+  }
+}
+}  // namespace
+
 void check_dnn_operand(const Tensor& t, const Tensor& ref, const char* what, const char* layer) {
   FLX_CHECK(t.defined(), ArgumentError, layer, ": the ", what, " is undefined");
   FLX_CHECK(is_floating(t.dtype()), TypeError, layer, ": expected a floating ", what, "; got ", t.dtype());
+  // The hint converts the input to the layer's dtype (a floating input may
+  // instead keep its own and the model follow it).
+  FLX_CHECK(is_floating(ref.dtype()), TypeError, layer, ": expected a floating input, as the ", what, " (",
+            t.dtype(), "); got ", ref.dtype(), "; convert the input to the layer's type (x.to(", t.dtype(), "))");
   FLX_CHECK(t.dtype() == ref.dtype(), TypeError, layer, ": the ", what, " is ", t.dtype(), " but the input is ",
-            ref.dtype(), "; convert one of them (x.to(", ref.dtype(), "))");
+            ref.dtype(), "; convert the input to the layer's type (x.to(", t.dtype(), ")) or the model to the input's (",
+            model_conversion(ref.dtype()), ")");
   FLX_CHECK(t.device() == ref.device(), DeviceMismatch, layer, ": the ", what, " is on ", t.device(),
             " but the input is on ", ref.device(), "; move both to one device (model | device)");
 }
@@ -202,7 +221,7 @@ Tensor conv_transpose(const Tensor& x, const Tensor& w0, const Tensor& b, const 
             " in an input of shape ", x.shape());
   FLX_CHECK(cin % groups == 0, DimensionMismatch, layer, ": the ", cin,
             " input channels are not a multiple of groups=", groups);
-  const WindowGeometry g = conv_geometry(ops::spatial_of(w0, nsp), o, layer);
+  const WindowGeometry g = conv_geometry(ops::spatial_of(w0, nsp), o, layer, true);
   std::vector<int64_t> extra = out_pad.empty() ? std::vector<int64_t>(size_t(nsp), 0) : out_pad;
   FLX_CHECK(extra.size() == size_t(nsp), ArgumentError, layer, ": outpad takes one value per spatial dim (", nsp,
             "); got ", extra.size());
@@ -212,7 +231,16 @@ Tensor conv_transpose(const Tensor& x, const Tensor& w0, const Tensor& b, const 
     FLX_CHECK(extra[i] >= 0 && extra[i] < std::max(g.stride[i], g.dilation[i]), ArgumentError, layer,
               ": outpad must be at least 0 and below the stride or the dilation; got ", extra[i], " for spatial dim ",
               i + 1);
-    out[i] = (in[i] - 1) * g.stride[i] - g.pad_lo[i] - g.pad_hi[i] + g.dilation[i] * (g.kernel[i] - 1) + 1 + extra[i];
+    // (in - 1) × stride + (kernel - 1) × dilation + 1 + outpad - padding,
+    // in int64 (the extent and the padding's sum fit: conv_geometry).
+    int64_t grown = 0;
+    const bool fits = !__builtin_mul_overflow(in[i] - 1, g.stride[i], &grown) &&
+                      !__builtin_add_overflow(grown, g.dilation[i] * (g.kernel[i] - 1) + 1, &grown) &&
+                      !__builtin_add_overflow(grown, extra[i], &grown);
+    FLX_CHECK(fits, ArgumentError, layer, ": the output of an input of shape ", x.shape(), " with stride ",
+              g.stride[i], " in spatial dim ", i + 1, " would be larger than the largest int64 (",
+              std::numeric_limits<int64_t>::max(), "); use a smaller stride");
+    if (__builtin_sub_overflow(grown, g.pad_lo[i] + g.pad_hi[i], &out[i])) out[i] = 0;
     FLX_CHECK(out[i] >= 1, DimensionMismatch, layer, ": the padding leaves no output in spatial dim ", i + 1,
               " for an input of shape ", x.shape());
   }

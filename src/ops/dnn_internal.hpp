@@ -17,10 +17,12 @@ namespace flx::ops {
 
 static_assert(kMaxSpatialDims == FLX_DNN_MAX_SPATIAL, "flx/dnn.hpp and backend.h agree on the spatial dims");
 
-// Padding resolved into g.pad_lo / g.pad_hi (g's kernel and dilation set).
-void resolve_padding(const Padding& p, WindowGeometry& g, const char* layer);
+// Padding resolved into g.pad_lo / g.pad_hi (g's kernel, stride and dilation
+// set); `transposed`: SamePad's rule for a transposed convolution.
+void resolve_padding(const Padding& p, WindowGeometry& g, const char* layer, bool transposed = false);
 // backend.h's output size per spatial dim for input shape `in` (spatial dims
-// first); DimensionMismatch naming the layer when the window does not fit.
+// first); DimensionMismatch naming the layer when the window does not fit,
+// ArgumentError when the padded input overflows int64.
 std::vector<int64_t> output_sizes(const WindowGeometry& g, const Shape& in, const char* layer, const char* what);
 
 // A tensor's backend, device ordinal and memory, checked to be floating and

@@ -135,7 +135,11 @@ Tensor dropout(const Tensor& x, double p, const std::vector<int>& dims) {
   FLX_CHECK(p >= 0 && p <= 1, ArgumentError, "dropout: the probability must lie in [0, 1]; got ", p);
   FLX_CHECK(is_floating(x.dtype()), TypeError, "dropout: expected a floating input; got ", x.dtype());
   if (p == 0) return x;
-  if (p == 1) return x * 0.0;  // every element dropped (NNlib's special case: no 0 × Inf)
+  // A dropped element is exactly 0 whatever it held (NNlib's ifelse), so
+  // never x × 0: that is NaN for an Inf or a NaN, in the value and, through
+  // an Inf gradient, in the gradient too. `where` gives 0 in both.
+  const Tensor zero = zeros(x.dtype(), Shape{}).to(x.device());
+  if (p == 1) return where(zeros(DType::Bool, Shape{}).to(x.device()), x, zero);  // every element dropped
   // Flux's dims: the mask varies along `dims` only (size 1 elsewhere).
   std::vector<int64_t> ms(size_t(x.ndims()), 1);
   for (int i = 0; i < x.ndims(); ++i) ms[size_t(i)] = dims.empty() ? x.shape()[i] : 1;
@@ -144,8 +148,10 @@ Tensor dropout(const Tensor& x, double p, const std::vector<int>& dims) {
     ms[size_t(d)] = x.shape()[d];
   }
   const Tensor r = detail::rand_on(x.dtype(), Shape(ms), x.device());
-  const Tensor mask = (r >= p).to(x.dtype()) * (1.0 / (1.0 - p));
-  return x * mask;
+  const Tensor kept = r >= p;
+  // The kept elements as before (x × mask, the mask 1 / (1 - p) there).
+  const Tensor mask = kept.to(x.dtype()) * (1.0 / (1.0 - p));
+  return where(kept, x * mask, zero);
 }
 
 Tensor alphadropout(const Tensor& x, double p) {
@@ -166,7 +172,10 @@ Tensor alphadropout(const Tensor& x, double p) {
 Tensor flatten(const Tensor& x) {
   ops::check_defined(x, "flatten");
   FLX_CHECK(x.ndims() >= 1, DimensionMismatch, "flatten: expected at least one dim; got shape ", x.shape());
-  return reshape(x, Shape{-1, x.shape()[x.ndims() - 1]});
+  // The rows counted, not inferred: an empty batch has no -1 to infer.
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < x.ndims(); ++i) rows *= x.shape()[i];
+  return reshape(x, Shape{rows, x.shape()[x.ndims() - 1]});
 }
 
 }  // namespace flx

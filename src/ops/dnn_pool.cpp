@@ -53,10 +53,14 @@ Tensor pool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptio
   const auto& be = detail::be(x);
   const int dev = detail::dev(x);
   // Training (recording, x tracked): the reserve the backward call needs.
+  // An empty input or output (no images, no channels) calls no backend:
+  // backend.h's descriptors hold at least one of each, and the output and
+  // gradient are empty or zero (as for Conv and BatchNorm).
   const bool training = detail::is_recording() && autograd::tracked(x);
   d.training = training;
-  auto reserve = std::make_shared<detail::Scratch>(training ? be.pool_reserve(dev, d) : detail::Scratch());
-  if (y.numel()) {
+  const bool any = y.numel() > 0 && x.numel() > 0;
+  auto reserve = std::make_shared<detail::Scratch>(training && any ? be.pool_reserve(dev, d) : detail::Scratch());
+  if (any) {
     d.x = detail::mem(x);
     d.y = detail::mem(y);
     d.reserve = reserve->mem();

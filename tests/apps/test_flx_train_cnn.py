@@ -39,7 +39,7 @@ def epochs(stdout):
 
 def cosine_rate(epoch, batch, lr=3e-3, warmup=0.3, total_epochs=EPOCHS):
     t, warm = (epoch - 1) * STEPS + batch, warmup * STEPS
-    return lr * (t + 1) / warm if t < warm else lr * 0.5 * (1 + math.cos(math.pi * t / (total_epochs * STEPS)))
+    return min(lr, lr * (t + 1) / warm) if t < warm else lr * 0.5 * (1 + math.cos(math.pi * t / (total_epochs * STEPS)))
 
 
 # The full run; the checkpoint of its epoch 1 is copied aside as it appears

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 using namespace flx;
 namespace dist = flx::distributed;
@@ -163,6 +164,22 @@ TEST(Synchronize, MakesRanksIdenticalOptimiserStateIncluded) {
   // Host numbers too.
   EXPECT_EQ(dist::synchronize(b, 10 + b.rank(), 0), 10);
   EXPECT_EQ(dist::synchronize(b, 0.5 * b.rank(), b.size() - 1), 0.5 * (b.size() - 1));
+}
+
+// The seed's form: the state setup() returns, synchronized as it is made.
+TEST(Synchronize, TakesTheTemporaryStateSetupReturns) {
+  auto b = backend();
+  set_seed(200 + uint64_t(b.rank()));
+  Mlp model = dist::synchronize(b, dist::FluxDistributedModel(Mlp(Chain(Dense(4, 8, flx::tanh), Dense(8, 3)))), 0);
+  OptState opt = dist::synchronize(b, setup(dist::DistributedOptimizer(b, Adam(0.01)), model), 0);
+  ASSERT_EQ(opt.entries().size(), 4u);
+  for (const auto& e : opt.entries())
+    for (const Tensor& m : e.state.tensors) EXPECT_TRUE(same_on_every_rank(b, m)) << e.path;
+  // It trains as a state set up and synchronized in two statements does.
+  Tensor x = dist::synchronize(b, randn(4, 5), 0), y = dist::synchronize(b, randn(3, 5), 0);
+  auto [l, g] = withgradient([&](const Mlp& m) { return mse(m(x), y); }, model);
+  update(opt, model, std::get<0>(g));
+  for (const Tensor& p : leaves(model)) EXPECT_TRUE(same_on_every_rank(b, p));
 }
 
 TEST(Synchronize, DifferentLayoutsAreAnErrorOnEveryRank) {
@@ -433,6 +450,39 @@ TEST(Backends, WhatTheBackendSays) {
   os << b;
   EXPECT_EQ(os.str(), "MPIBackend(rank " + std::to_string(b.rank()) + " of " + std::to_string(b.size()) + ")");
   EXPECT_FALSE(b.cuda_aware()) << "not declared";
+}
+
+// A backend made by default (or from no communicator) is not initialised:
+// every use of it says so, and what to call, instead of crashing.
+TEST(Backends, AnUninitialisedBackendSaysToInitialise) {
+  const auto expect_says = [](const std::function<void()>& use, const std::string& what) {
+    try {
+      use();
+      ADD_FAILURE() << what << ": no error";
+    } catch (const dist::DistributedError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind(what + ": the distributed backend is not initialised", 0), 0u) << m;
+      EXPECT_NE(m.find("distributed::initialize<distributed::MPIBackend>()"), std::string::npos) << m;
+    }
+  };
+  for (const dist::MPIBackend& b : {dist::MPIBackend(), dist::MPIBackend(nullptr)}) {
+    expect_says([&] { (void)b.rank(); }, "rank()");
+    expect_says([&] { (void)b.size(); }, "size()");
+    expect_says([&] { (void)b.node_rank(); }, "node_rank()");
+    expect_says([&] { (void)dist::total_workers(b); }, "size()");
+    expect_says([&] { (void)dist::local_rank(b); }, "rank()");
+    expect_says([&] { (void)b.name(); }, "name()");
+    expect_says([&] { (void)b.cuda_aware(); }, "cuda_aware()");
+    expect_says([&] { dist::DistributedDataContainer(b, rand(Float32, {3, 8})); }, "DistributedDataContainer");
+    expect_says([&] { dist::allreduce(b, ones(Float32, {4})); }, "allreduce");
+    expect_says([&] { dist::bcast(b, 1.0); }, "bcast");
+    expect_says([&] { dist::synchronize(b, Dense(2, 3)); }, "synchronize");
+    expect_says([&] { dist::DistributedOptimizer(b, Adam()); }, "DistributedOptimizer");
+    std::ostringstream os;
+    os << b;
+    EXPECT_EQ(os.str(), "DistributedBackend(not initialised)");
+  }
+  expect_says([] { (void)dist::NCCLBackend().device(); }, "device()");
 }
 
 // NCCL needs a CUDA GPU per rank on each machine: without one, initialize

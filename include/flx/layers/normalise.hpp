@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <initializer_list>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -73,6 +74,9 @@ struct LayerNorm {
   LayerNorm(int64_t d, const LayerNormOptions& o) : LayerNorm(d, {}, o) {}
   explicit LayerNorm(const Shape& size, Activation act = {}, const LayerNormOptions& o = {});
   LayerNorm(const Shape& size, const LayerNormOptions& o) : LayerNorm(size, {}, o) {}
+  // LayerNorm({d1, d2}): the sizes checked (and named) before they make a Shape.
+  LayerNorm(std::initializer_list<int64_t> size, Activation act = {}, const LayerNormOptions& o = {});
+  LayerNorm(std::initializer_list<int64_t> size, const LayerNormOptions& o) : LayerNorm(size, {}, o) {}
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(LayerNorm, scale, bias)

@@ -5,11 +5,15 @@
 // a known step and watch the job end.
 //
 //   fault_worker [--steps N] [--step-sleep SECONDS]
-//                [--throw-at STEP | --stall-at STEP] --on-rank R
+//                [--throw-at STEP | --stall-at STEP | --mismatch KIND] --on-rank R
 //
 // --throw-at: rank R throws a std::runtime_error at STEP, uncaught.
 // --stall-at: rank R stops making progress at STEP (sleeps in its own code,
 // as a rank stuck in a loop would), while flx's thread still answers.
+// --mismatch: before training, rank R makes a collective unlike the
+// others': `size` (an allreduce of 6 Float32 elements, the others 4),
+// `dtype` (Float64, the others Float32), `collective` (a bcast, the others
+// an allreduce), `model` (a DistributedOptimizer step over a wider model).
 //
 // It prints one line per event on stdout, flushed at once, for the driver:
 //   worker rank R of N pid P
@@ -46,6 +50,7 @@ struct Args {
   int steps = 20;
   double step_sleep = 0;
   int throw_at = -1, stall_at = -1, on_rank = -1;
+  std::string mismatch;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -67,11 +72,15 @@ Args parse(int argc, char** argv) {
     else if (k == "--throw-at") a.throw_at = std::atoi(v);
     else if (k == "--stall-at") a.stall_at = std::atoi(v);
     else if (k == "--on-rank") a.on_rank = std::atoi(v);
+    else if (k == "--mismatch") a.mismatch = v;
     else usage("unknown argument " + k);
   }
   if (a.steps < 1) usage("--steps must be at least 1");
-  if ((a.throw_at >= 0 || a.stall_at >= 0) != (a.on_rank >= 0))
-    usage("--on-rank goes with --throw-at or --stall-at");
+  if ((a.throw_at >= 0 || a.stall_at >= 0 || !a.mismatch.empty()) != (a.on_rank >= 0))
+    usage("--on-rank goes with --throw-at, --stall-at or --mismatch");
+  if (!a.mismatch.empty() && a.mismatch != "size" && a.mismatch != "dtype" && a.mismatch != "collective" &&
+      a.mismatch != "model")
+    usage("--mismatch takes size, dtype, collective or model");
   return a;
 }
 
@@ -120,6 +129,26 @@ void say(const char* fmt, auto... args) {
   std::fflush(stdout);
 }
 
+// --mismatch: `odd` (rank R) makes a collective unlike the others'.
+void mismatch(const dist::MPIBackend& b, const std::string& kind, bool odd) {
+  say("mismatch %s rank %d\n", kind.c_str(), b.rank());
+  if (kind == "size") dist::allreduce(b, ones(Float32, {odd ? 6 : 4}));
+  if (kind == "dtype") dist::allreduce(b, ones(odd ? Float64 : Float32, {4}));
+  if (kind == "collective") {
+    if (odd) dist::bcast(b, ones(Float32, {4}), 0);
+    else dist::allreduce(b, ones(Float32, {4}));
+  }
+  if (kind == "model") {
+    set_seed(1);
+    auto m = Chain(Dense(kIn, odd ? kHidden + 3 : kHidden, flx::tanh), Dense(odd ? kHidden + 3 : kHidden, 1));
+    auto opt = setup(dist::DistributedOptimizer(b, Adam(0.01)), m);
+    auto [x, y] = batch(1);
+    auto [l, g] = withgradient([&](const auto& model) { return loss(model, x, y); }, m);
+    update(opt, m, std::get<0>(g));
+  }
+  say("mismatch %s rank %d survived\n", kind.c_str(), b.rank());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,6 +156,10 @@ int main(int argc, char** argv) {
   auto backend = dist::initialize<dist::MPIBackend>();
   const int rank = backend.rank(), size = backend.size();
   say("worker rank %d of %d pid %d\n", rank, size, int(getpid()));
+  if (!args.mismatch.empty()) {
+    mismatch(backend, args.mismatch, rank == args.on_rank);
+    return 0;
+  }
 
   auto model = make_model();
   auto opt = setup(dist::DistributedOptimizer(backend, Adam(0.01), {.op = dist::ReduceOp::Sum}), model);

@@ -204,6 +204,33 @@ def fault_case(name, launch, fault, timeout_s, budget_s, expect, nonzero=True, r
         kill_everything(job)
 
 
+def mismatch_case(name, launch, kind, timeout_s, budget_s, expect, reject):
+    """A job whose rank 1 makes a collective unlike rank 0's (fault_worker
+    --mismatch kind): mpirun exits non-zero within budget_s, the output
+    matches every pattern of `expect` and none of `reject` (advice that
+    blames something else), and no process of the job is left."""
+    job = launch({"FLX_DISTRIBUTED_TIMEOUT": str(timeout_s)}, ["--mismatch", kind, "--on-rank", "1"])
+    try:
+        t0 = time.monotonic()
+        rc = job.wait(budget_s)
+        check(rc is not None, f"{name}: mpirun still running after {budget_s} s (a hang)", job)
+        check(rc != 0, f"{name}: mpirun exited with status 0", job)
+        check("survived" not in job.text("out"), f"{name}: a rank went on after the mismatched collective", job)
+        out = job.text("out") + "\n" + job.text("err")
+        for pattern in expect:
+            check(re.search(pattern, out), f"{name}: the output does not match {pattern!r}", job)
+        for pattern in reject:
+            check(not re.search(pattern, out), f"{name}: the output matches {pattern!r}", job)
+        left = leftovers(job, job.rank_pids().values())
+        check(not left, f"{name}: processes left behind after mpirun exited: " +
+              "; ".join(f"pid {p} state {s}: {c[:150]}" for p, s, c in left), job)
+        print(f"ok   {name}: mpirun exited with status {rc} after {time.monotonic() - t0:.1f} s, naming the "
+              f"mismatch, no process left", flush=True)
+        return job.text("err")
+    finally:
+        kill_everything(job)
+
+
 def train_case(name, launch, nranks):
     """A job that trains to the end: every rank matches one process on
     whole batches (Float64, 1e-6 relative) and the ranks agree exactly."""

@@ -8,6 +8,10 @@ names rank 1 (and, for the stop and the stall, the collective rank 0 waited
 in), and no
 process of the job is left, the stopped one included. First, the same
 program trains to the end and matches one process on whole batches.
+Then ranks that disagree (an allreduce of 4 elements on rank 0 and of 6 on
+rank 1; Float32 and Float64; an allreduce and a bcast; DistributedOptimizer
+over models of different sizes) end the job with a message that names the
+collective and what each rank gave, not advice about the network.
 
     test_faults.py --mpirun MPIRUN --worker FAULT_WORKER
 """
@@ -45,6 +49,13 @@ def main():
             print(f"---- stderr of {name}:\n{err}\n----", flush=True)
         return name, run
 
+    def mismatch(name, kind, expect):
+        def run():
+            err = faultlib.mismatch_case(name, launcher(2), kind, TIMEOUT, BUDGET, expect + [r"MPI_Abort"],
+                                         [r"check the network", r"btl_tcp_if_include"])
+            print(f"---- stderr of {name}:\n{err}\n----", flush=True)
+        return name, run
+
     faultlib.run_cases([
         ("train with 2 ranks", lambda: faultlib.train_case("train with 2 ranks", launcher(2), 2)),
         ("train with 3 ranks", lambda: faultlib.train_case("train with 3 ranks", launcher(3), 3)),
@@ -67,6 +78,22 @@ def main():
         fault("rank 1 stalls", "stall", [r"rank 0 of 2: allreduce of gradient bucket 1 of 1 .* did not complete",
                                          r"Rank 1 \(pid \d+ on .*\) answers but has started only \d+ collectives",
                                          r"MPI_Abort"]),
+        mismatch("4 and 6 elements", "size", [
+            r"The ranks called it with different shapes or element types as their collective #1",
+            r"allreduce of a \(4\) Float32 tensor on CPU \(Sum, 4 elements of Float32\)",
+            r"on rank 1 \(pid \d+ on .*\), allreduce of a \(6\) Float32 tensor on CPU \(Sum, 6 elements of Float32\)"]),
+        mismatch("Float32 and Float64", "dtype", [
+            r"The ranks called it with different shapes or element types as their collective #1",
+            r"\(4\) Float32 tensor on CPU \(Sum, 4 elements of Float32\)",
+            r"\(4\) Float64 tensor on CPU \(Sum, 4 elements of Float64\)"]),
+        mismatch("allreduce and bcast", "collective", [
+            r"rank 0 of 2: allreduce of a \(4\) Float32 tensor on CPU \(collective #1\) did not complete",
+            r"The ranks called different collectives as their collective #1",
+            r"on rank 1 \(pid \d+ on .*\), bcast from rank 0 of a \(4\) Float32 tensor on CPU \(root 0, 4 elements"]),
+        mismatch("models of different sizes", "model", [
+            r"allreduce of gradient bucket 1 of 1 \(161 Float32 values",
+            r"The ranks called it with different shapes or element types",
+            r"on rank 1 \(pid \d+ on .*\), allreduce of gradient bucket 1 of 1 \(191 Float32 values"]),
     ])
 
 
