@@ -18,8 +18,10 @@
 #
 #   scripts/cuda-check.sh [--build-dir DIR] [--summary FILE] [--only STEPS] [--skip-build]
 #                         [--no-gpu-ok] [--jobs N] [--budget SECONDS] [--data DIR] [--rounds N]
-#                         [--train-epochs N] [--cnn-epochs N] [--ctest-args "ARGS"]
+#                         [--train-epochs N] [--cnn-epochs N] [--ctest-args "ARGS"] [--targets "T..."]
 #   STEPS: comma-separated subset of build,tests,examples,bench,seqbench,lowp,sanitizer (default: all)
+#   --targets: build only these CMake targets (default: everything), for a
+#   short call that runs a few tests (--ctest-args "-R ...") and benchmarks
 #
 # Exit status: 0 every step passed (or was skipped), 1 a step failed,
 # 2 no GPU (without --no-gpu-ok) or bad arguments. Each step has its own
@@ -35,10 +37,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
 
 BUILD_DIR=build-cuda SUMMARY="" ONLY="build,tests,examples,bench,seqbench,lowp,sanitizer" SKIP_BUILD=0 NO_GPU_OK=0
-JOBS=$(nproc) BUDGET=570 DATA="" ROUNDS=5 TRAIN_EPOCHS=3 CNN_EPOCHS=5 CTEST_ARGS="" PYTHON=${PYTHON:-python3}
+JOBS=$(nproc) BUDGET=570 DATA="" ROUNDS=5 TRAIN_EPOCHS=3 CNN_EPOCHS=5 CTEST_ARGS="" TARGETS="" PYTHON=${PYTHON:-python3}
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
-  case $1 in --build-dir|--summary|--only|--jobs|--budget|--data|--rounds|--train-epochs|--cnn-epochs|--ctest-args)
+  case $1 in --build-dir|--summary|--only|--jobs|--budget|--data|--rounds|--train-epochs|--cnn-epochs|--ctest-args|--targets)
     [ $# -ge 2 ] || { echo "cuda-check: $1 needs a value" >&2; exit 2; } ;;
   esac
   case $1 in
@@ -54,6 +56,7 @@ while [ $# -gt 0 ]; do
     --train-epochs) TRAIN_EPOCHS=$2; shift ;;
     --cnn-epochs) CNN_EPOCHS=$2; shift ;;
     --ctest-args) CTEST_ARGS=$2; shift ;;
+    --targets) TARGETS=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cuda-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -179,7 +182,8 @@ step_build() {
   # 2026-11); on 16 cores that is 50 s of work, and the longest chain, the
   # sanitized cpu_map.cpp (58 s of one core) then libflx_sanitized.a and its
   # tests' link, about 70 s: some 100 s expected, 240 s allows a core 2x slower.
-  run_step build 240 cmake --build "$BUILD_DIR" -j "$JOBS"
+  # shellcheck disable=SC2086
+  run_step build 240 cmake --build "$BUILD_DIR" -j "$JOBS" ${TARGETS:+--target $TARGETS}
   if [ "$RC" = 0 ]; then record build PASS "built in $(( $(date +%s) - t0 )) s with -j $JOBS"
   else record build FAIL "$(rc_text)$(grep -m1 -E 'error|FAILED' "$LOGS/build.log" | sed 's/^/: /' | cut -c1-200)"; fi
 }

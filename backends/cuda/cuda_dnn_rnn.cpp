@@ -1,7 +1,7 @@
 // Recurrent layers on cuDNN's RNN (the dnn table's rnn_*, ABI minor 6; GRUs
-// minor 7): Float32 and Float64 LSTMs and GRUs through cudnnRNNForward,
-// cudnnRNNBackwardData_v8 and cudnnRNNBackwardWeights_v8, what PyTorch's
-// nn.LSTM and nn.GRU run on a GPU. cuDNN's GRU is PyTorch's (the
+// and plain tanh/relu RNNs minor 7): Float32 and Float64 layers through
+// cudnnRNNForward, cudnnRNNBackwardData_v8 and cudnnRNNBackwardWeights_v8,
+// what PyTorch's nn.LSTM, nn.GRU and nn.RNN run on a GPU. cuDNN's GRU is PyTorch's (the
 // candidate's recurrent product and bias inside the reset gate), which is
 // flx's with or without that bias (bh): with it, cuDNN's recurrent biases
 // of the reset and update gates stay zero. flx's sequences (features, time, batch) are
@@ -58,16 +58,30 @@ struct Rnn {
 };
 
 bool gru(const flx_rnn_desc* d) { return d->cell == FLX_RNN_GRU; }
-int64_t gates(const flx_rnn_desc* d) { return gru(d) ? 3 : 4; }
+int64_t gates(const flx_rnn_desc* d) {
+  switch (d->cell) {
+    case FLX_RNN_LSTM: return 4;
+    case FLX_RNN_GRU: return 3;
+  }
+  return 1;  // tanh, relu
+}
+cudnnRNNMode_t cudnn_cell(const flx_rnn_desc* d) {
+  switch (d->cell) {
+    case FLX_RNN_LSTM: return CUDNN_LSTM;
+    case FLX_RNN_GRU: return CUDNN_GRU;
+    case FLX_RNN_RELU: return CUDNN_RNN_RELU;
+  }
+  return CUDNN_RNN_TANH;
+}
 // A GRU's candidate recurrent bias, when the descriptor has the field and it is set.
 flx_mem bh_of(const flx_rnn_desc* d) { return gru(d) && FLX_DESC_HAS(d, flx_rnn_desc, bh) ? d->bh : flx_mem{}; }
 flx_mem dbh_of(const flx_rnn_desc* d) { return gru(d) && FLX_DESC_HAS(d, flx_rnn_desc, dbh) ? d->dbh : flx_mem{}; }
 
 int check_desc(const char* what, const flx_rnn_desc* d) {
   if (!d) return fail(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": the descriptor is a null pointer");
-  if (d->cell != FLX_RNN_LSTM && d->cell != FLX_RNN_GRU)
+  if (d->cell != FLX_RNN_LSTM && d->cell != FLX_RNN_GRU && d->cell != FLX_RNN_TANH && d->cell != FLX_RNN_RELU)
     return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": cell code " + std::to_string(d->cell) +
-                                         "; the CUDA backend runs LSTMs and GRUs on cuDNN");
+                                         "; the CUDA backend runs LSTMs, GRUs and tanh and relu RNNs on cuDNN");
   if (d->dtype != FLX_F32 && d->dtype != FLX_F64)
     return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": " + dnn_dtype_name(d->dtype) +
                                          " recurrent layers run on flx's kernels (cuDNN's only for Float32 and Float64)");
@@ -94,7 +108,7 @@ int describe(const DnnCall& c, const flx_rnn_desc* d, bool training, Rnn* r) {
   const cudnnRNNBiasMode_t bias = r->double_bias ? CUDNN_RNN_DOUBLE_BIAS
                                   : d->b.buf     ? CUDNN_RNN_SINGLE_INP_BIAS
                                                  : CUDNN_RNN_NO_BIAS;
-  if (cudnnStatus_t s = api.set_rnn(r->rnn.get(), CUDNN_RNN_ALGO_STANDARD, gru(d) ? CUDNN_GRU : CUDNN_LSTM, bias,
+  if (cudnnStatus_t s = api.set_rnn(r->rnn.get(), CUDNN_RNN_ALGO_STANDARD, cudnn_cell(d), bias,
                                     CUDNN_UNIDIRECTIONAL,
                                     CUDNN_LINEAR_INPUT, r->type, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT, math, in,
                                     H, H, 1, r->drop.get(), CUDNN_RNN_PADDED_IO_ENABLED);
@@ -153,7 +167,7 @@ void* ptr_or_null(flx_mem m) { return m.buf ? addr(m) : nullptr; }
 int operands(int dev, const flx_rnn_desc* d, bool backward, const char* what) {
   const size_t es = dnn_dtype_bytes(d->dtype);
   const int64_t I = d->input, H = d->hidden, B = d->batch, T = d->time, G = gates(d);
-  const bool lstm = !gru(d);
+  const bool lstm = d->cell == FLX_RNN_LSTM;
   struct Op {
     flx_mem m;
     int64_t n;
@@ -231,7 +245,7 @@ int rnn_forward(void*, int dev, const flx_rnn_desc* d, flx_stream s) {
   if (int e = dnn_rnn_pack(c.stream, r.elem, pack, addr(d->wi), addr(d->wh), ptr_or_null(d->b), ptr_or_null(bh_of(d)),
                            base, true))
     return e;
-  const bool lstm = !gru(d);
+  const bool lstm = d->cell == FLX_RNN_LSTM;
   const cudnnStatus_t st = c.api->rnn_forward(
       c.handle, r.rnn.get(), training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE, lengths, r.x.get(),
       addr(d->x), r.y.get(), addr(d->y), r.h.get(), ptr_or_null(d->h0), ptr_or_null(d->hn), r.h.get(),
@@ -263,7 +277,7 @@ int rnn_backward(void*, int dev, const flx_rnn_desc* d, flx_stream s) {
     if (int e = dx.get(r.elem * size_t(d->input * d->time * d->batch))) return e;
     dx_ptr = dx.ptr();
   }
-  const bool lstm = !gru(d);
+  const bool lstm = d->cell == FLX_RNN_LSTM;
   cudnnStatus_t st = c.api->rnn_backward_data(
       c.handle, r.rnn.get(), lengths, r.y.get(), addr(d->y), addr(d->dy), r.x.get(), dx_ptr, r.h.get(),
       ptr_or_null(d->h0), ptr_or_null(d->dhn), ptr_or_null(d->dh0), r.h.get(), lstm ? ptr_or_null(d->c0) : nullptr,

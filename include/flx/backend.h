@@ -629,6 +629,8 @@ typedef struct flx_batchnorm_desc {
  *   r = sigmoid(gx_r + gh_r), z = sigmoid(gx_z + gh_z),
  *   n = tanh(gx_n + r (gh_n + bh)),  h' = (1 - z) n + z h
  * (c0, cn, dcn and dc0 unused). Its backward writes dbh where that buf is set.
+ * FLX_RNN_TANH and FLX_RNN_RELU (minor 7) have one gate, Flux's RNNCell:
+ *   h' = act(wi x + wh h + b)  (c0, cn, dcn and dc0 unused).
  * rnn_forward with training = 1 also fills `reserve` (rnn_reserve_size
  * bytes for the same descriptor) for rnn_backward, which takes the
  * forward's fields (the same values and memory, y included) with that
@@ -637,7 +639,9 @@ typedef struct flx_batchnorm_desc {
  * backend that ran a training forward runs its backward. */
 typedef enum flx_rnn_cell {
   FLX_RNN_LSTM = 0,
-  FLX_RNN_GRU = 1 /* minor 7 */
+  FLX_RNN_GRU = 1,  /* minor 7 */
+  FLX_RNN_TANH = 2, /* minor 7 */
+  FLX_RNN_RELU = 3  /* minor 7 */
 } flx_rnn_cell;
 
 typedef struct flx_rnn_desc {

@@ -60,13 +60,18 @@ void Backend::batchnorm_backward(int dev, flx_batchnorm_desc d) const {
 
 namespace {
 const char* rnn_name(const flx_rnn_desc& d, bool gradient) {
-  if (d.cell == FLX_RNN_GRU) return gradient ? "gru (gradient)" : "gru";
+  switch (d.cell) {
+    case FLX_RNN_GRU: return gradient ? "gru (gradient)" : "gru";
+    case FLX_RNN_TANH:
+    case FLX_RNN_RELU: return gradient ? "rnn (gradient)" : "rnn";
+  }
   return gradient ? "lstm (gradient)" : "lstm";
 }
 }  // namespace
 
-// A GRU (minor 7) goes only to a backend of minor 7 or later: to an older
-// one the cell code means nothing (backend.h's compatibility rules).
+// A GRU or plain RNN cell (minor 7) goes only to a backend of minor 7 or
+// later: to an older one the cell code means nothing (backend.h's
+// compatibility rules).
 bool Backend::rnn_knows(const flx_rnn_desc& d) const { return d.cell == FLX_RNN_LSTM || abi_minor_ >= 7; }
 
 bool Backend::rnn_reserve(int dev, const flx_rnn_desc& d, Scratch* reserve) const {

@@ -37,7 +37,7 @@ bool fused_enabled() {
   return on;
 }
 
-// FLX_RECURRENT_LIBRARY=0 runs LSTMs and GRUs with these kernels even where
+// FLX_RECURRENT_LIBRARY=0 runs recurrent layers with these kernels even where
 // the backend has its own (the dnn table's rnn_*), to compare them; read once.
 bool library_enabled() {
   static const bool on = [] {
@@ -457,16 +457,17 @@ int64_t last_c_at(const Dims& d) { return last_h_at(d) + d.hb(); }
 // ---- a backend's own LSTM or GRU -----------------------------------------------------
 // A backend may run the whole LSTM (the dnn table's rnn_*, ABI minor 6: the
 // CPU through oneDNN's LSTM, which PyTorch's nn.LSTM uses too; CUDA through
-// cuDNN's) or GRU (minor 7: cuDNN's) itself, reading and writing flx's
+// cuDNN's), GRU or plain tanh/relu RNN (minor 7: cuDNN's) itself, reading and writing flx's
 // layouts in place. An undefined tensor, with nothing run, where it declines.
 
-flx_rnn_desc rnn_desc(const Dims& d, bool with_state, const Tensor& x, const Tensor& wi, const Tensor& wh,
-                      const Tensor& b, const Tensor& bh, const Tensor& h0, const Tensor& c0, const Tensor& z) {
+flx_rnn_desc rnn_desc(const Dims& d, int32_t cell, bool with_state, const Tensor& x, const Tensor& wi,
+                      const Tensor& wh, const Tensor& b, const Tensor& bh, const Tensor& h0, const Tensor& c0,
+                      const Tensor& z) {
   const Kernels K(x);
-  const bool lstm = c0.defined();
+  const bool lstm = cell == FLX_RNN_LSTM;
   flx_rnn_desc r{};
   r.dtype = int32_t(x.dtype());
-  r.cell = lstm ? FLX_RNN_LSTM : FLX_RNN_GRU;
+  r.cell = cell;
   r.input = d.in;
   r.hidden = d.H;
   r.batch = d.B;
@@ -486,10 +487,19 @@ flx_rnn_desc rnn_desc(const Dims& d, bool with_state, const Tensor& x, const Ten
   return r;
 }
 
-// c0 defined: an LSTM, else a GRU (bh its candidate's recurrent bias, if any).
-Tensor backend_rnn(const Dims& d, bool with_state, const Tensor& x, const Tensor& wi, const Tensor& wh,
-                   const Tensor& b, const Tensor& bh, const Tensor& h0, const Tensor& c0) {
+// The cell of backend.h for a layer: c0 defined is an LSTM; k gates.
+int32_t rnn_cell(const Dims& d, RecurrentAct act, bool lstm) {
+  if (lstm) return FLX_RNN_LSTM;
+  if (d.k == 3) return FLX_RNN_GRU;
+  return act == RecurrentAct::Relu ? FLX_RNN_RELU : FLX_RNN_TANH;
+}
+
+// c0 defined: an LSTM, else a GRU (bh its candidate's recurrent bias, if
+// any) or a plain RNN of act.
+Tensor backend_rnn(const Dims& d, RecurrentAct act, bool with_state, const Tensor& x, const Tensor& wi,
+                   const Tensor& wh, const Tensor& b, const Tensor& bh, const Tensor& h0, const Tensor& c0) {
   const bool lstm = c0.defined();
+  const int32_t cell = rnn_cell(d, act, lstm);
   const auto& be = detail::be(x);
   if (!be.has_rnn() || !library_enabled()) return {};
   const int dev = detail::dev(x);
@@ -499,7 +509,7 @@ Tensor backend_rnn(const Dims& d, bool with_state, const Tensor& x, const Tensor
                                                    autograd::tracked(c0));
   const Kernels K(x);
   Tensor z = K.buffer(output_shape(d, with_state, lstm));
-  flx_rnn_desc r = rnn_desc(d, with_state, x, wi, wh, b, bh, h0, c0, z);
+  flx_rnn_desc r = rnn_desc(d, cell, with_state, x, wi, wh, b, bh, h0, c0, z);
   r.training = training;
   auto reserve = std::make_shared<detail::Scratch>();
   if (training) {
@@ -510,13 +520,14 @@ Tensor backend_rnn(const Dims& d, bool with_state, const Tensor& x, const Tensor
   if (!be.rnn_forward(dev, r)) return {};
   if (!training) return z;
   const auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor{}; };
-  autograd::record(lstm ? "LSTM" : "GRU", autograd::Order::FirstOnly, z, {x, wi, wh, b, bh, h0, c0},
-                   [d, with_state, reserve, lstm, x = x.detach(), wi = wi.detach(), wh = wh.detach(), b = detached(b),
+  autograd::record(lstm ? "LSTM" : cell == FLX_RNN_GRU ? "GRU" : "RNN", autograd::Order::FirstOnly, z,
+                   {x, wi, wh, b, bh, h0, c0},
+                   [d, cell, with_state, reserve, lstm, x = x.detach(), wi = wi.detach(), wh = wh.detach(), b = detached(b),
                     bh = detached(bh), h0 = h0.detach(), c0 = detached(c0),
                     z = z.detach()](const Tensor& g, const bool* need, Tensor* gi) {
                      const Kernels K(z);
                      const Tensor dz = g.to(z.dtype());
-                     flx_rnn_desc r = rnn_desc(d, with_state, x, wi, wh, b, bh, h0, c0, z);
+                     flx_rnn_desc r = rnn_desc(d, cell, with_state, x, wi, wh, b, bh, h0, c0, z);
                      r.training = 1;
                      r.reserve = reserve->mem();
                      r.reserve_bytes = reserve->bytes();
@@ -565,8 +576,8 @@ Tensor recurrent_scan(RecurrentKind kind, RecurrentAct act, const Tensor& x, con
                 h0.shape() == (Shape{d.H, d.B}) && (lstm == c0.defined()) && (!lstm || c0.shape() == h0.shape()),
             DimensionMismatch, "recurrent_scan (", op_name(kind), "): operands of shapes x ", x.shape(), ", Wi ",
             wi.shape(), ", Wh ", wh.shape(), ", h0 ", h0.shape(), " do not fit together");
-  if (lstm || gru)
-    if (Tensor z = backend_rnn(d, with_state, x, wi, wh, b, bh, h0, c0); z.defined()) return z;
+  if (lstm || gru || act == RecurrentAct::Tanh || act == RecurrentAct::Relu)
+    if (Tensor z = backend_rnn(d, act, with_state, x, wi, wh, b, bh, h0, c0); z.defined()) return z;
 
   // The compute table's way, time last: x as (in, B, T), the states Zt
   // (H, B, T) (LSTM: and c_T in slot T), then Z in flx's layout.
