@@ -274,6 +274,7 @@ class DistributedOptimizer : public OptRule {
   void set_eta(double e) override;
   bool transforms_gradients() const override { return true; }
   const OptRule& state_rule() const override { return rule_->state_rule(); }
+  DType gradient_dtype(const Tensor& param) const override { return rule_->gradient_dtype(param); }
   std::shared_ptr<GradientTransform> gradient_transform(const std::vector<Tensor>& params) const override;
 
  private:
