@@ -346,9 +346,11 @@ void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
       if (!grads[i].defined()) continue;
       const Tensor& x = leaves_[i].param;
       RuleState st = copy_state(leaves_[i].state);
-      Tensor updated = empty(x.dtype(), x.shape(), x.device());
-      assign(updated, x);
-      if (rule_->apply_in_place(st, updated, grads[i])) {
+      if (rule_->steps_in_place()) {
+        Tensor updated = empty(x.dtype(), x.shape(), x.device());
+        assign(updated, x);
+        FLX_CHECK(rule_->apply_in_place(st, updated, grads[i]), ArgumentError, "update: ", *rule_,
+                  " says it steps in place but did not");
         staged.push_back({i, std::move(st), Tensor(), updated});
       } else {
         Tensor s = rule_->apply(st, x, grads[i]);

@@ -150,7 +150,9 @@ int train(const Args& args, const Team& team, const Model& initial) {
         std::ostringstream about;
         about << args.command << "\n";
         if (args.resume) about << "resumed after epoch " << first_epoch - 1 << " (step " << step << ")\n";
-        about << "device: " << dev.str() << team.describe() << ", precision " << args.precision << "\n" << initial;
+        about << "device: " << dev.str() << team.describe() << "\n";
+        if (args.precision != "f32") about << "precision: " << args.precision << "\n";
+        about << initial;
         board.emplace(args.logdir, args.resume ? step : -1, about.str());
       }
     } catch (const std::exception& e) {

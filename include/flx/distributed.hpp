@@ -268,6 +268,7 @@ class DistributedOptimizer : public OptRule {
   bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override {
     return rule_->apply_in_place(st, x, dx);
   }
+  bool steps_in_place() const override { return rule_->steps_in_place(); }
   bool may_refuse() const override { return rule_->may_refuse(); }
   void print(std::ostream& os) const override;
   std::shared_ptr<OptRule> clone() const override;

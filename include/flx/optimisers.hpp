@@ -49,6 +49,9 @@ class OptRule {
   // Apply the step to x directly, if this rule can do so in one fused pass
   // (returns false otherwise, and the caller subtracts apply()'s result).
   virtual bool apply_in_place(RuleState&, const Tensor&, const Tensor&) const { return false; }
+  // Whether apply_in_place steps x (returns true): update()'s staged path
+  // (may_refuse) then gives it a copy of the parameter to step.
+  virtual bool steps_in_place() const { return false; }
   // Whether apply() may refuse a gradient for its values (ClipNorm on a
   // non-finite norm). update() then computes every leaf's step on copies of
   // the state before it writes anything, so a refused update changes nothing.
@@ -118,6 +121,7 @@ struct Adam : OptRule {
   explicit Adam(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
   bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override;
+  bool steps_in_place() const override { return true; }
   FLX_RULE_ETA
   FLX_RULE_METHODS(Adam)
 };
@@ -208,6 +212,7 @@ struct MixedPrecision : OptRule {
     return *this;
   }
   bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override;
+  bool steps_in_place() const override { return true; }
   bool may_refuse() const override { return rule->may_refuse(); }
   void set_eta(double e) override { rule->set_eta(e); }
   bool transforms_gradients() const override { return rule->transforms_gradients(); }
