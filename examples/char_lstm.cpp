@@ -1,9 +1,11 @@
 // The model zoo's character-level LSTM language model on Debian's license
 // texts (docs/zoo.md): Embedding, LSTM, and a Dense layer to the next
 // byte's logits. Trains with Adam, reports the validation loss and samples
-// text.
+// text. --precision bf16 or f16 trains the model in BFloat16 or Float16
+// (bf16(model), Adam inside MixedPrecision(Float32, ...), and for f16 a
+// LossScaler: docs/precision.md).
 //
-//   char_lstm [--steps 300] [--batch 32] [--seq 64] [--seed 1] [--device NAME]
+//   char_lstm [--steps 300] [--batch 32] [--seq 64] [--seed 1] [--device NAME] [--precision f32|bf16|f16]
 //
 // Prints "step N: loss L" lines, then one JSON line: model, steps, seconds
 // (training only), val_loss, sample. bench/char_models_torch.py trains the
@@ -37,22 +39,28 @@ FLX_FUNCTOR(CharLSTM, embed, lstm, out)
 }  // namespace
 
 int main(int argc, char** argv) {
-  const zoo::Args a = zoo::parse_args(argc, argv, "char_lstm");
+  const zoo::Args a = zoo::parse_args(argc, argv, "char_lstm", /*with_precision=*/true);
   try {
     set_seed(a.seed);
     const zoo::CharText text = zoo::load_licenses();
     const Device dev = a.device.empty() ? get_device() : get_device(a.device);
-    auto model = CharLSTM(int64_t(text.vocab.size())) | dev;
-    OptState opt = setup(Adam(2e-3), model);
+    const DType precision = a.precision == "bf16" ? BFloat16 : a.precision == "f16" ? Float16 : Float32;
+    auto model = to_precision(CharLSTM(int64_t(text.vocab.size())), precision) | dev;
+    // Low precision: Float32 copies of the weights in the optimiser state,
+    // and for Float16 the loss scaled (the loss itself is Float32).
+    OptState opt = a.precision == "f32" ? setup(Adam(2e-3), model) : setup(MixedPrecision(Float32, Adam(2e-3)), model);
+    LossScaler scaler({.enabled = a.precision == "f16"});
     std::mt19937_64 rng(a.seed);
     const auto t0 = std::chrono::steady_clock::now();
     for (int step = 1; step <= a.steps; ++step) {
       auto [x, y] = zoo::windows(text.train, zoo::random_starts(text.train.size(), a.seq, a.batch, rng), a.seq);
       x = x | dev;
       y = y | dev;
-      auto [l, g] = withgradient([&](const CharLSTM& m) { return zoo::char_loss(m(x), y); }, model);
-      update(opt, model, std::get<0>(g));
-      if (step % 50 == 0 || step == a.steps) std::fprintf(stderr, "step %d: loss %.4f\n", step, l.item<double>());
+      const double scale = scaler.scale();
+      auto [l, g] = withgradient([&](const CharLSTM& m) { return scaler.scale(zoo::char_loss(m(x), y)); }, model);
+      scaler.update(opt, model, std::get<0>(g));  // for f16: skips a step whose gradients overflowed
+      if (step % 50 == 0 || step == a.steps)
+        std::fprintf(stderr, "step %d: loss %.4f\n", step, l.item<double>() / scale);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto [vx, vy] = zoo::windows(text.valid, zoo::validation_starts(text.valid.size(), a.seq), a.seq);

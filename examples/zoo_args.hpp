@@ -15,14 +15,17 @@ struct Args {
   int64_t batch = 32, seq = 64;
   uint64_t seed = 1;
   std::string device;  // empty: get_device()
+  std::string precision = "f32";  // f32, bf16 or f16 (an example that takes --precision)
 };
 
-// --steps N --batch N --seq N --seed N --device NAME; anything else prints
-// the usage and exits with status 2.
-inline Args parse_args(int argc, char** argv, const char* name) {
+// --steps N --batch N --seq N --seed N --device NAME, and --precision
+// f32|bf16|f16 for an example that trains in low precision (with_precision);
+// anything else prints the usage and exits with status 2.
+inline Args parse_args(int argc, char** argv, const char* name, bool with_precision = false) {
   Args a;
   auto usage = [&] {
-    std::fprintf(stderr, "usage: %s [--steps N] [--batch N] [--seq N] [--seed N] [--device NAME]\n", name);
+    std::fprintf(stderr, "usage: %s [--steps N] [--batch N] [--seq N] [--seed N] [--device NAME]%s\n", name,
+                 with_precision ? " [--precision f32|bf16|f16]" : "");
     std::exit(2);
   };
   for (int i = 1; i < argc; ++i) {
@@ -33,6 +36,7 @@ inline Args parse_args(int argc, char** argv, const char* name) {
     const long long n = std::strtoll(v.c_str(), &end, 10);
     const bool number = !v.empty() && *end == '\0' && n >= 1;
     if (f == "--device") a.device = v;
+    else if (f == "--precision" && with_precision && (v == "f32" || v == "bf16" || v == "f16")) a.precision = v;
     else if (!number) usage();
     else if (f == "--steps") a.steps = int(n);
     else if (f == "--batch") a.batch = n;

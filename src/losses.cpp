@@ -23,6 +23,11 @@ Tensor aggregate(const Tensor& x, Agg agg) {
   return x;
 }
 
+// Float16 and BFloat16 as Float32 (the losses compute in it); others as they are.
+Tensor widened(const Tensor& t) {
+  return t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16 ? t.to(DType::Float32) : t;
+}
+
 double eps_of(const Tensor& t, double given) {
   if (given >= 0) return given;
   switch (t.dtype()) {
@@ -37,23 +42,24 @@ double eps_of(const Tensor& t, double given) {
 
 Tensor mse(const Tensor& yhat, const Tensor& y, const LossOptions& o) {
   check_sizes(yhat, y, "mse");
-  return aggregate(square(yhat - y), o.agg);
+  return aggregate(square(widened(yhat) - widened(y)), o.agg);
 }
 
 Tensor crossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o) {
   check_sizes(yhat, y, "crossentropy");
-  return aggregate(-sum(xlogy(y, yhat + eps_of(yhat, o.epsilon)), {o.dim}), o.agg);
+  return aggregate(-sum(xlogy(widened(y), widened(yhat) + eps_of(yhat, o.epsilon)), {o.dim}), o.agg);
 }
 
 Tensor logitcrossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o) {
   check_sizes(yhat, y, "logitcrossentropy");
-  return aggregate(-sum(y * logsoftmax(yhat, o.dim), {o.dim}), o.agg);
+  return aggregate(-sum(widened(y) * logsoftmax(widened(yhat), o.dim), {o.dim}), o.agg);
 }
 
 Tensor binarycrossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o) {
   check_sizes(yhat, y, "binarycrossentropy");
   double e = eps_of(yhat, o.epsilon);
-  return aggregate(-xlogy(y, yhat + e) - xlogy(1.0 - y, (1.0 - yhat) + e), o.agg);
+  const Tensor p = widened(yhat), t = widened(y);
+  return aggregate(-xlogy(t, p + e) - xlogy(1.0 - t, (1.0 - p) + e), o.agg);
 }
 
 }  // namespace flx

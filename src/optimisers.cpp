@@ -3,6 +3,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <sstream>
 #include <unordered_map>
 
 #include "flx/ops.hpp"
@@ -162,6 +163,66 @@ RuleState WeightDecay::init(const Tensor&) const { return {}; }
 Tensor WeightDecay::apply(RuleState&, const Tensor& x, const Tensor& dx) const { return dx + x * lambda; }
 void WeightDecay::print(std::ostream& os) const { os << "WeightDecay(" << lambda << ")"; }
 
+// ---- MixedPrecision ---------------------------------------------------------------
+
+void detail::check_chain_member(const OptRule& r) {
+  FLX_CHECK(!dynamic_cast<const MixedPrecision*>(&r), ArgumentError, "OptimiserChain: ", r,
+            " is inside the chain, but MixedPrecision must wrap the whole chain (as in Optimisers.jl): write "
+            "MixedPrecision(Float32, OptimiserChain(...))");
+}
+
+void MixedPrecision::check() const {
+  FLX_CHECK(rule, ArgumentError, "MixedPrecision: the inner rule is missing");
+  FLX_CHECK(is_floating(dtype), ArgumentError, "MixedPrecision: the copies' type must be floating (Float32, as "
+            "Optimisers.jl's default, or Float64); got ", dtype);
+}
+
+// The state: tensors[0] the parameter's copy in `dtype` (never the
+// parameter itself, even when it has that type), children[0] the inner
+// rule's state for that copy.
+RuleState MixedPrecision::init(const Tensor& x) const {
+  Tensor copy = empty(dtype, x.shape(), x.device());
+  assign(copy, x.to(dtype));
+  RuleState st;
+  st.children.push_back(rule->init(copy));
+  st.tensors.push_back(copy);
+  return st;
+}
+
+namespace {
+// The inner rule's step on the copy xT, in place, with the gradient in xT's type.
+void step_copy(const OptRule& rule, RuleState& inner, const Tensor& xT, const Tensor& dx) {
+  const Tensor g = dx.to(xT.dtype());
+  if (rule.apply_in_place(inner, xT, g)) return;
+  const Tensor s = rule.apply(inner, xT, g).to(xT.dtype());
+  ops::raw_map_into(xT, FLX_OP_SUB, xT.dtype(), {{&xT}, {&s}});
+}
+}  // namespace
+
+bool MixedPrecision::apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const {
+  const Tensor& xT = st.tensors[0];
+  step_copy(*rule, st.children[0], xT, dx);
+  assign(x, xT.to(x.dtype()));  // the copy, rounded once to the parameter's type
+  return true;
+}
+
+// The step as a tensor (update() itself steps in place, above): x - xT' in
+// `dtype`, which subtract() below takes in `dtype` before rounding once.
+Tensor MixedPrecision::apply(RuleState& st, const Tensor& x, const Tensor& dx) const {
+  const Tensor& xT = st.tensors[0];
+  step_copy(*rule, st.children[0], xT, dx);
+  return x.to(dtype) - xT;
+}
+
+void MixedPrecision::print(std::ostream& os) const {
+  std::ostringstream inner;
+  inner << *rule;
+  const std::string text = inner.str();
+  os << "MixedPrecision{" << dtype << ", " << text.substr(0, text.find('(')) << "}(" << text << ")";
+}
+
+// ---- OptimiserChain ---------------------------------------------------------------
+
 RuleState OptimiserChain::init(const Tensor& x) const {
   RuleState st;
   for (const auto& r : rules) st.children.push_back(r->init(x));
@@ -235,7 +296,7 @@ std::vector<Tensor> OptState::checked_gradients(const std::vector<std::pair<Tens
     total[i] = total[i].defined() ? total[i] + g : g;
   }
   for (size_t i = 0; i < leaves_.size(); ++i)
-    if (total[i].defined()) total[i] = total[i].to(leaves_[i].param.dtype());
+    if (total[i].defined()) total[i] = total[i].to(rule_->gradient_dtype(leaves_[i].param));
   return total;
 }
 
@@ -255,7 +316,13 @@ void commit_state(RuleState& dst, const RuleState& src) {
   dst.scalars = src.scalars;
   for (size_t j = 0; j < dst.children.size(); ++j) commit_state(dst.children[j], src.children[j]);
 }
+// x .= x - step. A step wider than x (MixedPrecision's, in Float32 for a
+// BFloat16 x) is subtracted in its own type and the difference rounded once.
 void subtract(const Tensor& x, const Tensor& step) {
+  if (dtype_size(step.dtype()) > dtype_size(x.dtype()) && is_floating(step.dtype())) {
+    assign(x, (x.to(step.dtype()) - step).to(x.dtype()));
+    return;
+  }
   Tensor s = step.to(x.dtype());
   ops::raw_map_into(x, FLX_OP_SUB, x.dtype(), {{&x}, {&s}});
 }
@@ -266,22 +333,34 @@ void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
   std::vector<Tensor> grads = checked_gradients(param_grads);
   if (transform_) transform_->transform(grads);
   if (rule_->may_refuse()) {
-    // Stage: every step on a copy of its leaf's state, then commit them all.
+    // Stage: every step on a copy of its leaf's state (and, for a rule that
+    // steps in place, of its parameter), then commit them all.
     struct Staged {
       size_t leaf;
       RuleState state;
-      Tensor step;
+      Tensor step;     // to subtract, or
+      Tensor updated;  // the parameter's new value
     };
     std::vector<Staged> staged;
     for (size_t i = 0; i < leaves_.size(); ++i) {
       if (!grads[i].defined()) continue;
+      const Tensor& x = leaves_[i].param;
       RuleState st = copy_state(leaves_[i].state);
-      Tensor s = rule_->apply(st, leaves_[i].param, grads[i]);
-      staged.push_back({i, std::move(st), s});
+      if (rule_->steps_in_place()) {
+        Tensor updated = empty(x.dtype(), x.shape(), x.device());
+        assign(updated, x);
+        FLX_CHECK(rule_->apply_in_place(st, updated, grads[i]), ArgumentError, "update: ", *rule_,
+                  " says it steps in place but did not");
+        staged.push_back({i, std::move(st), Tensor(), updated});
+      } else {
+        Tensor s = rule_->apply(st, x, grads[i]);
+        staged.push_back({i, std::move(st), s, Tensor()});
+      }
     }
-    for (auto& [i, st, s] : staged) {
+    for (auto& [i, st, s, updated] : staged) {
       commit_state(leaves_[i].state, st);
-      subtract(leaves_[i].param, s);
+      if (updated.defined()) assign(leaves_[i].param, updated);
+      else subtract(leaves_[i].param, s);
     }
     return;
   }

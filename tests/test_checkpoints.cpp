@@ -154,9 +154,9 @@ TEST(Checkpoints, AFailedLoadChangesNothingAndNamesTheKey) {
   State extra = state(mlp());
   extra.insert("layers.2.weight", rand(2, 2));
   expect_refused(extra, "holds \"layers.2.weight\", which the model has no place for");
-  State f64;
-  for (const auto& [n, t] : state(mlp())) f64.insert(n, t.to(Float64));
-  expect_refused(f64, "is Float64 in the checkpoint but Float32 in the model");
+  State ints;  // floating types convert as they load; integers never become weights
+  for (const auto& [n, t] : state(mlp())) ints.insert(n, t.to(Int32));
+  expect_refused(ints, "is Int32 in the checkpoint but Float32 in the model; floating types convert");
   // An optimiser state is not a model.
   save(tmp / "opt.safetensors", setup(Adam(), mlp()));
   expect_refused(load(tmp / "opt.safetensors"), "holds an optimiser state, not a model");
@@ -418,9 +418,9 @@ TEST(Checkpoints, ARefusedMappedLoadChangesNoParameter) {
   const State wide = torch_sequential(Chain(Dense(3, 4, relu), Dense(4, 3)));
   expect_refused([&] { loadmodel(model, wide, prefixes); },
                  "\"layers.1.weight\" (checkpoint key \"2.weight\") has shape (3×4) in the checkpoint but (2×4)");
-  State f64;
-  for (const auto& [n, t] : torch_sequential(mlp())) f64.insert(n, t.to(Float64));
-  expect_refused([&] { loadmodel(model, f64, prefixes); }, "is Float64 in the checkpoint but Float32");
+  State ints;
+  for (const auto& [n, t] : torch_sequential(mlp())) ints.insert(n, t.to(Int64));
+  expect_refused([&] { loadmodel(model, ints, prefixes); }, "is Int64 in the checkpoint but Float32");
   expect_refused([&] { loadmodel(model, torch_sequential(mlp()), {{"0.", "layers.0."}}); },
                  "no tensor \"layers.1.weight\"");
   expect_refused([&] { loadmodel(model, torch_sequential(mlp()), [](const std::string&) { return std::string("x"); }); },

@@ -8,12 +8,16 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
 #include "dnn_reference.hpp"
+#include "flx/autodiff.hpp"
+#include "flx/dnn.hpp"
 #include "flx/error.hpp"
+#include "flx/ops.hpp"
 #include "flx/tensor.hpp"
 #include "flx/threads.hpp"
 #include "tensor_impl.hpp"
@@ -577,17 +581,42 @@ TEST(CpuDnn, AShortDescriptorIsRefused) {
   EXPECT_TRUE(has(m, "batchnorm_backward: struct_size is 8, expected at least sizeof(flx_batchnorm_desc)")) << m;
 }
 
-TEST(CpuDnn, HalfPrecisionIsNotImplemented) {
-  Buf<float> x(4096);
-  flx_conv_desc d = small_conv(FLX_F16);
-  d.x = d.w = d.y = x.mem();
-  std::string m = error_of<NotImplemented>([&] { cpu().conv(0, d, FLX_CONV_FORWARD); });
-  EXPECT_TRUE(has(m, "conv of Float16 cannot run on CPU")) << m;
-  EXPECT_TRUE(has(m, "in Float32 and Float64 only")) << m;
-  flx_pool_desc p = pool_desc(pool_shape(kPoolCases[0], false), FLX_BF16);
-  p.x = p.y = x.mem();
-  m = error_of<NotImplemented>([&] { cpu().pool_forward(0, p); });
-  EXPECT_TRUE(has(m, "meanpool of BFloat16 cannot run on CPU")) << m;
+// Float16 and BFloat16 run the Float32 path on the widened values (exact)
+// and round each output once: the same bits as the Float32 ops on the
+// widened tensors, rounded, forward and backward (cpu_dnn_halves.cpp).
+TEST(CpuDnn, HalvesGiveTheFloat32ResultRoundedOnce) {
+  set_seed(5);
+  for (DType t : {Float16, BFloat16}) {
+    const Tensor x = randn(7, 6, 4, 3).to(t), w = randn(3, 3, 4, 5).to(t), b = randn(5).to(t);
+    const Tensor scale = rand(4) + 0.5, bias = randn(4);  // BatchNorm's: Float32 for halves
+    const std::vector<std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>> cases = {
+        [](const Tensor& x, const Tensor& w, const Tensor& b) { return conv(x, w, b, {.stride = 2, .pad = 1}); },
+        [](const Tensor& x, const Tensor&, const Tensor&) { return maxpool(x, {2, 2}); },
+        [](const Tensor& x, const Tensor&, const Tensor&) { return meanpool(x, {3, 2}, {.pad = 1}); },
+        [&](const Tensor& x, const Tensor&, const Tensor&) {
+          return batchnorm(x, scale, bias, Tensor(), Tensor(), true);
+        }};
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const auto& f = cases[k];
+      auto [y, g] = withgradient([&](const Tensor& x, const Tensor& w, const Tensor& b) {
+        const Tensor out = f(x, w, b);
+        return sum(out.to(Float32) * out.to(Float32));
+      }, x, w, b);
+      const Tensor want = f(x.to(Float32), w.to(Float32), b.to(Float32)).to(t);
+      EXPECT_EQ(f(x, w, b).dtype(), t) << "case " << k;
+      EXPECT_EQ(f(x, w, b).to_vector<float>(), want.to_vector<float>()) << t << ", case " << k;
+      // The gradient of x: the Float32 backward of the rounded output's
+      // gradient (2 y, exact in the half type), rounded once.
+      const Tensor yf = f(x, w, b).to(Float32);
+      auto [yw, gw] = withgradient([&](const Tensor& xf) {
+        return sum(f(xf, w.to(Float32), b.to(Float32)) * yf.detach() * 2.0);
+      }, x.to(Float32));
+      EXPECT_EQ(std::get<0>(g).dtype(), t);
+      EXPECT_EQ(std::get<0>(g).to_vector<float>(), std::get<0>(gw).to(t).to_vector<float>()) << t << ", case " << k;
+      (void)y;
+      (void)yw;
+    }
+  }
 }
 
 }  // namespace

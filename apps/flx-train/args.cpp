@@ -179,6 +179,11 @@ const ValueOption value_options[] = {
        if (v.empty()) bad(f, v, "a directory");
        a.logdir = v;
      }},
+    {"--precision", "f32|bf16|f16", "the model's element type (default f32; below)",
+     [](Args& a, const std::string& f, const std::string& v) {
+       if (v != "f32" && v != "bf16" && v != "f16") bad(f, v, "f32, bf16 or f16");
+       a.precision = v;
+     }},
     {"--limit", "N", "train on the first N images only (default 0: all 60000)",
      [](Args& a, const std::string& f, const std::string& v) {
        a.limit = at_least<int64_t>(f, v, 0, "a number of training images >= 0 (0: all)");
@@ -205,6 +210,10 @@ const char* const footer =
     "--logdir DIR: after each epoch, TensorBoard scalars (loss, test_accuracy, learning_rate,\n"
     "samples_per_second, epoch: the JSON line's values) and a histogram of every tensor of the model, at the\n"
     "run's step count; a resumed run adds its file to the same DIR. To look: tensorboard --logdir DIR.\n"
+    "--precision bf16|f16: the model in BFloat16 or Float16 (BatchNorm's parameters stay Float32), each batch\n"
+    "converted to it, Adam wrapped in MixedPrecision(Float32, ...) (Float32 copies of the weights in the\n"
+    "optimiser state); f16 also scales the loss dynamically (LossScaler: PyTorch's GradScaler defaults) and\n"
+    "skips a step whose gradients overflowed. Checkpoints keep their format; --resume may change the precision.\n"
     "Exit status: 0 done, 1 failed, 2 bad arguments.\n";
 
 // flx-train's options in CLI11. Parsing fills only the texts; the setters
@@ -284,6 +293,11 @@ struct CommandLine {
     if (distributed->count() > 0) {
 #if FLX_HAVE_DISTRIBUTED
       a.distributed = true;
+      // Each rank would judge its own gradients' overflow before the
+      // average, and a rank that skipped would leave the others waiting.
+      if (a.precision == "f16")
+        throw UsageError("--precision f16 with --distributed: loss scaling is not yet agreed across ranks; train "
+                         "with --precision bf16 (which needs no loss scaling), or without --distributed");
 #else
       throw UsageError("--distributed: this flx-train was built without MPI (flx::distributed is built when "
                        "OpenMPI is installed: Debian's libopenmpi-dev and openmpi-bin; then rebuild)");

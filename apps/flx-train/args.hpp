@@ -28,6 +28,10 @@ struct Args {
   std::string metrics;
   std::string logdir;  // TensorBoard's event files go here (empty: none)
   int64_t limit = 0;  // train on the first N examples only (0: all)
+  // The model's precision: f32, or bf16/f16 (the model converted, the data
+  // at each batch, MixedPrecision(Float32, Adam) around the rule, and for
+  // f16 dynamic loss scaling).
+  std::string precision = "f32";
   bool distributed = false;  // data-parallel over the ranks of an MPI job
   std::string command;  // the command line, as a shell would take it back (for the TensorBoard log)
 };

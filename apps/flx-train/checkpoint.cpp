@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -18,6 +19,9 @@ constexpr const char* kFormat = "flx-train.checkpoint";
 constexpr const char* kFormatVersion = "1";
 constexpr const char* kEpoch = "epoch";
 constexpr const char* kStep = "step";
+constexpr const char* kPrecision = "precision";
+constexpr const char* kLossScale = "loss_scale";
+constexpr const char* kGoodSteps = "loss_scale_good_steps";
 // Tensors and metadata of the two parts are prefixed with their part's name.
 constexpr const char* kModel = "model.";
 constexpr const char* kOptimiser = "optimiser.";
@@ -76,8 +80,26 @@ Checkpoint CheckpointDir::load() const {
     throw CheckpointError(c.path + ": metadata \"" + kFormat + "\" is " +
                           (format == all.metadata().end() ? "missing" : "\"" + format->second + "\"") +
                           "; expected \"" + kFormatVersion + "\": this is not a checkpoint of this flx-train");
-  c.epoch = int(whole_number(all, c.path, kEpoch, 1, INT_MAX - 1, "the last epoch trained"));
-  c.step = whole_number(all, c.path, kStep, 0, INT64_MAX, "the number of optimiser steps taken");
+  c.at.epoch = int(whole_number(all, c.path, kEpoch, 1, INT_MAX - 1, "the last epoch trained"));
+  c.at.step = whole_number(all, c.path, kStep, 0, INT64_MAX, "the number of optimiser steps taken");
+  if (auto p = all.metadata().find(kPrecision); p != all.metadata().end()) {
+    if (p->second != "f32" && p->second != "bf16" && p->second != "f16")
+      throw CheckpointError(c.path + ": metadata \"" + kPrecision + "\" is \"" + p->second +
+                            "\"; expected f32, bf16 or f16. The file was edited or not written by flx-train: train "
+                            "without --resume to start over, or restore the checkpoint from a copy");
+    c.at.precision = p->second;
+  }
+  if (auto ls = all.metadata().find(kLossScale); ls != all.metadata().end()) {
+    const std::string& v = ls->second;
+    double scale = 0;
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), scale);
+    if (v.empty() || ec != std::errc() || ptr != v.data() + v.size() || !std::isfinite(scale) || !(scale > 0))
+      throw CheckpointError(c.path + ": metadata \"" + kLossScale + "\" is \"" + v +
+                            "\"; expected the loss scale, a finite number > 0. The file was edited or not written by "
+                            "flx-train: train without --resume to start over, or restore the checkpoint from a copy");
+    c.at.loss_scale = std::pair{scale, whole_number(all, c.path, kGoodSteps, 0, INT64_MAX,
+                                                     "the loss scaler's good steps in a row")};
+  }
   c.model = take_part(all, kModel);
   c.optimiser = take_part(all, kOptimiser);
   return c;
@@ -95,21 +117,33 @@ void CheckpointDir::prepare() const {
     }
 }
 
-void CheckpointDir::save(const State& model, const State& optimiser, int epoch, int64_t step) const {
+namespace {
+void add_run_point(State& s, const RunPoint& at) {
+  s.metadata()[kEpoch] = std::to_string(at.epoch);
+  s.metadata()[kStep] = std::to_string(at.step);
+  s.metadata()[kPrecision] = at.precision;
+  if (at.loss_scale) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.17g", at.loss_scale->first);  // reads back exactly
+    s.metadata()[kLossScale] = scale;
+    s.metadata()[kGoodSteps] = std::to_string(at.loss_scale->second);
+  }
+}
+}  // namespace
+
+void CheckpointDir::save(const State& model, const State& optimiser, const RunPoint& at) const {
   State all;
   add_part(all, kModel, model);
   add_part(all, kOptimiser, optimiser);
   all.metadata()[kFormat] = kFormatVersion;
-  all.metadata()[kEpoch] = std::to_string(epoch);
-  all.metadata()[kStep] = std::to_string(step);
+  add_run_point(all, at);
   flx::save(checkpoint_path(), all);
-  save_model(model, epoch, step);
+  save_model(model, at);
 }
 
-void CheckpointDir::save_model(const State& model, int epoch, int64_t step) const {
+void CheckpointDir::save_model(const State& model, const RunPoint& at) const {
   State alone = model;
-  alone.metadata()[kEpoch] = std::to_string(epoch);
-  alone.metadata()[kStep] = std::to_string(step);
+  add_run_point(alone, at);
   flx::save(model_path(), alone);
 }
 

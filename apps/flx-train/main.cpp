@@ -6,7 +6,8 @@
 //
 //   flx-train [--model mlp|cnn] [--epochs N] [--batchsize 64] [--seed 1] [--device OpenCL[:1]]
 //             [--schedule exp|cosine] [--lr X] [--decay X] [--warmup EPOCHS] [--checkpoint-dir DIR]
-//             [--resume] [--metrics FILE] [--logdir DIR] [--limit N] [--distributed]
+//             [--resume] [--metrics FILE] [--logdir DIR] [--precision f32|bf16|f16] [--limit N]
+//             [--distributed]
 #include <flx/flx.hpp>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "divergence.hpp"
 #include "epoch_metrics.hpp"
 #include "launcher.hpp"
+#include "precision.hpp"
 #include "progress.hpp"
 #include "schedule.hpp"
 #include "team.hpp"
@@ -53,27 +55,40 @@ auto cnn() {
 
 // How many images of `test` (UInt8 pixels, labels) the model classifies
 // correctly; the pixels are widened `piece` at a time (the training batch),
-// on the device, so that evaluation needs no more memory than a training
-// step (a CNN's activations for 1000 images are hundreds of MB), and reuses
-// the blocks of the training step's sizes.
+// on the device, to the model's precision, so that evaluation needs no more
+// memory than a training step (a CNN's activations for 1000 images are
+// hundreds of MB), and reuses the blocks of the training step's sizes.
 template <class Model, class Data>
-int64_t correct(const Model& model, const Data& test, int64_t piece) {
+int64_t correct(const Model& model, const Data& test, int64_t piece, DType precision) {
   const int64_t n = numobs(test);
   int64_t right = 0;
   for (int64_t i = 0; i < n; i += piece) {
     auto [pixels, y] = getobs(test, i, std::min(n, i + piece));
-    const Tensor hits = onecold(model(datasets::scaled_pixels(pixels))) == y;
+    const Tensor hits = onecold(model(datasets::scaled_pixels(pixels).to(precision))) == y;
     right += sum(hits).item<int64_t>();
   }
   return right;
 }
 
 // A training batch as the model takes it, made on the loader's background
-// thread before the batch goes to the device: Float32 pixels in [0, 1] and
-// one-hot targets (made on the host: onehotbatch checks its labels' range,
-// which on a GPU would mean waiting for it at every step).
-std::tuple<Tensor, Tensor> training_batch(const std::tuple<Tensor, Tensor>& b) {
-  return {datasets::scaled_pixels(std::get<0>(b)), onehotbatch(std::get<1>(b), 10)};
+// thread before the batch goes to the device: pixels in [0, 1] in the
+// model's precision (Float32 values, rounded for bf16 and f16) and one-hot
+// targets (made on the host: onehotbatch checks its labels' range, which on
+// a GPU would mean waiting for it at every step).
+struct TrainingBatch {
+  DType precision;
+  std::tuple<Tensor, Tensor> operator()(const std::tuple<Tensor, Tensor>& b) const {
+    return {datasets::scaled_pixels(std::get<0>(b)).to(precision), onehotbatch(std::get<1>(b), 10)};
+  }
+};
+
+// The optimiser state: Adam, or for bf16 and f16 Adam inside
+// MixedPrecision(Float32, ...) (Float32 copies of the weights), each as the
+// team wants it (averaged across ranks with --distributed).
+template <class Team, class Model>
+OptState optimiser(const Args& args, const Team& team, const Model& model) {
+  if (args.precision == "f32") return setup(team.rule(Adam(args.lr)), model);
+  return setup(team.rule(MixedPrecision(Float32, Adam(args.lr))), model);
 }
 
 // Checks every argument and output path; creates nothing.
@@ -96,11 +111,20 @@ int train(const Args& args, const Team& team, const Model& initial) {
     return 2;
   }
   const Device dev = team.device();
-  Model model = initial | dev;
-  OptState opt = setup(team.rule(Adam(args.lr)), model);
+  const DType precision = precision_dtype(args.precision);
+  Model model = to_precision(initial, precision) | dev;
+  OptState opt = optimiser(args, team, model);
+  // Float16 only: BFloat16 has Float32's range.
+  LossScaler scaler({.enabled = args.precision == "f16"});
   const CheckpointDir checkpoints(args.checkpoint_dir);
   int first_epoch = 1;
   int64_t step = 0;
+  // Where the run stands, for the checkpoints.
+  auto run_point = [&](int epoch) {
+    RunPoint at{.epoch = epoch, .step = step, .precision = args.precision};
+    if (scaler.options().enabled) at.loss_scale = std::pair{scaler.scale(), scaler.good_steps()};
+    return at;
+  };
   // The leader alone reads the checkpoint and writes files; when it cannot,
   // every rank stops (status 1), before training.
   std::optional<MetricsLog> metrics;
@@ -111,12 +135,17 @@ int train(const Args& args, const Team& team, const Model& initial) {
       if (args.resume) {  // everything checked before anything is written
         Checkpoint c = checkpoints.load();
         c.restore(model, opt);
-        first_epoch = c.epoch + 1;
-        step = c.step;
+        first_epoch = c.at.epoch + 1;
+        step = c.at.step;
+        if (c.at.loss_scale && scaler.options().enabled) scaler.restore(c.at.loss_scale->first, c.at.loss_scale->second);
+        if (c.at.precision != args.precision)
+          std::fprintf(stderr, "flx-train: the checkpoint was trained in %s: its weights are converted to %s%s\n",
+                       c.at.precision.c_str(), args.precision.c_str(),
+                       args.precision == "f32" ? " (from its optimiser's Float32 copies)" : "");
       }
       checkpoints.prepare();
       if (args.resume) {
-        checkpoints.save_model(state(model), first_epoch - 1, step);
+        checkpoints.save_model(state(model), run_point(first_epoch - 1));
         std::fprintf(stderr, "flx-train: resumed after epoch %d\n", first_epoch - 1);
       }
       if (!args.metrics.empty()) fs::create_directories(fs::absolute(args.metrics).parent_path());
@@ -125,7 +154,9 @@ int train(const Args& args, const Team& team, const Model& initial) {
         std::ostringstream about;
         about << args.command << "\n";
         if (args.resume) about << "resumed after epoch " << first_epoch - 1 << " (step " << step << ")\n";
-        about << "device: " << dev.str() << team.describe() << "\n" << initial;
+        about << "device: " << dev.str() << team.describe() << "\n";
+        if (args.precision != "f32") about << "precision: " << args.precision << "\n";
+        about << initial;
         board.emplace(args.logdir, args.resume ? step : -1, about.str());
       }
     } catch (const std::exception& e) {
@@ -162,7 +193,7 @@ int train(const Args& args, const Team& team, const Model& initial) {
   double acc = 0;
   for (int epoch = first_epoch; epoch <= args.epochs; ++epoch) {
     // One seeded shuffle per epoch, so a resumed run sees the same batches.
-    DataLoader loader(mapobs(training_batch, train_data),
+    DataLoader loader(mapobs(TrainingBatch{precision}, train_data),
                       {.batchsize = args.batchsize, .shuffle = true, .seed = args.seed * 1000003 + uint64_t(epoch)});
     std::optional<ProgressBar> bar;
     if (team.leader()) bar.emplace(epoch, args.epochs, loader.size(), terminal);
@@ -176,18 +207,24 @@ int train(const Args& args, const Team& team, const Model& initial) {
     for (auto [x, y] : loader | dev) {
       lr = learning_rate(args, epoch, batch, loader.size());
       adjust(opt, lr);
-      auto [l, grads] = withgradient([&](const Model& m) { return logitcrossentropy(m(x), y); }, model);
-      update(opt, model, std::get<0>(grads));
+      // The loss is Float32 in every precision (flx's losses widen halves);
+      // scaled only for f16 (scaler.scale() is 1 otherwise).
+      const double loss_scale = scaler.scale();
+      auto [l, grads] =
+          withgradient([&](const Model& m) { return scaler.scale(logitcrossentropy(m(x), y)); }, model);
+      // A step of f16 whose gradients overflowed is skipped (the scale
+      // backs off): `step` counts the optimiser steps taken.
+      if (scaler.update(opt, model, std::get<0>(grads))) ++step;
       int64_t b = x.size(1);
-      loss_sum = loss_sum + l * double(b);
-      losses.add(l);
+      const Tensor unscaled = l * (1.0 / loss_scale);
+      loss_sum = loss_sum + unscaled * double(b);
+      losses.add(unscaled);
       seen += b;
-      ++step;
       ++batch;  // the bar shows the leader's own running loss
       if (bar && bar->due(batch)) bar->step(batch, loss_sum.item<double>() / double(seen), seen * team.size());
     }
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    acc = team.sum(double(correct(model, test_data, args.batchsize))) / double(xte.size(1));
+    acc = team.sum(double(correct(model, test_data, args.batchsize, precision))) / double(xte.size(1));
     const double samples = team.sum(double(seen));
     const double mean_loss = team.sum(loss_sum.item<double>()) / samples;
     // NaN or Inf: stop (every rank alike) before anything of it is saved.
@@ -212,7 +249,7 @@ int train(const Args& args, const Team& team, const Model& initial) {
     // TensorBoard before the checkpoint: a run killed in between logged an
     // epoch its resumption logs again, and the purge step hides the first.
     if (board) board->log_epoch(m, state(model));
-    checkpoints.save(state(model), state(opt), epoch, step);
+    checkpoints.save(state(model), state(opt), run_point(epoch));
   }
   if (!team.leader()) return 0;
   if (first_epoch > args.epochs)

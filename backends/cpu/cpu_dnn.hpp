@@ -8,7 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cpu_common.hpp"
 
@@ -39,9 +42,26 @@ int pool_geometry(const char* call, const flx_pool_desc* d, DnnGeometry* g);
 // The batchnorm descriptor's struct_size, sizes, epsilon and param_dtype.
 int check_batchnorm(const char* call, const flx_batchnorm_desc* d);
 
-// FLX_OK for F32 and F64; FLX_ERR_UNSUPPORTED naming `call` for Float16 and
-// BFloat16 (optional in the dnn table); FLX_ERR_INVALID_ARGUMENT otherwise.
+// FLX_OK for the floating types; FLX_ERR_INVALID_ARGUMENT otherwise.
 int check_dnn_dtype(const char* call, int32_t dtype);
+
+// Float16 and BFloat16 run through the Float32 paths (cpu_dnn_halves.cpp):
+// a call swaps each half buffer of its descriptor for a float copy (in: the
+// values widened; out: rounded into the half buffer by finish()), runs the
+// Float32 path, then calls finish(). A null buffer stays null.
+bool is_half_dtype(int32_t t);
+class HalfBuffers {
+ public:
+  explicit HalfBuffers(int32_t dtype) : dtype_(dtype) {}
+  flx_mem in(flx_mem m, int64_t n);   // a float copy of n elements of m
+  flx_mem out(flx_mem m, int64_t n);  // a float buffer for n elements of m
+  void finish();                      // each out buffer rounded into its m
+
+ private:
+  int32_t dtype_;
+  std::deque<std::vector<float>> copies_;  // a deque: the outputs point into it
+  std::vector<std::pair<flx_mem, const std::vector<float>*>> outputs_;
+};
 // FLX_ERR_INVALID_ARGUMENT naming `call` and `what` when m has no buffer.
 int need_buffer(const char* call, const char* what, flx_mem m);
 
@@ -58,8 +78,8 @@ template <class T>
 void direct_pool_forward(const DnnGeometry& g, bool max, const T* x, T* y);
 template <class T>
 void direct_pool_backward(const DnnGeometry& g, bool max, const T* x, const T* dy, T* dx);
-// Batch normalisation with parameters of the same type as x (halves are
-// refused before), one channel to a thread. scale, bias, running_*:
+// Batch normalisation with parameters of the same type as x (halves come
+// as float copies), one channel to a thread. scale, bias, running_*:
 // nullptr for none.
 template <class T>
 void direct_batchnorm_forward(const flx_batchnorm_desc& d, const T* x, T* y, const T* scale, const T* bias,

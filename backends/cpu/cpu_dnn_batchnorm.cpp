@@ -4,7 +4,9 @@
 // batch normalisation splits a channel's sums across its threads (its bits
 // follow the thread count), and on flx's plain layout (its reference-like
 // ncsp kernels) it was no faster than these loops in flx-train's CNN (a
-// training step at batch 16 and 128, 2026-11).
+// training step at batch 16 and 128, 2026-11). Float16 and BFloat16 data
+// (with Float32 statistics and parameters) run the Float32 loops on float
+// copies (cpu_dnn_halves.cpp): sums in double, one rounding per output.
 #include <string>
 #include <utility>
 
@@ -34,6 +36,18 @@ int batchnorm_forward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
   if (d->training && bool(d->running_mean.buf) != bool(d->running_var.buf))
     return fail(FLX_ERR_INVALID_ARGUMENT, std::string(call) + ": running_mean and running_var go together, but " +
                                               "only one has a buffer; give both (tracked statistics) or neither");
+  if (is_half_dtype(d->dtype))
+    return guarded(call, [&] {
+      const int64_t n = d->spatial * d->channels * d->batch;
+      HalfBuffers h(d->dtype);
+      flx_batchnorm_desc f = *d;
+      f.dtype = FLX_F32;
+      f.x = h.in(d->x, n);
+      f.y = h.out(d->y, n);
+      const int st = batchnorm_forward(nullptr, 0, &f, nullptr);
+      if (st == FLX_OK) h.finish();
+      return st;
+    });
   return guarded(call, [&] {
     auto direct = [&](auto tag) {
       using T = decltype(tag);
@@ -58,6 +72,19 @@ int batchnorm_backward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
                          {"saved_mean", d->saved_mean},
                          {"saved_invstd", d->saved_invstd}})
     if (int st = need_buffer(call, what, m)) return st;
+  if (is_half_dtype(d->dtype))
+    return guarded(call, [&] {
+      const int64_t n = d->spatial * d->channels * d->batch;
+      HalfBuffers h(d->dtype);
+      flx_batchnorm_desc f = *d;
+      f.dtype = FLX_F32;
+      f.x = h.in(d->x, n);
+      f.dy = h.in(d->dy, n);
+      f.dx = h.out(d->dx, n);
+      const int st = batchnorm_backward(nullptr, 0, &f, nullptr);
+      if (st == FLX_OK) h.finish();
+      return st;
+    });
   return guarded(call, [&] {
     auto direct = [&](auto tag) {
       using T = decltype(tag);

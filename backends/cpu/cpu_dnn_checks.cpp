@@ -54,12 +54,8 @@ int check_nspatial(const char* call, int32_t nspatial) {
 }  // namespace
 
 int check_dnn_dtype(const char* call, int32_t dtype) {
-  if (dtype == FLX_F32 || dtype == FLX_F64) return FLX_OK;
-  if (dtype == FLX_F16 || dtype == FLX_BF16)
-    return fail(FLX_ERR_UNSUPPORTED, std::string(call) + ": the CPU backend computes convolution, pooling and " +
-                                         "batch normalisation in Float32 and Float64 only (Float16 and BFloat16 " +
-                                         "are optional in the dnn table); convert to Float32 first");
-  return invalid(call, "dtype is ", dtype, ", expected a floating-point type (Float32 or Float64)");
+  if (dtype == FLX_F32 || dtype == FLX_F64 || is_half_dtype(dtype)) return FLX_OK;
+  return invalid(call, "dtype is ", dtype, ", expected a floating-point type (Float32, Float64, Float16 or BFloat16)");
 }
 
 int need_buffer(const char* call, const char* what, flx_mem m) {
@@ -135,9 +131,10 @@ int check_batchnorm(const char* call, const flx_batchnorm_desc* d) {
                    ", expected >= 1 each");
   if (!(d->epsilon > 0)) return invalid(call, "epsilon is ", d->epsilon, ", expected > 0");
   if (int st = check_dnn_dtype(call, d->dtype)) return st;
-  if (d->param_dtype != d->dtype)
-    return invalid(call, "param_dtype is ", d->param_dtype, " for data of dtype ", d->dtype,
-                   ", expected the same type for Float32 and Float64 (the statistics, scale and bias)");
+  const int32_t want = is_half_dtype(d->dtype) ? FLX_F32 : d->dtype;
+  if (d->param_dtype != want)
+    return invalid(call, "param_dtype is ", d->param_dtype, " for data of dtype ", d->dtype, ", expected ", want,
+                   " (the statistics, scale and bias: the data's type for Float32 and Float64, Float32 for halves)");
   return FLX_OK;
 }
 

@@ -250,7 +250,38 @@ bool conv_f32(const DnnGeometry& g, const flx_conv_desc* d, int32_t pass, bool b
 
 // ---- the calls --------------------------------------------------------------------
 
-// One pass of d: checks, then oneDNN for Float32, else the direct loops.
+int conv_pass(const flx_conv_desc* d, int32_t pass);
+
+// A pass of a Float16 or BFloat16 convolution: the Float32 pass on float
+// copies (cpu_dnn_halves.cpp), its outputs rounded once.
+int conv_halves(const DnnGeometry& g, const flx_conv_desc* d, int32_t pass) {
+  const int64_t nx = g.batch * g.cin * g.in_numel(), ny = g.batch * g.cout * g.out_numel();
+  const int64_t nw = g.cout * (g.cin / g.groups) * g.kernel_numel();
+  HalfBuffers h(d->dtype);
+  flx_conv_desc f = *d;
+  f.dtype = FLX_F32;
+  if (pass == FLX_CONV_FORWARD) {
+    f.x = h.in(d->x, nx);
+    f.w = h.in(d->w, nw);
+    f.b = h.in(d->b, g.cout);
+    f.y = h.out(d->y, ny);
+  } else if (pass == FLX_CONV_BACKWARD_DATA) {
+    f.dy = h.in(d->dy, ny);
+    f.w = h.in(d->w, nw);
+    f.dx = h.out(d->dx, nx);
+  } else {
+    f.x = h.in(d->x, nx);
+    f.dy = h.in(d->dy, ny);
+    f.dw = h.out(d->dw, nw);
+    f.db = h.out(d->db, g.cout);
+  }
+  const int st = conv_pass(&f, pass);
+  if (st == FLX_OK) h.finish();
+  return st;
+}
+
+// One pass of d: checks, then oneDNN for Float32, else the direct loops;
+// halves through the Float32 pass.
 int conv_pass(const flx_conv_desc* d, int32_t pass) {
   const char* call = call_name(pass);
   DnnGeometry g;
@@ -269,6 +300,7 @@ int conv_pass(const flx_conv_desc* d, int32_t pass) {
       for (auto [what, m] : {std::pair{"x", d->x}, {"dy", d->dy}, {"dw", d->dw}})
         if (int st = need_buffer(call, what, m)) return st;
   }
+  if (is_half_dtype(d->dtype)) return guarded(call, [&] { return conv_halves(g, d, pass); });
   return guarded(call, [&] {
     if (d->dtype == FLX_F32 && conv_f32(g, d, pass, bias)) return FLX_OK;
     auto direct = [&](auto tag) {
@@ -300,6 +332,11 @@ int conv_workspace(void*, int, const flx_conv_desc* d, int32_t pass, uint64_t* b
                                               "FLX_CONV_BACKWARD_FILTER (0, 1 or 2)");
   DnnGeometry g;
   if (int st = conv_geometry(call_name(pass), d, &g)) return st;
+  if (is_half_dtype(d->dtype)) {  // the Float32 pass's (conv_halves)
+    flx_conv_desc f = *d;
+    f.dtype = FLX_F32;
+    return conv_workspace(nullptr, 0, &f, pass, bytes);
+  }
   if (d->dtype != FLX_F32) return FLX_OK;  // the direct loops need none
   // backend.h leaves d's memory fields unset here, but libflx's dispatch
   // passes them: the bias's buffer picks the plan the call will use. Where

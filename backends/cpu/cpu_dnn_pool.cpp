@@ -11,6 +11,7 @@
 //    reserve (pool_reserve_size is 0).
 //  - a pad as wide as the window leaves windows of padding only (the
 //    ABI's -Inf for max; oneDNN's mean would count them differently).
+// Float16 and BFloat16 run the Float32 paths on float copies.
 #include "cpu_dnn.hpp"
 #include "cpu_dnn_engine.hpp"
 
@@ -95,6 +96,25 @@ bool through_onednn(const flx_pool_desc& d, const DnnGeometry& g, Pass pass) {
   return true;
 }
 
+// Float16 and BFloat16: the Float32 pass on float copies (cpu_dnn_halves.cpp).
+int pool_halves(const DnnGeometry& g, const flx_pool_desc* d, Pass pass) {
+  const int64_t nx = g.batch * g.cin * g.in_numel(), ny = g.batch * g.cin * g.out_numel();
+  HalfBuffers h(d->dtype);
+  flx_pool_desc f = *d;
+  f.dtype = FLX_F32;
+  f.x = h.in(d->x, nx);
+  if (pass == kForward) {
+    f.y = h.out(d->y, ny);
+  } else {
+    f.y = h.in(d->y, ny);
+    f.dy = h.in(d->dy, ny);
+    f.dx = h.out(d->dx, nx);
+  }
+  const int st = pass == kForward ? pool_forward(nullptr, 0, &f, nullptr) : pool_backward(nullptr, 0, &f, nullptr);
+  if (st == FLX_OK) h.finish();
+  return st;
+}
+
 }  // namespace
 
 int pool_reserve_size(void*, int, const flx_pool_desc* d, uint64_t* bytes) {
@@ -111,6 +131,7 @@ int pool_forward(void*, int, const flx_pool_desc* d, flx_stream) {
   for (auto [what, m] : {std::pair{"x", d->x}, {"y", d->y}})
     if (int st = need_buffer(call, what, m)) return st;
   const bool max = d->mode == FLX_POOL_MAX;
+  if (is_half_dtype(d->dtype)) return guarded(call, [&] { return pool_halves(g, d, kForward); });
   return guarded(call, [&] {
     if (through_onednn(*d, g, kForward)) return FLX_OK;
     if (d->dtype == FLX_F32)
@@ -128,6 +149,7 @@ int pool_backward(void*, int, const flx_pool_desc* d, flx_stream) {
   for (auto [what, m] : {std::pair{"x", d->x}, {"dy", d->dy}, {"dx", d->dx}})
     if (int st = need_buffer(call, what, m)) return st;
   const bool max = d->mode == FLX_POOL_MAX;
+  if (is_half_dtype(d->dtype)) return guarded(call, [&] { return pool_halves(g, d, kBackward); });
   return guarded(call, [&] {
     if (through_onednn(*d, g, kBackward)) return FLX_OK;
     if (d->dtype == FLX_F32)

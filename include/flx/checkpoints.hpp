@@ -113,9 +113,13 @@ void save(const std::string& path, const M& model) {
 State load(const std::string& path);
 
 // Copies a state into a model on any device, in place. Every tensor of the
-// model must be in the state with the same shape and element type, and the
-// state must hold nothing else; otherwise a CheckpointError names the key and
-// nothing is changed.
+// model must be in the state with the same shape, and the state must hold
+// nothing else; otherwise a CheckpointError names the key and nothing is
+// changed. Element types must agree too, except that floating types convert
+// as they load (as Flux's loadmodel! and PyTorch's load_state_dict): a
+// checkpoint of bf16(model) loads into the Float32 model, each value
+// widened exactly; a Float32 one into a BFloat16 model, each rounded to
+// nearest even.
 template <class M>
 const M& loadmodel(const M& model, const State& s) {
   detail::load_model(detail::named_tensors(model), s);

@@ -285,12 +285,14 @@ class DistributedOptimizer : public OptRule {
   bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override {
     return rule_->apply_in_place(st, x, dx);
   }
+  bool steps_in_place() const override { return rule_->steps_in_place(); }
   bool may_refuse() const override { return rule_->may_refuse(); }
   void print(std::ostream& os) const override;
   std::shared_ptr<OptRule> clone() const override;
   void set_eta(double e) override;
   bool transforms_gradients() const override { return true; }
   const OptRule& state_rule() const override { return rule_->state_rule(); }
+  DType gradient_dtype(const Tensor& param) const override { return rule_->gradient_dtype(param); }
   std::shared_ptr<GradientTransform> gradient_transform(const std::vector<Tensor>& params) const override;
 
  private:

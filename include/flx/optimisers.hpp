@@ -5,7 +5,8 @@
 //
 // Tied tensors (one tensor reached twice) have one state and get one update
 // with the sum of their gradients; leaves without a gradient are skipped.
-// Rules compose with OptimiserChain(ClipGrad(1.0), Adam()).
+// Rules compose with OptimiserChain(ClipGrad(1.0), Adam()); MixedPrecision
+// wraps a rule for models in Float16 or BFloat16 (see it below).
 #pragma once
 
 #include <algorithm>
@@ -48,6 +49,9 @@ class OptRule {
   // Apply the step to x directly, if this rule can do so in one fused pass
   // (returns false otherwise, and the caller subtracts apply()'s result).
   virtual bool apply_in_place(RuleState&, const Tensor&, const Tensor&) const { return false; }
+  // Whether apply_in_place steps x (returns true): update()'s staged path
+  // (may_refuse) then gives it a copy of the parameter to step.
+  virtual bool steps_in_place() const { return false; }
   // Whether apply() may refuse a gradient for its values (ClipNorm on a
   // non-finite norm). update() then computes every leaf's step on copies of
   // the state before it writes anything, so a refused update changes nothing.
@@ -68,6 +72,11 @@ class OptRule {
   // rule's. Saved optimiser states name it, so such a state loads with or
   // without the wrapper (a checkpoint of 2 ranks resumes in one process).
   virtual const OptRule& state_rule() const { return *this; }
+  // The element type this rule takes the gradient of `param` in: the
+  // parameter's own (update() converts the gradients to it), or for
+  // MixedPrecision its wider type, so that a Float32 gradient of a BFloat16
+  // parameter (LossScaler's, unscaled) reaches the rule unrounded.
+  virtual DType gradient_dtype(const Tensor& param) const { return param.dtype(); }
 };
 std::ostream& operator<<(std::ostream& os, const OptRule& r);
 
@@ -112,6 +121,7 @@ struct Adam : OptRule {
   explicit Adam(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
   bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override;
+  bool steps_in_place() const override { return true; }
   FLX_RULE_ETA
   FLX_RULE_METHODS(Adam)
 };
@@ -146,11 +156,18 @@ struct WeightDecay : OptRule {  // dx + λx
   explicit WeightDecay(double lambda = 5e-4) : lambda(lambda) {}
   FLX_RULE_METHODS(WeightDecay)
 };
+namespace detail {
+// An ArgumentError when r is a MixedPrecision (it must wrap the chain).
+void check_chain_member(const OptRule& r);
+}  // namespace detail
+
 struct OptimiserChain : OptRule {
   std::vector<std::shared_ptr<OptRule>> rules;
   template <class... R>
     requires(std::is_base_of_v<OptRule, R> && ...)
-  explicit OptimiserChain(const R&... rs) : rules{rs.clone()...} {}
+  explicit OptimiserChain(const R&... rs) : rules{rs.clone()...} {
+    for (const auto& r : rules) detail::check_chain_member(*r);
+  }
   void set_eta(double e) override {
     for (auto& r : rules) r->set_eta(e);
   }
@@ -162,6 +179,51 @@ struct OptimiserChain : OptRule {
   bool transforms_gradients() const override { return !rules.empty() && rules[0]->transforms_gradients(); }
   std::shared_ptr<GradientTransform> gradient_transform(const std::vector<Tensor>& params) const override;
   FLX_RULE_METHODS(OptimiserChain)
+};
+
+// Optimisers.jl's MixedPrecision(T, rule), for models in low precision
+// (bf16(model), f16(model)): the state holds a copy of each parameter in
+// `dtype` (Float32 by default) and the inner rule's state for that copy.
+// A step converts the gradient to `dtype`, applies the inner rule to the
+// copy, and writes the copy back into the parameter rounded to its type, so
+// steps far below the parameter's resolution (half a BFloat16 ulp is 2^-9 of
+// the value) still add up. Wrap whole chains, never the reverse:
+// MixedPrecision(Float32, OptimiserChain(ClipGrad(1.0), Adam())); a chain
+// holding a MixedPrecision is an ArgumentError, as in Optimisers.jl.
+// Prints as Optimisers.jl prints it, type parameters first:
+// MixedPrecision{Float32, Adam}(Adam(0.001, (0.9, 0.999), 1e-08)).
+struct MixedPrecision : OptRule {
+  DType dtype;
+  std::shared_ptr<OptRule> rule;
+  template <class R>
+    requires std::is_base_of_v<OptRule, R>
+  MixedPrecision(DType dtype, const R& inner) : dtype(dtype), rule(inner.clone()) {
+    check();
+  }
+  template <class R>
+    requires std::is_base_of_v<OptRule, R>
+  explicit MixedPrecision(const R& inner) : MixedPrecision(DType::Float32, inner) {}
+  // Copies own their inner rule (adjust() on a state's copy leaves the rule
+  // it was set up with alone).
+  MixedPrecision(const MixedPrecision& o) : OptRule(o), dtype(o.dtype), rule(o.rule->clone()) {}
+  MixedPrecision& operator=(const MixedPrecision& o) {
+    dtype = o.dtype;
+    rule = o.rule->clone();
+    return *this;
+  }
+  bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override;
+  bool steps_in_place() const override { return true; }
+  bool may_refuse() const override { return rule->may_refuse(); }
+  void set_eta(double e) override { rule->set_eta(e); }
+  bool transforms_gradients() const override { return rule->transforms_gradients(); }
+  std::shared_ptr<GradientTransform> gradient_transform(const std::vector<Tensor>& params) const override {
+    return rule->gradient_transform(params);
+  }
+  DType gradient_dtype(const Tensor&) const override { return dtype; }
+  FLX_RULE_METHODS(MixedPrecision)
+
+ private:
+  void check() const;
 };
 #undef FLX_RULE_METHODS
 #undef FLX_RULE_ETA

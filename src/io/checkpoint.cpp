@@ -181,9 +181,13 @@ void load_into(const std::vector<State::Entry>& targets, const State& s, const c
     const Tensor& v = s.at(name);
     FLX_CHECK(v.shape() == t.shape(), CheckpointError, what, ": ", show(name), " has shape ", v.shape(),
               " in the checkpoint but ", t.shape(), " in the model; ", shape_advice(v.shape(), t.shape()));
-    FLX_CHECK(v.dtype() == t.dtype(), CheckpointError, what, ": ", show(name), " is ", v.dtype(),
-              " in the checkpoint but ", t.dtype(), " in the model; convert one so they agree (e.g. fmap with ",
-              "t.to(", v.dtype(), ") on the model)");
+    // Floating types convert as they load (Flux's loadmodel! and PyTorch's
+    // load_state_dict do too): a BFloat16 checkpoint loads into a Float32
+    // model, each value widened; Float32 into BFloat16, each rounded.
+    FLX_CHECK(v.dtype() == t.dtype() || (is_floating(v.dtype()) && is_floating(t.dtype())), CheckpointError, what,
+              ": ", show(name), " is ", v.dtype(), " in the checkpoint but ", t.dtype(),
+              " in the model; floating types convert as they load, other types must agree: convert one so they "
+              "agree (e.g. fmap with t.to(", v.dtype(), ") on the model)");
   }
   for (const auto& [name, v] : s)
     FLX_CHECK(wanted.count(name), CheckpointError, what, ": the checkpoint holds ", show(name),
@@ -191,7 +195,7 @@ void load_into(const std::vector<State::Entry>& targets, const State& s, const c
   // Every key checked: now copy, so a bad checkpoint changes nothing.
   autograd::PauseScope pause;
   for (const auto& [name, t] : targets) {
-    Tensor v = s.at(name).to(t.device());
+    Tensor v = s.at(name).to(t.dtype()).to(t.device());
     if (const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype()); bytes && v.id() != t.id()) {
       const auto& b = be(t);
       b.copy_d2d(dev(t), mem(t), mem(v), bytes);

@@ -95,11 +95,18 @@ Tensor LayerNorm::operator()(const Tensor& x) const {
               "; move both to one device (model | device)");
   Dims dims(static_cast<size_t>(size.ndims()));
   for (int k = 0; k < size.ndims(); ++k) dims[size_t(k)] = k;
-  const Tensor centred = x - mean(x, dims);
+  // Float16 and BFloat16 inputs are normalised in Float32 (statistics,
+  // scale and bias) and the result rounded once, as PyTorch's layer_norm
+  // does: in the halves, x - μ alone would lose the digits that a large
+  // mean leaves to the spread.
+  const bool half = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16;
+  const Tensor xw = half ? x.to(DType::Float32) : x;
+  const Tensor centred = xw - mean(xw, dims);
   Tensor y = centred / sqrt(mean(square(centred), dims) + options.epsilon);
-  if (scale.defined()) y = y * scale;
-  if (bias.defined()) y = y + bias;
-  return act(y);
+  if (scale.defined()) y = y * (half ? scale.to(DType::Float32) : scale);
+  if (bias.defined()) y = y + (half ? bias.to(DType::Float32) : bias);
+  y = act(y);
+  return half ? y.to(x.dtype()) : y;
 }
 
 Dropout::Dropout(double q, std::vector<int> d) : p(q), dims(std::move(d)) {

@@ -19,7 +19,8 @@ void check_param(const Tensor& p, const Tensor& x, int64_t channels, const char*
             ") for an input with ", channels, " channels (its second last dim); got ", p.shape(),
             " for an input of shape ", x.shape());
   FLX_CHECK(p.dtype() == param_dtype(x.dtype()), TypeError, layer, ": the ", what, " is ", p.dtype(), " but a ",
-            x.dtype(), " input needs ", param_dtype(x.dtype()), " statistics and parameters; convert them");
+            x.dtype(), " input needs ", param_dtype(x.dtype()), " statistics and parameters; convert them (f16(model) ",
+            "and bf16(model) keep BatchNorm's in Float32, f32 and f64 convert them with the rest)");
   FLX_CHECK(p.device() == x.device(), DeviceMismatch, layer, ": the ", what, " is on ", p.device(),
             " but the input is on ", x.device(), "; move both to one device (model | device)");
 }
