@@ -1,0 +1,547 @@
+// Scaled dot-product attention without its scores (the dnn table's
+// attention_*, ABI minor 7; backend.h has the semantics): tiles of queries
+// × keys with an online softmax, OpenBLAS on each tile, one log-sum-exp per
+// query row kept for the backward pass, which recomputes each tile's
+// probabilities from it. Memory: the outputs, lse, and a few tiles per
+// thread.
+//
+// Layout. flx's q (dq, nheads, q_len, batch) is, for head h of sequence b
+// (a "group"), a dq × q_len matrix with leading dimension dq·nheads, so
+// BLAS reads every head in place; k, v, o and the gradients likewise. A
+// tile of scores S is nk × nq, keys fastest: a query's scores are one
+// contiguous column, which the softmax's reductions run along.
+//
+// Same bits at any thread count and load (tests/test_thread_determinism):
+// the work is cut by the shape alone, into tasks that each run whole on one
+// thread, and every sum runs in an order fixed by the shape:
+//  - forward: a task per (group, block of kQueryBlock queries), the key
+//    blocks in order;
+//  - backward, at least kGroupsForWholeGroups groups: a task per group,
+//    key blocks outer and query blocks inner, so dK and dV of a key block
+//    sum over the query blocks in order and dQ over the key blocks in
+//    order (FlashAttention-2's loop, five products a tile);
+//  - backward, fewer groups (a task per group would leave cores idle): a
+//    task per (group, key block) for dK and dV, and one per (group, query
+//    block) for dQ, which computes the tile's dS again (seven products a
+//    tile instead of five, no atomics, no shared sums).
+// Which scheme runs depends on the group count, never on the threads.
+//
+// Element types: Float32 and Float64 in place; Float16 and BFloat16 are
+// converted to Float32 copies in the workspace (attention_workspace says how
+// much), computed in float, and the results rounded once to the half type.
+// Float32's exponentials are cpu_vector_math.hpp's (8 lanes, the same bits
+// one lane at a time); Float64's are libm's.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/dropout_keep.hpp"
+#include "cpu_dnn.hpp"
+#include "cpu_vector_math.hpp"
+
+namespace flx::cpu_backend {
+namespace {
+
+// Block sizes: an S tile of 128 × 256 floats (128 KiB) and its partners stay
+// in a core's L2 (1-2 MiB on the machines measured), and a tile's products
+// (256 × 128 × head dim) are large enough for OpenBLAS's kernels.
+constexpr int64_t kQueryBlock = 128, kKeyBlock = 256;
+// Backward blocks: a task holds S, dP and P∘keep.
+constexpr int64_t kBackQueryBlock = 128, kBackKeyBlock = 128;
+constexpr int64_t kGroupsForWholeGroups = 16;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, double beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+              float(alpha), a, int(lda), b, int(ldb), float(beta), c, int(ldc));
+}
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+               const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+              alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+
+// ---- columns of a tile -------------------------------------------------------------
+// x[j] = exp(x[j] - shift) over n contiguous scores; returns their sum in a
+// fixed order (8 lane sums, then lanes 0..7). -Inf gives 0.
+
+__attribute__((target_clones("avx2", "default"))) float exp_shifted(float* x, int64_t n, float shift) {
+  using vmath::v8f;
+  v8f sum{};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    v8f v;
+    std::memcpy(&v, x + j, sizeof v);
+    v = vmath::exp(v - shift);
+    std::memcpy(x + j, &v, sizeof v);
+    sum += v;
+  }
+  if (j < n) {
+    v8f v = vmath::splat(-std::numeric_limits<float>::infinity());
+    const size_t rest = size_t(n - j) * sizeof(float);
+    std::memcpy(&v, x + j, rest);
+    v = vmath::exp(v - shift);
+    std::memcpy(x + j, &v, rest);
+    sum += v;
+  }
+  float s = 0;
+  for (int l = 0; l < 8; ++l) s += sum[l];
+  return s;
+}
+double exp_shifted(double* x, int64_t n, double shift) {
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j) s += (x[j] = std::exp(x[j] - shift));
+  return s;
+}
+float exp_of(float x) { return vmath::exp1(x); }
+double exp_of(double x) { return std::exp(x); }
+
+// ---- one call ---------------------------------------------------------------------
+
+// The descriptor checked; FLX_OK, or the status with the message naming `call`.
+int check(const char* call, const flx_attention_desc* d, bool backward) {
+  const std::string c(call);
+  if (!d) return fail(FLX_ERR_INVALID_ARGUMENT, c + ": the descriptor is a null pointer");
+  if (d->struct_size < sizeof(flx_attention_desc))
+    return fail(FLX_ERR_INVALID_ARGUMENT, c + ": struct_size is " + std::to_string(d->struct_size) +
+                                              ", expected at least sizeof(flx_attention_desc) = " +
+                                              std::to_string(sizeof(flx_attention_desc)));
+  if (d->dtype != FLX_F32 && d->dtype != FLX_F64 && d->dtype != FLX_F16 && d->dtype != FLX_BF16)
+    return fail(FLX_ERR_UNSUPPORTED, c + ": attention runs on floating dtypes only (dtype " +
+                                         std::to_string(d->dtype) + ")");
+  if (d->head_dim_qk < 1 || d->head_dim_v < 1 || d->nheads < 1 || d->q_len < 1 || d->kv_len < 1 || d->batch < 1)
+    return fail(FLX_ERR_INVALID_ARGUMENT,
+                c + ": every size must be >= 1 (libflx handles empty ones); got head dims " +
+                    std::to_string(d->head_dim_qk) + " and " + std::to_string(d->head_dim_v) + ", nheads " +
+                    std::to_string(d->nheads) + ", lengths " + std::to_string(d->q_len) + " and " +
+                    std::to_string(d->kv_len) + ", batch " + std::to_string(d->batch));
+  if (d->causal && d->q_len != d->kv_len)
+    return fail(FLX_ERR_INVALID_ARGUMENT, c + ": causal attention needs q_len == kv_len; got " +
+                                              std::to_string(d->q_len) + " and " + std::to_string(d->kv_len));
+  if (!(d->dropout >= 0 && d->dropout < 1))
+    return fail(FLX_ERR_INVALID_ARGUMENT, c + ": dropout must lie in [0, 1); got " + std::to_string(d->dropout));
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();  // OpenBLAS's int interface
+  if (std::max({d->head_dim_qk * d->nheads, d->head_dim_v * d->nheads, d->q_len, d->kv_len}) > kIntMax)
+    return fail(FLX_ERR_UNSUPPORTED, c + ": a leading dimension or length above 2^31 - 1");
+  if (!d->q.buf || !d->k.buf || !d->v.buf || !d->o.buf)
+    return fail(FLX_ERR_INVALID_ARGUMENT, c + ": q, k, v and o must be set");
+  if (backward && (!d->lse.buf || !d->dout.buf || !d->dq.buf || !d->dk.buf || !d->dv.buf))
+    return fail(FLX_ERR_INVALID_ARGUMENT, c + ": the backward pass needs lse, dout, dq, dk and dv");
+  return FLX_OK;
+}
+
+// Scratch of one task, kept per thread between calls (a few tiles).
+template <class C>
+struct TaskScratch {
+  std::vector<C> s, dp, pd, f, acc, m, l;
+  void reserve(int64_t tile, int64_t cols, int64_t dv) {
+    for (auto* v : {&s, &dp, &pd, &f})
+      if (int64_t(v->size()) < tile) v->resize(size_t(tile));
+    if (int64_t(acc.size()) < dv * cols) acc.resize(size_t(dv * cols));
+    for (auto* v : {&m, &l})
+      if (int64_t(v->size()) < cols) v->resize(size_t(cols));
+  }
+};
+template <class C>
+TaskScratch<C>& task_scratch() {
+  thread_local TaskScratch<C> s;
+  return s;
+}
+
+// The operands of one call in the compute type C (float for halves, whose
+// copies live in the workspace); B is the storage type of bias and dbias.
+template <class C, class B>
+struct Problem {
+  int64_t dq, dv, H, Lq, Lk, batch;
+  C scale;
+  bool causal;
+  double dropout;
+  double keep_threshold;  // dropout_keep::threshold in the storage dtype
+  C keep_scale;
+  int32_t dtype;
+  uint64_t seed, offset;
+  const C *q, *k, *v;
+  const uint8_t* mask;
+  const B* bias;
+  const int64_t* ms;
+  const int64_t* bs;
+  C* o;
+  C* lse;  // null in inference
+  // backward
+  const C* dout;
+  C *dq_, *dk, *dv_;
+  B* dbias;
+
+  int64_t groups() const { return H * batch; }
+  int64_t ldq() const { return dq * H; }
+  int64_t ldv() const { return dv * H; }
+  // Group g = h + H b's first element in q/k (qk) and v/o (vv) layouts.
+  int64_t q_at(int64_t g) const { return dq * (g % H + H * Lq * (g / H)); }
+  int64_t k_at(int64_t g) const { return dq * (g % H + H * Lk * (g / H)); }
+  int64_t v_at(int64_t g) const { return dv * (g % H + H * Lk * (g / H)); }
+  int64_t o_at(int64_t g) const { return dv * (g % H + H * Lq * (g / H)); }
+
+  // S (nk × nq, ld nk) = scale kᵀq + bias for keys j0.., queries i0.. of
+  // group g, -Inf where not allowed.
+  void scores(int64_t g, int64_t j0, int64_t nk, int64_t i0, int64_t nq, C* s) const {
+    blas_gemm(true, false, nk, nq, dq, double(scale), k + k_at(g) + j0 * ldq(), ldq(), q + q_at(g) + i0 * ldq(),
+              ldq(), 0, s, nk);
+    const int64_t h = g % H, b = g / H;
+    for (int64_t c = 0; c < nq; ++c) {
+      const int64_t i = i0 + c;
+      C* col = s + c * nk;
+      if (bias) {
+        const B* bc = bias + (i * bs[1] + h * bs[2] + b * bs[3]) + j0 * bs[0];
+        for (int64_t jj = 0; jj < nk; ++jj) col[jj] += C(load(bc[jj * bs[0]]));
+      }
+      if (mask) {
+        const uint8_t* mc = mask + (i * ms[1] + h * ms[2] + b * ms[3]) + j0 * ms[0];
+        for (int64_t jj = 0; jj < nk; ++jj)
+          if (!mc[jj * ms[0]]) col[jj] = C(-kInf);
+      }
+      if (causal)
+        for (int64_t jj = std::max<int64_t>(0, i + 1 - j0); jj < nk; ++jj) col[jj] = C(-kInf);
+    }
+  }
+  // The tile's dropout factors (nk × nq): 1/(1 - p) where element e = j +
+  // Lk (i + Lq g) of the uniform fill is kept (backend.h), else 0.
+  void factors(int64_t g, int64_t j0, int64_t nk, int64_t i0, int64_t nq, C* f) const {
+    for (int64_t c = 0; c < nq; ++c) {
+      const uint64_t e0 = uint64_t(j0 + Lk * (i0 + c + Lq * g));
+      for (int64_t jj = 0; jj < nk; ++jj)
+        f[c * nk + jj] =
+            dropout_keep::uniform(dtype, seed, offset, e0 + uint64_t(jj)) >= keep_threshold ? keep_scale : C(0);
+    }
+  }
+  // The first key a causal query block sees none after: keys j <= i.
+  int64_t key_end(int64_t i0, int64_t nq) const { return causal ? std::min(Lk, i0 + nq) : Lk; }
+};
+
+// ---- forward ----------------------------------------------------------------------
+
+template <class C, class B>
+void forward_task(const Problem<C, B>& P, int64_t g, int64_t i0, int64_t nq) {
+  TaskScratch<C>& t = task_scratch<C>();
+  t.reserve(kKeyBlock * kQueryBlock, kQueryBlock, P.dv);
+  C *s = t.s.data(), *f = t.f.data(), *acc = t.acc.data(), *m = t.m.data(), *l = t.l.data();
+  std::fill(m, m + nq, C(-kInf));
+  std::fill(l, l + nq, C(0));
+  std::fill(acc, acc + P.dv * nq, C(0));
+  const int64_t end = P.key_end(i0, nq);
+  for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
+    const int64_t nk = std::min(kKeyBlock, end - j0);
+    P.scores(g, j0, nk, i0, nq, s);
+    for (int64_t c = 0; c < nq; ++c) {
+      C* col = s + c * nk;
+      C mx = C(-kInf);
+      for (int64_t jj = 0; jj < nk; ++jj) mx = std::max(mx, col[jj]);
+      const C m_new = std::max(m[c], mx);
+      if (m_new == C(-kInf)) {  // no key allowed yet: nothing to add
+        std::fill(col, col + nk, C(0));
+        continue;
+      }
+      const C corr = m[c] == C(-kInf) ? C(0) : exp_of(C(m[c] - m_new));
+      const C sum = exp_shifted(col, nk, m_new);
+      l[c] = l[c] * corr + sum;
+      m[c] = m_new;
+      if (corr != C(1)) {
+        C* a = acc + c * P.dv;
+        for (int64_t e = 0; e < P.dv; ++e) a[e] *= corr;
+      }
+    }
+    if (P.dropout > 0) {  // after l: the probabilities sum to one before dropout
+      P.factors(g, j0, nk, i0, nq, f);
+      for (int64_t x = 0; x < nk * nq; ++x) s[x] *= f[x];
+    }
+    blas_gemm(false, false, P.dv, nq, nk, 1, P.v + P.v_at(g) + j0 * P.ldv(), P.ldv(), s, nk, 1, acc, P.dv);
+  }
+  // o = acc / l: 0/0 = NaN where no key was allowed; lse = m + log l (-Inf there).
+  C* o = P.o + P.o_at(g) + i0 * P.ldv();
+  for (int64_t c = 0; c < nq; ++c) {
+    for (int64_t e = 0; e < P.dv; ++e) o[c * P.ldv() + e] = acc[c * P.dv + e] / l[c];
+    if (P.lse) P.lse[(i0 + c) + P.Lq * g] = m[c] + C(std::log(l[c]));
+  }
+}
+
+template <class C, class B>
+void forward(const Problem<C, B>& P) {
+  const int64_t blocks = (P.Lq + kQueryBlock - 1) / kQueryBlock, tasks = P.groups() * blocks;
+  parallel_for(tasks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t g = task / blocks, i0 = (task % blocks) * kQueryBlock;
+      forward_task(P, g, i0, std::min(kQueryBlock, P.Lq - i0));
+    }
+  });
+}
+
+// ---- backward ---------------------------------------------------------------------
+
+// D = rowsum(dO ∘ O) of one group's queries, into d (Lq).
+template <class C, class B>
+void row_dots(const Problem<C, B>& P, int64_t g, C* d) {
+  for (int64_t i = 0; i < P.Lq; ++i) {
+    const C* o = P.o + P.o_at(g) + i * P.ldv();
+    const C* go = P.dout + P.o_at(g) + i * P.ldv();
+    double s = 0;
+    for (int64_t e = 0; e < P.dv; ++e) s += double(o[e]) * double(go[e]);
+    d[i] = C(s);
+  }
+}
+
+// One tile of the backward pass: keys j0.. (nk) and queries i0.. (nq) of
+// group g. dkdv: dV and dK of the keys gain the tile's terms (dbias its
+// entries); dq: dQ of the queries gains its terms.
+template <class C, class B>
+void backward_tile(const Problem<C, B>& P, int64_t g, int64_t j0, int64_t nk, int64_t i0, int64_t nq, const C* D,
+                   bool dkdv, bool dq) {
+  TaskScratch<C>& t = task_scratch<C>();
+  t.reserve(kBackKeyBlock * kBackQueryBlock, kBackQueryBlock, P.dv);
+  C *s = t.s.data(), *dp = t.dp.data(), *pd = t.pd.data(), *f = t.f.data();
+  P.scores(g, j0, nk, i0, nq, s);
+  for (int64_t c = 0; c < nq; ++c) exp_shifted(s + c * nk, nk, P.lse[(i0 + c) + P.Lq * g]);  // p
+  const bool dropped = P.dropout > 0;
+  const C* p_used = s;
+  if (dropped) {
+    P.factors(g, j0, nk, i0, nq, f);
+    for (int64_t x = 0; x < nk * nq; ++x) pd[x] = s[x] * f[x];
+    p_used = pd;
+  }
+  const C* dout = P.dout + P.o_at(g) + i0 * P.ldv();
+  const C* vb = P.v + P.v_at(g) + j0 * P.ldv();
+  // dV += dO p_usedᵀ; dP = Vᵀ dO.
+  if (dkdv) blas_gemm(false, true, P.dv, nk, nq, 1, dout, P.ldv(), p_used, nk, 1, P.dv_ + P.v_at(g) + j0 * P.ldv(), P.ldv());
+  blas_gemm(true, false, nk, nq, P.dv, 1, vb, P.ldv(), dout, P.ldv(), 0, dp, nk);
+  // dS = p (dP ∘ factors - D), in dp.
+  for (int64_t c = 0; c < nq; ++c) {
+    C* d = dp + c * nk;
+    const C* p = s + c * nk;
+    const C Di = D[i0 + c];
+    if (dropped) {
+      const C* fc = f + c * nk;
+      for (int64_t jj = 0; jj < nk; ++jj) d[jj] = p[jj] * (d[jj] * fc[jj] - Di);
+    } else {
+      for (int64_t jj = 0; jj < nk; ++jj) d[jj] = p[jj] * (d[jj] - Di);
+    }
+  }
+  if (dkdv && P.dbias) {
+    for (int64_t c = 0; c < nq; ++c) {
+      B* out = P.dbias + (j0 + P.Lk * (i0 + c + P.Lq * g));
+      for (int64_t jj = 0; jj < nk; ++jj) out[jj] = store<B>(dp[c * nk + jj]);
+    }
+  }
+  const C* kb = P.k + P.k_at(g) + j0 * P.ldq();
+  if (dq) blas_gemm(false, false, P.dq, nq, nk, double(P.scale), kb, P.ldq(), dp, nk, 1, P.dq_ + P.q_at(g) + i0 * P.ldq(), P.ldq());
+  if (dkdv)
+    blas_gemm(false, true, P.dq, nk, nq, double(P.scale), P.q + P.q_at(g) + i0 * P.ldq(), P.ldq(), dp, nk, 1,
+              P.dk + P.k_at(g) + j0 * P.ldq(), P.ldq());
+}
+
+// Zero a group's columns of a gradient (d rows of len columns, ld).
+template <class C>
+void zero_columns(C* x, int64_t d, int64_t len, int64_t ld) {
+  for (int64_t i = 0; i < len; ++i) std::fill(x + i * ld, x + i * ld + d, C(0));
+}
+
+// The first query block a causal key block j0 meets (queries i >= j0).
+int64_t first_query_block(bool causal, int64_t j0, int64_t qb) { return causal ? (j0 / qb) * qb : 0; }
+
+template <class C, class B>
+void backward(const Problem<C, B>& P) {
+  const int64_t G = P.groups(), KB = kBackKeyBlock, QB = kBackQueryBlock;
+  const int64_t kblocks = (P.Lk + KB - 1) / KB, qblocks = (P.Lq + QB - 1) / QB;
+  std::vector<C> D(size_t(P.Lq * G));
+  parallel_for(G, std::max<int64_t>(1, grain_of(P.Lq * P.dv)), [&](int64_t lo, int64_t hi) {
+    for (int64_t g = lo; g < hi; ++g) {
+      row_dots(P, g, D.data() + P.Lq * g);
+      zero_columns(P.dq_ + P.q_at(g), P.dq, P.Lq, P.ldq());
+      zero_columns(P.dk + P.k_at(g), P.dq, P.Lk, P.ldq());
+      zero_columns(P.dv_ + P.v_at(g), P.dv, P.Lk, P.ldv());
+    }
+  });
+  if (P.dbias && P.causal) {  // entries of the tiles the loops skip (keys after the query) are 0
+    parallel_for(G, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t g = lo; g < hi; ++g) std::fill(P.dbias + P.Lk * P.Lq * g, P.dbias + P.Lk * P.Lq * (g + 1), store<B>(0.0f));
+    });
+  }
+  // Keys j0.. against every query block they meet, in order.
+  auto key_block = [&](int64_t g, int64_t j0, bool dq) {
+    const int64_t nk = std::min(KB, P.Lk - j0);
+    for (int64_t i0 = first_query_block(P.causal, j0, QB); i0 < P.Lq; i0 += QB)
+      backward_tile(P, g, j0, nk, i0, std::min(QB, P.Lq - i0), D.data() + P.Lq * g, true, dq);
+  };
+  if (G >= kGroupsForWholeGroups) {
+    parallel_for(G, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t g = lo; g < hi; ++g)
+        for (int64_t j0 = 0; j0 < P.Lk; j0 += KB) key_block(g, j0, true);
+    });
+    return;
+  }
+  parallel_for(G * kblocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t task = lo; task < hi; ++task) key_block(task / kblocks, (task % kblocks) * KB, false);
+  });
+  parallel_for(G * qblocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t g = task / qblocks, i0 = (task % qblocks) * QB, nq = std::min(QB, P.Lq - i0);
+      for (int64_t j0 = 0; j0 < P.key_end(i0, nq); j0 += KB)
+        backward_tile(P, g, j0, std::min(KB, P.key_end(i0, nq) - j0), i0, nq, D.data() + P.Lq * g, false, true);
+    }
+  });
+}
+
+// ---- element types ----------------------------------------------------------------
+
+template <class T>
+const T* at(flx_mem m) {
+  return reinterpret_cast<const T*>(addr(m));
+}
+template <class T>
+T* at_mut(flx_mem m) {
+  return reinterpret_cast<T*>(addr(m));
+}
+
+template <class C, class B>
+Problem<C, B> problem(const flx_attention_desc& d) {
+  Problem<C, B> P{};
+  P.dq = d.head_dim_qk;
+  P.dv = d.head_dim_v;
+  P.H = d.nheads;
+  P.Lq = d.q_len;
+  P.Lk = d.kv_len;
+  P.batch = d.batch;
+  P.scale = C(d.scale);
+  P.causal = d.causal != 0;
+  P.dropout = d.dropout;
+  P.dtype = d.dtype;
+  P.keep_threshold = dropout_keep::threshold(d.dtype, d.dropout);
+  P.keep_scale = C(1.0 / (1.0 - d.dropout));
+  P.seed = d.dropout_seed;
+  P.offset = d.dropout_offset;
+  P.mask = d.mask.buf ? at<uint8_t>(d.mask) : nullptr;
+  P.bias = d.bias.buf ? at<B>(d.bias) : nullptr;
+  P.ms = d.mask_stride;
+  P.bs = d.bias_stride;
+  P.lse = d.lse.buf ? at_mut<C>(d.lse) : nullptr;
+  return P;
+}
+
+// Element counts of q, k, v and o (dout, the gradients: the same).
+struct Counts {
+  int64_t q, k, v, o;
+};
+Counts counts(const flx_attention_desc& d) {
+  return {d.head_dim_qk * d.nheads * d.q_len * d.batch, d.head_dim_qk * d.nheads * d.kv_len * d.batch,
+          d.head_dim_v * d.nheads * d.kv_len * d.batch, d.head_dim_v * d.nheads * d.q_len * d.batch};
+}
+
+// Halves: float copies of the operands and results in the workspace, in
+// this order: q, k, v, o (forward); then dout, dq, dk, dv (backward).
+uint64_t half_workspace(const flx_attention_desc& d, int32_t pass) {
+  const Counts n = counts(d);
+  return uint64_t(pass == 0 ? n.q + n.k + n.v + n.o : 2 * (n.q + n.k + n.v + n.o)) * sizeof(float);
+}
+
+template <class H>
+void to_float(const H* x, float* y, int64_t n) {
+  parallel_for(n, parallel_grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) y[i] = float(x[i]);
+  });
+}
+template <class H>
+void from_float(const float* x, H* y, int64_t n) {
+  parallel_for(n, parallel_grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) y[i] = H(x[i]);
+  });
+}
+
+template <class T>
+int run(const flx_attention_desc& d, bool backward_pass) {
+  using C = compute_t<T>;
+  Problem<C, T> P = problem<C, T>(d);
+  if constexpr (std::is_same_v<C, T>) {
+    P.q = at<T>(d.q);
+    P.k = at<T>(d.k);
+    P.v = at<T>(d.v);
+    P.o = at_mut<T>(d.o);
+    if (!backward_pass) {
+      forward(P);
+      return FLX_OK;
+    }
+    P.dout = at<T>(d.dout);
+    P.dq_ = at_mut<T>(d.dq);
+    P.dk = at_mut<T>(d.dk);
+    P.dv_ = at_mut<T>(d.dv);
+    P.dbias = d.dbias.buf ? at_mut<T>(d.dbias) : nullptr;
+    backward(P);
+  } else {
+    const Counts n = counts(d);
+    float* w = at_mut<float>(d.workspace);
+    float *q = w, *k = q + n.q, *v = k + n.k, *o = v + n.v;
+    to_float(at<T>(d.q), q, n.q);
+    to_float(at<T>(d.k), k, n.k);
+    to_float(at<T>(d.v), v, n.v);
+    P.q = q;
+    P.k = k;
+    P.v = v;
+    P.o = o;
+    if (!backward_pass) {
+      forward(P);
+      from_float(o, at_mut<T>(d.o), n.o);
+      return FLX_OK;
+    }
+    float *dout = o + n.o, *dq = dout + n.o, *dk = dq + n.q, *dv = dk + n.k;
+    to_float(at<T>(d.o), o, n.o);
+    to_float(at<T>(d.dout), dout, n.o);
+    P.dout = dout;
+    P.dq_ = dq;
+    P.dk = dk;
+    P.dv_ = dv;
+    P.dbias = d.dbias.buf ? at_mut<T>(d.dbias) : nullptr;
+    backward(P);
+    from_float(dq, at_mut<T>(d.dq), n.q);
+    from_float(dk, at_mut<T>(d.dk), n.k);
+    from_float(dv, at_mut<T>(d.dv), n.v);
+  }
+  return FLX_OK;
+}
+
+int dispatch(const char* call, const flx_attention_desc* d, bool backward_pass) {
+  // The pool parallelises: OpenBLAS's own threads stay idle (as cpu_gemm.cpp).
+  static const bool single = (openblas_set_num_threads(1), true);
+  (void)single;
+  if (const int st = check(call, d, backward_pass); st != FLX_OK) return st;
+  const bool half = d->dtype == FLX_F16 || d->dtype == FLX_BF16;
+  if (half && (!d->workspace.buf || d->workspace_bytes < half_workspace(*d, backward_pass ? 1 : 0)))
+    return fail(FLX_ERR_INVALID_ARGUMENT, std::string(call) + ": Float16 and BFloat16 need the workspace "
+                                                              "attention_workspace asks for");
+  switch (d->dtype) {
+    case FLX_F32: return run<float>(*d, backward_pass);
+    case FLX_F64: return run<double>(*d, backward_pass);
+    case FLX_F16: return run<Half>(*d, backward_pass);
+    default: return run<BHalf>(*d, backward_pass);
+  }
+}
+
+}  // namespace
+
+int attention_workspace(void*, int, const flx_attention_desc* d, int32_t pass, uint64_t* bytes) {
+  if (!bytes) return fail(FLX_ERR_INVALID_ARGUMENT, "attention_workspace: bytes is a null pointer");
+  *bytes = 0;
+  if (const int st = check("attention_workspace", d, false); st != FLX_OK) return st;
+  if (d->dtype == FLX_F16 || d->dtype == FLX_BF16) *bytes = half_workspace(*d, pass);
+  return FLX_OK;
+}
+int attention_forward(void*, int, const flx_attention_desc* d, flx_stream) {
+  return dispatch("attention_forward", d, false);
+}
+int attention_backward(void*, int, const flx_attention_desc* d, flx_stream) {
+  return dispatch("attention_backward", d, true);
+}
+
+}  // namespace flx::cpu_backend
