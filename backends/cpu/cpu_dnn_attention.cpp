@@ -34,6 +34,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -50,7 +51,7 @@ namespace {
 // Block sizes: an S tile of 128 × 256 floats (128 KiB) and its partners stay
 // in a core's L2 (1-2 MiB on the machines measured), and a tile's products
 // (256 × 128 × head dim) are large enough for OpenBLAS's kernels.
-constexpr int64_t kQueryBlock = 128, kKeyBlock = 256;
+constexpr int64_t kQueryBlock = 128, kKeyBlock = 128;
 // Backward blocks: a task holds S, dP and P∘keep.
 constexpr int64_t kBackQueryBlock = 128, kBackKeyBlock = 128;
 constexpr int64_t kGroupsForWholeGroups = 16;
@@ -69,17 +70,49 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
 }
 
 // ---- columns of a tile -------------------------------------------------------------
-// x[j] = exp(x[j] - shift) over n contiguous scores; returns their sum in a
-// fixed order (8 lane sums, then lanes 0..7). -Inf gives 0.
+// Float32 in 8 lanes (GCC's vector extensions), built for AVX2 and for the
+// baseline (target_clones; neither has FMA and GCC does not contract in ISO
+// C++, so both copies give the same bits). The tail of a column is a
+// padded vector, so every element rounds as the lanes do.
 
+using vmath::v8f;
+using vmath::v8i;
+
+// e^x for x <= 0 (scores less their row's maximum), Cephes' expf as
+// cpu_vector_math.hpp's (range reduction by ln 2 in two parts, the same
+// degree-6 polynomial, within 1 ulp), with the steps only x > 0 needs left
+// out: n = round(x log2 e) by adding and subtracting 1.5·2^23, 2^n in one
+// step (n >= -126 once x is clamped at ln FLT_MIN). Below ln FLT_MIN (-Inf
+// included) 0; NaN stays NaN.
+[[gnu::always_inline]] inline v8f exp_nonpositive(v8f x) {
+  const float lo = -87.3365478515625f, magic = 12582912.0f;  // e^lo = FLT_MIN; 1.5·2^23
+  const v8f xc = x < lo ? vmath::splat(lo) : x;               // NaN compares false: stays
+  const v8f r = xc * 1.44269504088896341f + magic;              // n in the low bits
+  const v8f n = r - magic;
+  v8f f = xc - n * 0.693359375f;
+  f = f - n * -2.12194440e-4f;
+  const v8f f2 = f * f;
+  v8f p = vmath::splat(1.9875691500e-4f);
+  p = p * f + 1.3981999507e-3f;
+  p = p * f + 8.3334519073e-3f;
+  p = p * f + 4.1665795894e-2f;
+  p = p * f + 1.6666665459e-1f;
+  p = p * f + 5.0000001201e-1f;
+  p = p * f2 + f + 1.0f;
+  const v8i e = (((v8i)r - (v8i)vmath::splat(magic)) + 127) << 23;
+  const v8f y = p * (v8f)e;
+  return x < lo ? v8f{} : (x != x ? x : y);
+}
+
+// x[j] = e^(x[j] - shift) over n contiguous scores (shift >= each of them);
+// returns their sum, in a fixed order (8 lane sums, then lanes 0..7).
 __attribute__((target_clones("avx2", "default"))) float exp_shifted(float* x, int64_t n, float shift) {
-  using vmath::v8f;
   v8f sum{};
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     v8f v;
     std::memcpy(&v, x + j, sizeof v);
-    v = vmath::exp(v - shift);
+    v = exp_nonpositive(v - shift);
     std::memcpy(x + j, &v, sizeof v);
     sum += v;
   }
@@ -87,7 +120,7 @@ __attribute__((target_clones("avx2", "default"))) float exp_shifted(float* x, in
     v8f v = vmath::splat(-std::numeric_limits<float>::infinity());
     const size_t rest = size_t(n - j) * sizeof(float);
     std::memcpy(&v, x + j, rest);
-    v = vmath::exp(v - shift);
+    v = exp_nonpositive(v - shift);
     std::memcpy(x + j, &v, rest);
     sum += v;
   }
@@ -95,13 +128,33 @@ __attribute__((target_clones("avx2", "default"))) float exp_shifted(float* x, in
   for (int l = 0; l < 8; ++l) s += sum[l];
   return s;
 }
+
+// The largest of n contiguous scores (-Inf for none; NaNs are passed over,
+// as std::max passes them).
+__attribute__((target_clones("avx2", "default"))) float column_max(const float* x, int64_t n) {
+  v8f m = vmath::splat(-std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    v8f v;
+    std::memcpy(&v, x + j, sizeof v);
+    m = v > m ? v : m;
+  }
+  float r = m[0];
+  for (int l = 1; l < 8; ++l) r = std::max(r, m[l]);
+  for (; j < n; ++j) r = std::max(r, x[j]);
+  return r;
+}
+double column_max(const double* x, int64_t n) {
+  double r = -kInf;
+  for (int64_t j = 0; j < n; ++j) r = std::max(r, x[j]);
+  return r;
+}
+
 double exp_shifted(double* x, int64_t n, double shift) {
   double s = 0;
   for (int64_t j = 0; j < n; ++j) s += (x[j] = std::exp(x[j] - shift));
   return s;
 }
-float exp_of(float x) { return vmath::exp1(x); }
-double exp_of(double x) { return std::exp(x); }
 
 // ---- one call ---------------------------------------------------------------------
 
@@ -140,12 +193,12 @@ int check(const char* call, const flx_attention_desc* d, bool backward) {
 // Scratch of one task, kept per thread between calls (a few tiles).
 template <class C>
 struct TaskScratch {
-  std::vector<C> s, dp, pd, f, acc, m, l;
+  std::vector<C> s, dp, pd, f, acc, m, l, m_new, corr;
   void reserve(int64_t tile, int64_t cols, int64_t dv) {
     for (auto* v : {&s, &dp, &pd, &f})
       if (int64_t(v->size()) < tile) v->resize(size_t(tile));
     if (int64_t(acc.size()) < dv * cols) acc.resize(size_t(dv * cols));
-    for (auto* v : {&m, &l})
+    for (auto* v : {&m, &l, &m_new, &corr})
       if (int64_t(v->size()) < cols) v->resize(size_t(cols));
   }
 };
@@ -153,6 +206,45 @@ template <class C>
 TaskScratch<C>& task_scratch() {
   thread_local TaskScratch<C> s;
   return s;
+}
+
+// A group's keys (or values) transposed, len × d, so that the tiles' scores
+// kᵀq (and vᵀdO) are products of untransposed operands, which OpenBLAS runs
+// through its small-matrix kernels without packing (a transposed A of this
+// size takes the packing path). Kept per thread for the tasks of one group
+// in a row (a task cuts no value: the copy is exact); `call` tells one
+// call's operands from the next one's.
+std::atomic<uint64_t> g_calls{0};
+template <class C>
+struct Transposed {
+  std::vector<C> data;
+  uint64_t call = ~uint64_t(0);
+  int64_t group = -1;
+  // x (d × len, leading dim ld) of group g in call `call`, transposed.
+  const C* of(uint64_t c, int64_t g, const C* x, int64_t d, int64_t len, int64_t ld) {
+    if (c == call && g == group) return data.data();
+    if (int64_t(data.size()) < d * len) data.resize(size_t(d * len));
+    C* out = data.data();
+    constexpr int64_t kBlock = 16;  // 16 columns at a time: reads and writes in runs of 16 or more
+    for (int64_t j0 = 0; j0 < len; j0 += kBlock) {
+      const int64_t nj = std::min(kBlock, len - j0);
+      for (int64_t e = 0; e < d; ++e)
+        for (int64_t j = 0; j < nj; ++j) out[(j0 + j) + len * e] = x[(j0 + j) * ld + e];
+    }
+    call = c;
+    group = g;
+    return data.data();
+  }
+};
+template <class C>
+Transposed<C>& transposed_keys() {
+  thread_local Transposed<C> t;
+  return t;
+}
+template <class C>
+Transposed<C>& transposed_values() {
+  thread_local Transposed<C> t;
+  return t;
 }
 
 // The operands of one call in the compute type C (float for halves, whose
@@ -179,6 +271,7 @@ struct Problem {
   C *dq_, *dk, *dv_;
   B* dbias;
 
+  uint64_t call = 0;  // g_calls when the call began: tells the per-thread transposes apart
   int64_t groups() const { return H * batch; }
   int64_t ldq() const { return dq * H; }
   int64_t ldv() const { return dv * H; }
@@ -191,8 +284,8 @@ struct Problem {
   // S (nk × nq, ld nk) = scale kᵀq + bias for keys j0.., queries i0.. of
   // group g, -Inf where not allowed.
   void scores(int64_t g, int64_t j0, int64_t nk, int64_t i0, int64_t nq, C* s) const {
-    blas_gemm(true, false, nk, nq, dq, double(scale), k + k_at(g) + j0 * ldq(), ldq(), q + q_at(g) + i0 * ldq(),
-              ldq(), 0, s, nk);
+    const C* kt = transposed_keys<C>().of(call, g, k + k_at(g), dq, Lk, ldq());
+    blas_gemm(false, false, nk, nq, dq, double(scale), kt + j0, Lk, q + q_at(g) + i0 * ldq(), ldq(), 0, s, nk);
     const int64_t h = g % H, b = g / H;
     for (int64_t c = 0; c < nq; ++c) {
       const int64_t i = i0 + c;
@@ -231,6 +324,7 @@ void forward_task(const Problem<C, B>& P, int64_t g, int64_t i0, int64_t nq) {
   TaskScratch<C>& t = task_scratch<C>();
   t.reserve(kKeyBlock * kQueryBlock, kQueryBlock, P.dv);
   C *s = t.s.data(), *f = t.f.data(), *acc = t.acc.data(), *m = t.m.data(), *l = t.l.data();
+  C *m_new = t.m_new.data(), *corr = t.corr.data();
   std::fill(m, m + nq, C(-kInf));
   std::fill(l, l + nq, C(0));
   std::fill(acc, acc + P.dv * nq, C(0));
@@ -238,22 +332,24 @@ void forward_task(const Problem<C, B>& P, int64_t g, int64_t i0, int64_t nq) {
   for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
     const int64_t nk = std::min(kKeyBlock, end - j0);
     P.scores(g, j0, nk, i0, nq, s);
+    // Each query's new running maximum, and the factor e^(m_old - m_new)
+    // its sum and output so far take (0 before its first allowed key).
+    for (int64_t c = 0; c < nq; ++c) {
+      m_new[c] = std::max(m[c], column_max(s + c * nk, nk));
+      corr[c] = m_new[c] == C(-kInf) ? C(0) : m[c] - m_new[c];  // -Inf - finite = -Inf: a factor of 0
+    }
+    exp_shifted(corr, nq, C(0));
     for (int64_t c = 0; c < nq; ++c) {
       C* col = s + c * nk;
-      C mx = C(-kInf);
-      for (int64_t jj = 0; jj < nk; ++jj) mx = std::max(mx, col[jj]);
-      const C m_new = std::max(m[c], mx);
-      if (m_new == C(-kInf)) {  // no key allowed yet: nothing to add
+      if (m_new[c] == C(-kInf)) {  // no key allowed yet: nothing to add
         std::fill(col, col + nk, C(0));
         continue;
       }
-      const C corr = m[c] == C(-kInf) ? C(0) : exp_of(C(m[c] - m_new));
-      const C sum = exp_shifted(col, nk, m_new);
-      l[c] = l[c] * corr + sum;
-      m[c] = m_new;
-      if (corr != C(1)) {
+      l[c] = l[c] * corr[c] + exp_shifted(col, nk, m_new[c]);
+      m[c] = m_new[c];
+      if (corr[c] != C(1)) {
         C* a = acc + c * P.dv;
-        for (int64_t e = 0; e < P.dv; ++e) a[e] *= corr;
+        for (int64_t e = 0; e < P.dv; ++e) a[e] *= corr[c];
       }
     }
     if (P.dropout > 0) {  // after l: the probabilities sum to one before dropout
@@ -314,10 +410,10 @@ void backward_tile(const Problem<C, B>& P, int64_t g, int64_t j0, int64_t nk, in
     p_used = pd;
   }
   const C* dout = P.dout + P.o_at(g) + i0 * P.ldv();
-  const C* vb = P.v + P.v_at(g) + j0 * P.ldv();
   // dV += dO p_usedᵀ; dP = Vᵀ dO.
   if (dkdv) blas_gemm(false, true, P.dv, nk, nq, 1, dout, P.ldv(), p_used, nk, 1, P.dv_ + P.v_at(g) + j0 * P.ldv(), P.ldv());
-  blas_gemm(true, false, nk, nq, P.dv, 1, vb, P.ldv(), dout, P.ldv(), 0, dp, nk);
+  const C* vt = transposed_values<C>().of(P.call, g, P.v + P.v_at(g), P.dv, P.Lk, P.ldv());
+  blas_gemm(false, false, nk, nq, P.dv, 1, vt + j0, P.Lk, dout, P.ldv(), 0, dp, nk);
   // dS = p (dP ∘ factors - D), in dp.
   for (int64_t c = 0; c < nq; ++c) {
     C* d = dp + c * nk;
@@ -421,6 +517,7 @@ Problem<C, B> problem(const flx_attention_desc& d) {
   P.dtype = d.dtype;
   P.keep_threshold = dropout_keep::threshold(d.dtype, d.dropout);
   P.keep_scale = C(1.0 / (1.0 - d.dropout));
+  P.call = ++g_calls;
   P.seed = d.dropout_seed;
   P.offset = d.dropout_offset;
   P.mask = d.mask.buf ? at<uint8_t>(d.mask) : nullptr;
