@@ -22,16 +22,16 @@
 // process, and prints {"name", "peak_bytes", "rss_growth_bytes"}: the
 // device's peak bytes in use by flx during the step (memory_stats, from a
 // peak reset just before it) and the growth of the process's peak resident
-// set during the step (getrusage's ru_maxrss: on the CPU this sees every
-// allocation, flx's tensors, a backend's scratch and the allocator's slack
-// alike, the measure compare_attention.py applies to PyTorch too).
-#include <sys/resource.h>
-
+// set during the step (Linux's VmHWM, restarted at VmRSS just before it
+// through /proc/self/clear_refs: on the CPU this sees every allocation,
+// flx's tensors, a backend's scratch and the allocator's slack alike, the
+// measure compare_attention.py applies to PyTorch too).
 #include <flx/flx.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,10 +100,20 @@ std::vector<Bench> benches(const Settings& st) {
   return out;
 }
 
-int64_t max_rss_bytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return int64_t(u.ru_maxrss) * 1024;
+// A line "Key:   N kB" of /proc/self/status, in bytes (-1 without it).
+int64_t status_bytes(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::strlen(key)) * 1024;
+  return -1;
+}
+// Starts a new peak of the resident set (Linux: 5 to clear_refs sets VmHWM
+// to VmRSS) and returns the resident set now. getrusage's ru_maxrss would
+// not do: it keeps the peak of the process that exec'd this one.
+int64_t restart_rss_peak() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+  return status_bytes("VmRSS:");
 }
 
 int memory(const std::string& name, const std::string& device, const Settings& st, bool small) {
@@ -114,14 +124,15 @@ int memory(const std::string& name, const std::string& device, const Settings& s
     synchronize(dev);
     detail::reset_memory_peak(dev);
     const MemoryStats before = memory_stats(dev);
-    const int64_t rss = max_rss_bytes();
+    const int64_t rss = restart_rss_peak();
     r.step();
     synchronize(dev);
     const MemoryStats after = memory_stats(dev);
+    const int64_t hwm = status_bytes("VmHWM:");
     std::printf("{\"name\": \"%s\", \"device\": \"%s\", \"peak_bytes\": %lld, \"rss_growth_bytes\": %lld, "
                 "\"reserved_peak_bytes\": %lld}\n",
                 name.c_str(), dev.str().c_str(), static_cast<long long>(after.peak - before.in_use),
-                static_cast<long long>(max_rss_bytes() - rss), static_cast<long long>(after.reserved_peak));
+                static_cast<long long>(hwm - rss), static_cast<long long>(after.reserved_peak));
     return 0;
   }
   std::fprintf(stderr, "bench_attention: no benchmark named %s (see --list)\n", name.c_str());

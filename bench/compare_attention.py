@@ -22,8 +22,9 @@ Memory, measured alike on both sides: each benchmark runs once in a fresh
 process (flx: bench_attention --memory NAME; PyTorch: this script with
 --torch-memory NAME), which builds the inputs and then runs one step; the
 figure is the growth of the process's peak resident set during that step
-(getrusage's ru_maxrss before and after), which on the CPU counts every
-allocation of either library, its allocator's slack included. flx's own
+(Linux's VmHWM, restarted at VmRSS just before the step by writing 5 to
+/proc/self/clear_refs), which on the CPU counts every allocation of either
+library, its allocator's slack included. flx's own
 counter (memory_stats: bytes of tensors in use at the peak) is printed
 beside it. On --device cuda: flx's memory_stats peak and PyTorch's
 torch.cuda.max_memory_allocated, each from a reset before the step (flx's
@@ -43,7 +44,6 @@ by hand.
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -101,6 +101,24 @@ def torch_step(torch, dev, dtype, causal, small, name, n):
     return body
 
 
+def status_bytes(key):
+    """A "Key:   N kB" line of /proc/self/status, in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    return -1
+
+
+def restart_rss_peak():
+    """Starts a new peak of the resident set (5 to clear_refs sets VmHWM to
+    VmRSS) and returns the resident set now. getrusage's ru_maxrss would not
+    do: a child keeps the peak of the process it was forked from."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return status_bytes("VmRSS:")
+
+
 def torch_memory(args):
     """--torch-memory NAME: one step in this fresh process; prints its JSON line."""
     import torch
@@ -112,11 +130,11 @@ def torch_memory(args):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = restart_rss_peak()
     step()
     if dev == "cuda":
         torch.cuda.synchronize()
-    out = {"name": args.torch_memory, "rss_growth_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss}
+    out = {"name": args.torch_memory, "rss_growth_bytes": status_bytes("VmHWM:") - rss}
     if dev == "cuda":
         out["peak_bytes"] = torch.cuda.max_memory_allocated() - base
     print(json.dumps(out))
