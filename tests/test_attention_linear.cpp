@@ -378,3 +378,22 @@ TEST(AttentionLinear, BiasIsAddedToTheLogits) {
                                dot_product_attention(q, k, v, 2, {.scores = scores}).first, 1e-12, "a constant bias");
   }
 }
+
+TEST(AttentionLinear, ASecondDerivativeIsRefusedByName) {
+  // The op's backward runs fused kernels: first order only. A gradient of a
+  // gradient through it is an error naming it, never a wrong number.
+  set_seed(20);
+  const Tensor q = rand64({4, 3, 1}), k = rand64({4, 5, 1}), v = rand64({2, 5, 1});
+  for (Path path : kPaths) {
+    PathScope scope(path);
+    const std::string e = error_message<ArgumentError>([&] {
+      gradient([&](const Tensor& x) {
+        const Tensor dq = std::get<0>(gradient([&](const Tensor& y) {
+          return sum(square(dot_product_attention(y, k, v, 2, {.scores = false}).first));
+        }, x));
+        return sum(dq);
+      }, q);
+    });
+    EXPECT_TRUE(has(e, "the backward rule of dot_product_attention is first order only")) << name(path) << ": " << e;
+  }
+}

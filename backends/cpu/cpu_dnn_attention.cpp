@@ -2,14 +2,17 @@
 // attention_*, ABI minor 7; backend.h has the semantics): tiles of queries
 // × keys with an online softmax, OpenBLAS on each tile, one log-sum-exp per
 // query row kept for the backward pass, which recomputes each tile's
-// probabilities from it. Memory: the outputs, lse, and a few tiles per
-// thread.
+// probabilities from it. Memory: the outputs, lse, D (one per query row),
+// and per thread a few tiles and one group's keys and values transposed.
 //
 // Layout. flx's q (dq, nheads, q_len, batch) is, for head h of sequence b
 // (a "group"), a dq × q_len matrix with leading dimension dq·nheads, so
-// BLAS reads every head in place; k, v, o and the gradients likewise. A
-// tile of scores S is nk × nq, keys fastest: a query's scores are one
-// contiguous column, which the softmax's reductions run along.
+// BLAS reads every head in place; o and the gradients likewise. A tile of
+// scores S is nk × nq, keys fastest: a query's scores are one contiguous
+// column, which the softmax's reductions run along. S = kᵀq and dP = vᵀdO
+// read k and v transposed (len × d, copied once per group and thread), so
+// that every product of a tile has untransposed or B-transposed operands,
+// which OpenBLAS runs through its small-matrix kernels without packing.
 //
 // Same bits at any thread count and load (tests/test_thread_determinism):
 // the work is cut by the shape alone, into tasks that each run whole on one
@@ -29,8 +32,8 @@
 // Element types: Float32 and Float64 in place; Float16 and BFloat16 are
 // converted to Float32 copies in the workspace (attention_workspace says how
 // much), computed in float, and the results rounded once to the half type.
-// Float32's exponentials are cpu_vector_math.hpp's (8 lanes, the same bits
-// one lane at a time); Float64's are libm's.
+// Float32's exponentials are cpu_vector_math.hpp's Cephes polynomial in 8
+// lanes, for arguments <= 0 (exp_nonpositive); Float64's are libm's.
 #include <cblas.h>
 
 #include <algorithm>
@@ -48,12 +51,17 @@
 namespace flx::cpu_backend {
 namespace {
 
-// Block sizes: an S tile of 128 × 256 floats (128 KiB) and its partners stay
-// in a core's L2 (1-2 MiB on the machines measured), and a tile's products
-// (256 × 128 × head dim) are large enough for OpenBLAS's kernels.
+// Block sizes: a tile of 128 × 128 scores (64 KiB in Float32) and its
+// partners (dP, p∘keep, the dropout factors) stay in a core's L2, and a
+// tile's products (128 × 128 × head dim) stay below OpenBLAS's limit for
+// its small-matrix kernels (10^6 multiply-adds for a head dim up to 64).
+// Measured at length 1024, head dim 32, on a Zen 4 core: 64 to 256 on
+// either side within 5% of each other, 256 × 256 10% slower.
 constexpr int64_t kQueryBlock = 128, kKeyBlock = 128;
-// Backward blocks: a task holds S, dP and P∘keep.
-constexpr int64_t kBackQueryBlock = 128, kBackKeyBlock = 128;
+constexpr int64_t kBackQueryBlock = 128, kBackKeyBlock = kKeyBlock;  // one layout of the transposed keys
+// A backward task per group from 16 groups on: enough tasks to keep 16
+// cores busy; below, the finer split, whose 7 products a tile cost 40% more
+// than 5 on one core but spread over (group, block) tasks.
 constexpr int64_t kGroupsForWholeGroups = 16;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -194,6 +202,7 @@ int check(const char* call, const flx_attention_desc* d, bool backward) {
 template <class C>
 struct TaskScratch {
   std::vector<C> s, dp, pd, f, acc, m, l, m_new, corr;
+  std::vector<C> dk, dv, dq;  // the backward's sums (assigned by their tasks)
   void reserve(int64_t tile, int64_t cols, int64_t dv) {
     for (auto* v : {&s, &dp, &pd, &f})
       if (int64_t(v->size()) < tile) v->resize(size_t(tile));
@@ -208,33 +217,40 @@ TaskScratch<C>& task_scratch() {
   return s;
 }
 
-// A group's keys (or values) transposed, len × d, so that the tiles' scores
-// kᵀq (and vᵀdO) are products of untransposed operands, which OpenBLAS runs
+// A group's keys (or values) transposed, so that the tiles' scores kᵀq
+// (and vᵀdO) are products of untransposed operands, which OpenBLAS runs
 // through its small-matrix kernels without packing (a transposed A of this
-// size takes the packing path). Kept per thread for the tasks of one group
-// in a row (a task cuts no value: the copy is exact); `call` tells one
-// call's operands from the next one's.
+// size takes the packing path). Laid out by blocks of kKeyBlock keys, each
+// a contiguous kKeyBlock × d matrix (leading dim kKeyBlock), so that a
+// tile reads 16 KiB in one run rather than d columns a power-of-two
+// stride apart, which fall into the same cache sets at long lengths (a
+// third slower at 8192 keys). Kept per thread for the tasks of one group in
+// a row (a task cuts no value: the copy is exact); `call` tells one call's
+// operands from the next one's.
 std::atomic<uint64_t> g_calls{0};
 template <class C>
 struct Transposed {
   std::vector<C> data;
   uint64_t call = ~uint64_t(0);
   int64_t group = -1;
-  // x (d × len, leading dim ld) of group g in call `call`, transposed.
+  // x (d × len, leading dim ld) of group g in call `call`, transposed; key
+  // j0 + jj of the block starting at j0 is at at(j0) + jj, leading dim kKeyBlock.
   const C* of(uint64_t c, int64_t g, const C* x, int64_t d, int64_t len, int64_t ld) {
     if (c == call && g == group) return data.data();
-    if (int64_t(data.size()) < d * len) data.resize(size_t(d * len));
-    C* out = data.data();
-    constexpr int64_t kBlock = 16;  // 16 columns at a time: reads and writes in runs of 16 or more
-    for (int64_t j0 = 0; j0 < len; j0 += kBlock) {
-      const int64_t nj = std::min(kBlock, len - j0);
+    const int64_t blocks = (len + kKeyBlock - 1) / kKeyBlock;
+    if (int64_t(data.size()) < blocks * kKeyBlock * d) data.resize(size_t(blocks * kKeyBlock * d));
+    constexpr int64_t kRun = 16;  // 16 keys at a time: reads and writes in runs of 16 or more
+    for (int64_t j0 = 0; j0 < len; j0 += kRun) {
+      const int64_t nj = std::min(kRun, len - j0);
+      C* out = data.data() + at(j0 / kKeyBlock * kKeyBlock, d) + j0 % kKeyBlock;
       for (int64_t e = 0; e < d; ++e)
-        for (int64_t j = 0; j < nj; ++j) out[(j0 + j) + len * e] = x[(j0 + j) * ld + e];
+        for (int64_t j = 0; j < nj; ++j) out[j + kKeyBlock * e] = x[(j0 + j) * ld + e];
     }
     call = c;
     group = g;
     return data.data();
   }
+  static int64_t at(int64_t j0, int64_t d) { return j0 * d; }  // j0 a multiple of kKeyBlock
 };
 template <class C>
 Transposed<C>& transposed_keys() {
@@ -283,9 +299,10 @@ struct Problem {
 
   // S (nk × nq, ld nk) = scale kᵀq + bias for keys j0.., queries i0.. of
   // group g, -Inf where not allowed.
-  void scores(int64_t g, int64_t j0, int64_t nk, int64_t i0, int64_t nq, C* s) const {
-    const C* kt = transposed_keys<C>().of(call, g, k + k_at(g), dq, Lk, ldq());
-    blas_gemm(false, false, nk, nq, dq, double(scale), kt + j0, Lk, q + q_at(g) + i0 * ldq(), ldq(), 0, s, nk);
+  // qcols: query i0's column, leading dim ldqc (flx's q, or a contiguous copy).
+  void scores(int64_t g, int64_t j0, int64_t nk, int64_t i0, int64_t nq, C* s, const C* qcols, int64_t ldqc) const {
+    const C* kt = transposed_keys<C>().of(call, g, k + k_at(g), dq, Lk, ldq()) + Transposed<C>::at(j0, dq);
+    blas_gemm(false, false, nk, nq, dq, double(scale), kt, kKeyBlock, qcols, ldqc, 0, s, nk);
     const int64_t h = g % H, b = g / H;
     for (int64_t c = 0; c < nq; ++c) {
       const int64_t i = i0 + c;
@@ -331,7 +348,7 @@ void forward_task(const Problem<C, B>& P, int64_t g, int64_t i0, int64_t nq) {
   const int64_t end = P.key_end(i0, nq);
   for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
     const int64_t nk = std::min(kKeyBlock, end - j0);
-    P.scores(g, j0, nk, i0, nq, s);
+    P.scores(g, j0, nk, i0, nq, s, P.q + P.q_at(g) + i0 * P.ldq(), P.ldq());
     // Each query's new running maximum, and the factor e^(m_old - m_new)
     // its sum and output so far take (0 before its first allowed key).
     for (int64_t c = 0; c < nq; ++c) {
@@ -391,16 +408,53 @@ void row_dots(const Problem<C, B>& P, int64_t g, C* d) {
   }
 }
 
+// A group's columns (d × len, leading dim ld in flx's layout) copied
+// contiguous (leading dim d), per thread, for the tasks of one group in a
+// row: the backward's tiles read q, k and dO a block at a time, each block
+// then 16 KiB in one run rather than columns a power-of-two stride apart (a
+// tenth slower at 8192 keys). `call` as Transposed's.
+template <class C>
+struct Packed {
+  std::vector<C> data;
+  uint64_t call = ~uint64_t(0);
+  int64_t group = -1;
+  const C* of(uint64_t c, int64_t g, const C* x, int64_t d, int64_t len, int64_t ld) {
+    if (c == call && g == group) return data.data();
+    if (int64_t(data.size()) < d * len) data.resize(size_t(d * len));
+    for (int64_t j = 0; j < len; ++j) std::copy(x + j * ld, x + j * ld + d, data.data() + j * d);
+    call = c;
+    group = g;
+    return data.data();
+  }
+};
+template <class C, int Which>  // 0 q, 1 k, 2 dO
+Packed<C>& packed() {
+  thread_local Packed<C> p;
+  return p;
+}
+
+// What a backward task's tiles read and add to: its group's q, k and dO
+// contiguous, D, and its own contiguous sums: dK and dV of one key block
+// (dk, dv: d × kKeyBlock; null when the task computes none) and dQ of the
+// queries from dq_first on (dq: null when it computes none).
+template <class C>
+struct TaskView {
+  const C *q, *k, *dout, *D;
+  C *dk, *dv, *dq;
+  int64_t dq_first = 0;
+};
+
 // One tile of the backward pass: keys j0.. (nk) and queries i0.. (nq) of
-// group g. dkdv: dV and dK of the keys gain the tile's terms (dbias its
-// entries); dq: dQ of the queries gains its terms.
+// group g. With v.dk: dV and dK of the keys gain the tile's terms (dbias
+// its entries); with v.dq: dQ of the queries gains its terms.
 template <class C, class B>
-void backward_tile(const Problem<C, B>& P, int64_t g, int64_t j0, int64_t nk, int64_t i0, int64_t nq, const C* D,
-                   bool dkdv, bool dq) {
+void backward_tile(const Problem<C, B>& P, int64_t g, int64_t j0, int64_t nk, int64_t i0, int64_t nq,
+                   const TaskView<C>& v) {
   TaskScratch<C>& t = task_scratch<C>();
   t.reserve(kBackKeyBlock * kBackQueryBlock, kBackQueryBlock, P.dv);
   C *s = t.s.data(), *dp = t.dp.data(), *pd = t.pd.data(), *f = t.f.data();
-  P.scores(g, j0, nk, i0, nq, s);
+  const bool dkdv = v.dk != nullptr;
+  P.scores(g, j0, nk, i0, nq, s, v.q + i0 * P.dq, P.dq);
   for (int64_t c = 0; c < nq; ++c) exp_shifted(s + c * nk, nk, P.lse[(i0 + c) + P.Lq * g]);  // p
   const bool dropped = P.dropout > 0;
   const C* p_used = s;
@@ -409,16 +463,16 @@ void backward_tile(const Problem<C, B>& P, int64_t g, int64_t j0, int64_t nk, in
     for (int64_t x = 0; x < nk * nq; ++x) pd[x] = s[x] * f[x];
     p_used = pd;
   }
-  const C* dout = P.dout + P.o_at(g) + i0 * P.ldv();
+  const C* dout = v.dout + i0 * P.dv;
   // dV += dO p_usedᵀ; dP = Vᵀ dO.
-  if (dkdv) blas_gemm(false, true, P.dv, nk, nq, 1, dout, P.ldv(), p_used, nk, 1, P.dv_ + P.v_at(g) + j0 * P.ldv(), P.ldv());
-  const C* vt = transposed_values<C>().of(P.call, g, P.v + P.v_at(g), P.dv, P.Lk, P.ldv());
-  blas_gemm(false, false, nk, nq, P.dv, 1, vt + j0, P.Lk, dout, P.ldv(), 0, dp, nk);
+  if (dkdv) blas_gemm(false, true, P.dv, nk, nq, 1, dout, P.dv, p_used, nk, 1, v.dv, P.dv);
+  const C* vt = transposed_values<C>().of(P.call, g, P.v + P.v_at(g), P.dv, P.Lk, P.ldv()) + Transposed<C>::at(j0, P.dv);
+  blas_gemm(false, false, nk, nq, P.dv, 1, vt, kKeyBlock, dout, P.dv, 0, dp, nk);
   // dS = p (dP ∘ factors - D), in dp.
   for (int64_t c = 0; c < nq; ++c) {
     C* d = dp + c * nk;
     const C* p = s + c * nk;
-    const C Di = D[i0 + c];
+    const C Di = v.D[i0 + c];
     if (dropped) {
       const C* fc = f + c * nk;
       for (int64_t jj = 0; jj < nk; ++jj) d[jj] = p[jj] * (d[jj] * fc[jj] - Di);
@@ -432,17 +486,17 @@ void backward_tile(const Problem<C, B>& P, int64_t g, int64_t j0, int64_t nk, in
       for (int64_t jj = 0; jj < nk; ++jj) out[jj] = store<B>(dp[c * nk + jj]);
     }
   }
-  const C* kb = P.k + P.k_at(g) + j0 * P.ldq();
-  if (dq) blas_gemm(false, false, P.dq, nq, nk, double(P.scale), kb, P.ldq(), dp, nk, 1, P.dq_ + P.q_at(g) + i0 * P.ldq(), P.ldq());
-  if (dkdv)
-    blas_gemm(false, true, P.dq, nk, nq, double(P.scale), P.q + P.q_at(g) + i0 * P.ldq(), P.ldq(), dp, nk, 1,
-              P.dk + P.k_at(g) + j0 * P.ldq(), P.ldq());
+  // dQ += scale K dS; dK += scale Q dSᵀ.
+  if (v.dq)
+    blas_gemm(false, false, P.dq, nq, nk, double(P.scale), v.k + j0 * P.dq, P.dq, dp, nk, 1,
+              v.dq + (i0 - v.dq_first) * P.dq, P.dq);
+  if (dkdv) blas_gemm(false, true, P.dq, nk, nq, double(P.scale), v.q + i0 * P.dq, P.dq, dp, nk, 1, v.dk, P.dq);
 }
 
-// Zero a group's columns of a gradient (d rows of len columns, ld).
+// n columns of d contiguous elements into x (leading dim ld).
 template <class C>
-void zero_columns(C* x, int64_t d, int64_t len, int64_t ld) {
-  for (int64_t i = 0; i < len; ++i) std::fill(x + i * ld, x + i * ld + d, C(0));
+void scatter_columns(const C* src, int64_t d, int64_t n, C* x, int64_t ld) {
+  for (int64_t i = 0; i < n; ++i) std::copy(src + i * d, src + i * d + d, x + i * ld);
 }
 
 // The first query block a causal key block j0 meets (queries i >= j0).
@@ -454,39 +508,63 @@ void backward(const Problem<C, B>& P) {
   const int64_t kblocks = (P.Lk + KB - 1) / KB, qblocks = (P.Lq + QB - 1) / QB;
   std::vector<C> D(size_t(P.Lq * G));
   parallel_for(G, std::max<int64_t>(1, grain_of(P.Lq * P.dv)), [&](int64_t lo, int64_t hi) {
-    for (int64_t g = lo; g < hi; ++g) {
-      row_dots(P, g, D.data() + P.Lq * g);
-      zero_columns(P.dq_ + P.q_at(g), P.dq, P.Lq, P.ldq());
-      zero_columns(P.dk + P.k_at(g), P.dq, P.Lk, P.ldq());
-      zero_columns(P.dv_ + P.v_at(g), P.dv, P.Lk, P.ldv());
-    }
+    for (int64_t g = lo; g < hi; ++g) row_dots(P, g, D.data() + P.Lq * g);
   });
   if (P.dbias && P.causal) {  // entries of the tiles the loops skip (keys after the query) are 0
     parallel_for(G, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t g = lo; g < hi; ++g) std::fill(P.dbias + P.Lk * P.Lq * g, P.dbias + P.Lk * P.Lq * (g + 1), store<B>(0.0f));
     });
   }
-  // Keys j0.. against every query block they meet, in order.
-  auto key_block = [&](int64_t g, int64_t j0, bool dq) {
+  // The task's view of group g (its sums set by the caller).
+  auto view = [&](int64_t g) {
+    TaskView<C> v{};
+    v.q = packed<C, 0>().of(P.call, g, P.q + P.q_at(g), P.dq, P.Lq, P.ldq());
+    v.k = packed<C, 1>().of(P.call, g, P.k + P.k_at(g), P.dq, P.Lk, P.ldq());
+    v.dout = packed<C, 2>().of(P.call, g, P.dout + P.o_at(g), P.dv, P.Lq, P.ldv());
+    v.D = D.data() + P.Lq * g;
+    return v;
+  };
+  // Keys j0.. against every query block they meet, in order; their dK and
+  // dV summed in the task's own buffers, then written.
+  auto key_block = [&](int64_t g, int64_t j0, TaskView<C> v) {
+    TaskScratch<C>& t = task_scratch<C>();
     const int64_t nk = std::min(KB, P.Lk - j0);
+    t.dk.assign(size_t(P.dq * KB), C(0));
+    t.dv.assign(size_t(P.dv * KB), C(0));
+    v.dk = t.dk.data();
+    v.dv = t.dv.data();
     for (int64_t i0 = first_query_block(P.causal, j0, QB); i0 < P.Lq; i0 += QB)
-      backward_tile(P, g, j0, nk, i0, std::min(QB, P.Lq - i0), D.data() + P.Lq * g, true, dq);
+      backward_tile(P, g, j0, nk, i0, std::min(QB, P.Lq - i0), v);
+    scatter_columns(t.dk.data(), P.dq, nk, P.dk + P.k_at(g) + j0 * P.ldq(), P.ldq());
+    scatter_columns(t.dv.data(), P.dv, nk, P.dv_ + P.v_at(g) + j0 * P.ldv(), P.ldv());
   };
   if (G >= kGroupsForWholeGroups) {
     parallel_for(G, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t g = lo; g < hi; ++g)
-        for (int64_t j0 = 0; j0 < P.Lk; j0 += KB) key_block(g, j0, true);
+      for (int64_t g = lo; g < hi; ++g) {
+        TaskScratch<C>& t = task_scratch<C>();
+        t.dq.assign(size_t(P.dq * P.Lq), C(0));
+        TaskView<C> v = view(g);
+        v.dq = t.dq.data();
+        for (int64_t j0 = 0; j0 < P.Lk; j0 += KB) key_block(g, j0, v);
+        scatter_columns(t.dq.data(), P.dq, P.Lq, P.dq_ + P.q_at(g), P.ldq());
+      }
     });
     return;
   }
   parallel_for(G * kblocks, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t task = lo; task < hi; ++task) key_block(task / kblocks, (task % kblocks) * KB, false);
+    for (int64_t task = lo; task < hi; ++task) key_block(task / kblocks, (task % kblocks) * KB, view(task / kblocks));
   });
   parallel_for(G * qblocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t g = task / qblocks, i0 = (task % qblocks) * QB, nq = std::min(QB, P.Lq - i0);
+      TaskScratch<C>& t = task_scratch<C>();
+      t.dq.assign(size_t(P.dq * nq), C(0));
+      TaskView<C> v = view(g);
+      v.dq = t.dq.data();
+      v.dq_first = i0;
       for (int64_t j0 = 0; j0 < P.key_end(i0, nq); j0 += KB)
-        backward_tile(P, g, j0, std::min(KB, P.key_end(i0, nq) - j0), i0, nq, D.data() + P.Lq * g, false, true);
+        backward_tile(P, g, j0, std::min(KB, P.key_end(i0, nq) - j0), i0, nq, v);
+      scatter_columns(t.dq.data(), P.dq, nq, P.dq_ + P.q_at(g) + i0 * P.ldq(), P.ldq());
     }
   });
 }
