@@ -9,10 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "cpu/cpu_attention_math.hpp"
 #include "devices/registry.hpp"
 #include "flx/flx.hpp"
 #include "ops/attention.hpp"
@@ -395,5 +397,40 @@ TEST(AttentionLinear, ASecondDerivativeIsRefusedByName) {
       }, q);
     });
     EXPECT_TRUE(has(e, "the backward rule of dot_product_attention is first order only")) << name(path) << ": " << e;
+  }
+}
+
+TEST(AttentionLinear, TheCpuKernelsExponentialsAreTheSameBitsOnEveryInstructionSet) {
+  // The CPU kernel's softmax columns: e^(x - shift) and their sum, 16 lanes
+  // with AVX-512, 8 with AVX2 or without: the same bits (so a machine's
+  // results do not depend on which it has), within 2 ulps of libm's, exact
+  // zeros for -Inf, NaN kept. Lengths with tails of every size.
+  namespace am = cpu_backend::attention_math;
+  set_seed(21);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 33, 128, 131}) {
+    std::vector<double> r = rand(Float64, {n}).to_vector<double>();
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) x[size_t(j)] = float(-90.0 * r[size_t(j)] * r[size_t(j)]);
+    x[0] = -std::numeric_limits<float>::infinity();
+    if (n > 2) x[2] = std::nanf("");
+    const float shift = 0.25f;
+    std::vector<float> ref = x;
+    const float ref_sum = am::exp_shifted_on(0, ref.data(), n, shift);
+    for (int isa = 1; isa < am::exp_isas(); ++isa) {
+      std::vector<float> y = x;
+      const float sum = am::exp_shifted_on(isa, y.data(), n, shift);
+      EXPECT_EQ(std::memcmp(y.data(), ref.data(), size_t(n) * sizeof(float)), 0) << "isa " << isa << ", n " << n;
+      EXPECT_EQ(std::memcmp(&sum, &ref_sum, sizeof sum), 0) << "isa " << isa << ", n " << n;
+    }
+    EXPECT_EQ(ref[0], 0.0f);
+    for (int64_t j = 1; j < n; ++j) {
+      if (j == 2) {
+        EXPECT_TRUE(std::isnan(ref[2]));
+        continue;
+      }
+      const double exact = std::exp(double(x[size_t(j)] - shift));  // of the difference as rounded to float
+      if (exact < double(std::numeric_limits<float>::min())) EXPECT_EQ(ref[size_t(j)], 0.0f) << x[size_t(j)];
+      else EXPECT_NEAR(ref[size_t(j)], exact, 2 * exact * 0x1p-23) << x[size_t(j)];
+    }
   }
 }

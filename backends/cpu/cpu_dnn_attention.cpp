@@ -32,8 +32,7 @@
 // Element types: Float32 and Float64 in place; Float16 and BFloat16 are
 // converted to Float32 copies in the workspace (attention_workspace says how
 // much), computed in float, and the results rounded once to the half type.
-// Float32's exponentials are cpu_vector_math.hpp's Cephes polynomial in 8
-// lanes, for arguments <= 0 (exp_nonpositive); Float64's are libm's.
+// The columns' exponentials and maxima: cpu_attention_math.hpp.
 #include <cblas.h>
 
 #include <algorithm>
@@ -45,8 +44,8 @@
 #include <vector>
 
 #include "common/dropout_keep.hpp"
+#include "cpu_attention_math.hpp"
 #include "cpu_dnn.hpp"
-#include "cpu_vector_math.hpp"
 
 namespace flx::cpu_backend {
 namespace {
@@ -75,93 +74,6 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
                const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   cblas_dgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
               alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-}
-
-// ---- columns of a tile -------------------------------------------------------------
-// Float32 in 8 lanes (GCC's vector extensions), built for AVX2 and for the
-// baseline (target_clones; neither has FMA and GCC does not contract in ISO
-// C++, so both copies give the same bits). The tail of a column is a
-// padded vector, so every element rounds as the lanes do.
-
-using vmath::v8f;
-using vmath::v8i;
-
-// e^x for x <= 0 (scores less their row's maximum), Cephes' expf as
-// cpu_vector_math.hpp's (range reduction by ln 2 in two parts, the same
-// degree-6 polynomial, within 1 ulp), with the steps only x > 0 needs left
-// out: n = round(x log2 e) by adding and subtracting 1.5·2^23, 2^n in one
-// step (n >= -126 once x is clamped at ln FLT_MIN). Below ln FLT_MIN (-Inf
-// included) 0; NaN stays NaN.
-[[gnu::always_inline]] inline v8f exp_nonpositive(v8f x) {
-  const float lo = -87.3365478515625f, magic = 12582912.0f;  // e^lo = FLT_MIN; 1.5·2^23
-  const v8f xc = x < lo ? vmath::splat(lo) : x;               // NaN compares false: stays
-  const v8f r = xc * 1.44269504088896341f + magic;              // n in the low bits
-  const v8f n = r - magic;
-  v8f f = xc - n * 0.693359375f;
-  f = f - n * -2.12194440e-4f;
-  const v8f f2 = f * f;
-  v8f p = vmath::splat(1.9875691500e-4f);
-  p = p * f + 1.3981999507e-3f;
-  p = p * f + 8.3334519073e-3f;
-  p = p * f + 4.1665795894e-2f;
-  p = p * f + 1.6666665459e-1f;
-  p = p * f + 5.0000001201e-1f;
-  p = p * f2 + f + 1.0f;
-  const v8i e = (((v8i)r - (v8i)vmath::splat(magic)) + 127) << 23;
-  const v8f y = p * (v8f)e;
-  return x < lo ? v8f{} : (x != x ? x : y);
-}
-
-// x[j] = e^(x[j] - shift) over n contiguous scores (shift >= each of them);
-// returns their sum, in a fixed order (8 lane sums, then lanes 0..7).
-__attribute__((target_clones("avx2", "default"))) float exp_shifted(float* x, int64_t n, float shift) {
-  v8f sum{};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    v8f v;
-    std::memcpy(&v, x + j, sizeof v);
-    v = exp_nonpositive(v - shift);
-    std::memcpy(x + j, &v, sizeof v);
-    sum += v;
-  }
-  if (j < n) {
-    v8f v = vmath::splat(-std::numeric_limits<float>::infinity());
-    const size_t rest = size_t(n - j) * sizeof(float);
-    std::memcpy(&v, x + j, rest);
-    v = exp_nonpositive(v - shift);
-    std::memcpy(x + j, &v, rest);
-    sum += v;
-  }
-  float s = 0;
-  for (int l = 0; l < 8; ++l) s += sum[l];
-  return s;
-}
-
-// The largest of n contiguous scores (-Inf for none; NaNs are passed over,
-// as std::max passes them).
-__attribute__((target_clones("avx2", "default"))) float column_max(const float* x, int64_t n) {
-  v8f m = vmath::splat(-std::numeric_limits<float>::infinity());
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    v8f v;
-    std::memcpy(&v, x + j, sizeof v);
-    m = v > m ? v : m;
-  }
-  float r = m[0];
-  for (int l = 1; l < 8; ++l) r = std::max(r, m[l]);
-  for (; j < n; ++j) r = std::max(r, x[j]);
-  return r;
-}
-double column_max(const double* x, int64_t n) {
-  double r = -kInf;
-  for (int64_t j = 0; j < n; ++j) r = std::max(r, x[j]);
-  return r;
-}
-
-double exp_shifted(double* x, int64_t n, double shift) {
-  double s = 0;
-  for (int64_t j = 0; j < n; ++j) s += (x[j] = std::exp(x[j] - shift));
-  return s;
 }
 
 // ---- one call ---------------------------------------------------------------------
@@ -352,17 +264,17 @@ void forward_task(const Problem<C, B>& P, int64_t g, int64_t i0, int64_t nq) {
     // Each query's new running maximum, and the factor e^(m_old - m_new)
     // its sum and output so far take (0 before its first allowed key).
     for (int64_t c = 0; c < nq; ++c) {
-      m_new[c] = std::max(m[c], column_max(s + c * nk, nk));
+      m_new[c] = std::max(m[c], attention_math::column_max(s + c * nk, nk));
       corr[c] = m_new[c] == C(-kInf) ? C(0) : m[c] - m_new[c];  // -Inf - finite = -Inf: a factor of 0
     }
-    exp_shifted(corr, nq, C(0));
+    attention_math::exp_shifted(corr, nq, C(0));
     for (int64_t c = 0; c < nq; ++c) {
       C* col = s + c * nk;
       if (m_new[c] == C(-kInf)) {  // no key allowed yet: nothing to add
         std::fill(col, col + nk, C(0));
         continue;
       }
-      l[c] = l[c] * corr[c] + exp_shifted(col, nk, m_new[c]);
+      l[c] = l[c] * corr[c] + attention_math::exp_shifted(col, nk, m_new[c]);
       m[c] = m_new[c];
       if (corr[c] != C(1)) {
         C* a = acc + c * P.dv;
@@ -455,7 +367,7 @@ void backward_tile(const Problem<C, B>& P, int64_t g, int64_t j0, int64_t nk, in
   C *s = t.s.data(), *dp = t.dp.data(), *pd = t.pd.data(), *f = t.f.data();
   const bool dkdv = v.dk != nullptr;
   P.scores(g, j0, nk, i0, nq, s, v.q + i0 * P.dq, P.dq);
-  for (int64_t c = 0; c < nq; ++c) exp_shifted(s + c * nk, nk, P.lse[(i0 + c) + P.Lq * g]);  // p
+  for (int64_t c = 0; c < nq; ++c) attention_math::exp_shifted(s + c * nk, nk, P.lse[(i0 + c) + P.Lq * g]);  // p
   const bool dropped = P.dropout > 0;
   const C* p_used = s;
   if (dropped) {
