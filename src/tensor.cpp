@@ -1,6 +1,7 @@
 // Tensor handles, storage, moves between devices, and the factories.
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 #include "autograd.hpp"
 #include "devices/registry.hpp"
@@ -174,6 +175,9 @@ void set_seed(uint64_t seed) {
 }
 
 namespace detail {
+// The stream random_fill would use next (attention's dropout, drawn in
+// pieces: src/ops/attention.hpp).
+std::pair<uint64_t, uint64_t> next_fill_stream() { return {g_seed.load(), g_counter.fetch_add(1)}; }
 uint64_t draw_seed() {
   auto r = philox::bits(g_seed.load(), g_counter.fetch_add(1), 0);
   return uint64_t(r.x[0]) << 32 | r.x[1];

@@ -101,7 +101,11 @@ const std::map<std::string, HalfUlps>& half_ulps() {
       {"crossentropy", kComposed}, {"logitcrossentropy", kComposed}, {"binarycrossentropy", kComposed},
       // A division by a square root (1 ulp each where they are not correctly
       // rounded), then scale and bias; the backward cancels as softmax's does.
-      {"layernorm", kComposed}, {"layernorm_2d_tanh", kComposed}, {"multihead_attention", kComposed}};
+      {"layernorm", kComposed}, {"layernorm_2d_tanh", kComposed}, {"multihead_attention", kComposed},
+      // Computed in float from the half inputs and rounded once on every
+      // device (the CPU's kernel, the tiled path), in each device's order of
+      // the products' sums and the softmax's exponentials: as a composed op.
+      {"attention_linear", kComposed}, {"attention_linear_causal", kComposed}};
   return m;
 }
 HalfUlps half_tolerance(const std::string& name) {
@@ -200,6 +204,22 @@ std::vector<Case> cases() {
          m.out_proj.weight = v[3];
          auto [y, alpha] = m(v[4], {.causal = true});
          return y + sum(square(alpha));  // through the attention weights too
+       }},
+      // Attention without its scores (.scores = false): the CPU's own kernel
+      // (the dnn table's attention_*) is the reference; a device runs its own
+      // (CUDA) or tiles of keys through its compute table (OpenCL). A mask
+      // with a query that sees one key only, a bias per head and sequence;
+      // then causal with a bias broadcast over the batch.
+      {"attention_linear", {{8, 5, 2}, {8, 6, 2}, {6, 6, 2}, {6, 5, 2, 1}},
+       [](const V& v) {
+         std::vector<uint8_t> m(6 * 5 * 2);
+         for (size_t e = 0; e < m.size(); ++e) m[e] = (e % 6 == 0) || ((e / 6) % 5 != 3 && e % 4 != 1);
+         const Tensor mask = from_host(m.data(), Bool, {6, 5, 1, 2}).to(v[0].device());
+         return dot_product_attention(v[0], v[1], v[2], 2, {.mask = mask, .bias = v[3], .scores = false}).first;
+       }},
+      {"attention_linear_causal", {{6, 7, 2}, {6, 7, 2}, {3, 7, 2}, {7, 7, 3}},
+       [](const V& v) {
+         return dot_product_attention(v[0], v[1], v[2], 3, {.causal = true, .bias = v[3], .scores = false}).first;
        }},
       {"chain", {{4, 3}, {4}, {2, 4}, {2}, {3, 5}},
        [](const V& v) { return Chain(Dense(v[0], v[1], flx::tanh), Dense(v[2], v[3]), softmax)(v[4]); }},
@@ -396,6 +416,14 @@ std::vector<Case> dnn_cases() {
       {"alphadropout", {{6, 5}}, [](const V& v) {
          set_seed(22);
          return alphadropout(v[0], 0.3);
+       }},
+      // Attention's dropout drawn tile by tile (the CPU's kernel, a device's
+      // own or its tiles) drops the weights one fill drawn whole would.
+      {"attention_linear_dropout", {{4, 5, 2}, {4, 6, 2}, {6, 6, 2}}, [](const V& v) {
+         set_seed(23);
+         Dropout drop(0.4);
+         drop.active = true;
+         return dot_product_attention(v[0], v[1], v[2], 2, {.scores = false}, &drop).first;
        }},
   };
 }

@@ -8,7 +8,8 @@
 // epilogue forward and backward, big reductions, softmax and Adam steps;
 // and conv nets, whose filter gradients and batch statistics the CPU's dnn
 // table sums in pieces fixed by the batch (cpu_dnn_conv.cpp), as it does an
-// LSTM's weight gradients (cpu_dnn_rnn.cpp).
+// LSTM's weight gradients (cpu_dnn_rnn.cpp), and attention (its tasks
+// fixed by the shape: cpu_dnn_attention.cpp).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -151,6 +152,36 @@ void recurrent(Work& w) {
   train_steps(w, "recurrent", Recurrent{LSTM(8, 16), GRU(16, 12), RNN(12, 12), Dense(12, 10)}, Shape{8, 6, 37});
 }
 
+// Attention without its scores on the CPU's kernel (the dnn table's
+// attention_*): forward and every gradient, with a task per group (16
+// groups), and with dK/dV per key block and dQ per query block (6 groups,
+// causal), a mask, a bias and dropout; tiles ragged at both ends.
+void attention(Work& w, DType t) {
+  const Dropout drop(0.2);
+  struct Shape4 {
+    int64_t heads, batch, q_len, kv_len;
+    bool causal;
+  };
+  for (const Shape4& s : {Shape4{8, 2, 300, 200, false}, Shape4{2, 3, 300, 300, true}}) {
+    set_seed(uint64_t(s.heads * 100 + s.q_len));
+    const int64_t d = 16 * s.heads;
+    Tensor q = (rand(Float64, {d, s.q_len, s.batch}) - 0.5).to(t), k = (rand(Float64, {d, s.kv_len, s.batch}) - 0.5).to(t);
+    Tensor v = (rand(Float64, {d, s.kv_len, s.batch}) - 0.5).to(t), c = (rand(Float64, {d, s.q_len, s.batch}) - 0.5).to(t);
+    Tensor bias = (rand(Float64, {s.kv_len, s.q_len, 1, s.batch}) - 0.5).to(t);
+    Tensor mask = rand(Float64, {s.kv_len, s.q_len}) > 0.2;
+    const std::string name = "attention " + std::string(dtype_name(t)) + (s.causal ? " causal" : " masked");
+    const AttentionOptions o{.mask = s.causal ? Tensor{} : mask, .causal = s.causal, .bias = bias, .scores = false};
+    w.add(name + " forward", dot_product_attention(q, k, v, s.heads, o).first);
+    set_seed(3);
+    V g = std::get<0>(gradient([&](const V& x) {
+      const AttentionOptions ob{.mask = o.mask, .causal = o.causal, .bias = x[3], .scores = false};
+      return sum(dot_product_attention(x[0], x[1], x[2], s.heads, ob, &drop).first * c);
+    }, V{q, k, v, bias}));
+    const char* names[] = {" dq", " dk", " dv", " dbias"};
+    for (size_t i = 0; i < g.size(); ++i) w.add(name + names[i], g[i]);
+  }
+}
+
 std::vector<Result> compute() {
   Work w;
   for (DType t : {Float32, Float64}) {
@@ -178,6 +209,7 @@ std::vector<Result> compute() {
     products(w, t, 64, 80, 96, 5);
     reductions(w, t);
   }
+  for (DType t : {Float32, Float64, BFloat16}) attention(w, t);
   training(w);
   convnet(w);
   recurrent(w);

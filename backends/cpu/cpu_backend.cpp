@@ -297,7 +297,8 @@ const flx_compute_table compute_table = [] {
   return t;
 }();
 // Convolution, pooling, batch normalisation (minor 5): oneDNN for Float32,
-// direct loops for Float64 (cpu_dnn.hpp); Float32 LSTMs (minor 6) on oneDNN.
+// direct loops for Float64 (cpu_dnn.hpp); Float32 LSTMs (minor 6) on oneDNN;
+// attention without its scores (minor 7) on OpenBLAS tiles.
 const flx_dnn_table dnn_table = [] {
   auto t = abi::table_header<flx_dnn_table>();
   FLX_SET_DNN_CALLS(t, cpu_backend)
@@ -306,6 +307,9 @@ const flx_dnn_table dnn_table = [] {
   t.rnn_reserve_size = rnn_reserve_size;    // minor 6, optional: LSTMs through oneDNN
   t.rnn_forward = rnn_forward;
   t.rnn_backward = rnn_backward;
+  t.attention_workspace = attention_workspace;  // minor 7, optional: attention without its scores
+  t.attention_forward = attention_forward;
+  t.attention_backward = attention_backward;
   return t;
 }();
 }  // namespace

@@ -1,5 +1,5 @@
 // The CPU backend's "dnn" table (backend.h, minor 5): convolution, pooling
-// and batch normalisation. Float32 convolutions and mean pooling run through
+// and batch normalisation (recurrent layers and attention: below). Float32 convolutions and mean pooling run through
 // oneDNN (cpu_dnn_engine.hpp, cpu_dnn_conv.cpp, cpu_dnn_pool.cpp); batch
 // normalisation, max pooling, Float64 (which oneDNN lacks) and any case
 // oneDNN refuses run as direct loops on flx's thread pool
@@ -98,5 +98,11 @@ FLX_DECLARE_CALL(flx_dnn_table, pool_reserve_size)
 FLX_DECLARE_CALL(flx_dnn_table, rnn_reserve_size)
 FLX_DECLARE_CALL(flx_dnn_table, rnn_forward)
 FLX_DECLARE_CALL(flx_dnn_table, rnn_backward)
+// Attention without its scores (minor 7, optional): tiles of queries × keys
+// with an online softmax on OpenBLAS, every floating dtype
+// (cpu_dnn_attention.cpp).
+FLX_DECLARE_CALL(flx_dnn_table, attention_workspace)
+FLX_DECLARE_CALL(flx_dnn_table, attention_forward)
+FLX_DECLARE_CALL(flx_dnn_table, attention_backward)
 
 }  // namespace flx::cpu_backend

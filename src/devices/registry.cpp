@@ -247,6 +247,10 @@ void note_free(BackendId id, int ordinal, int64_t bytes) {
   c.in_use.fetch_sub(bytes, std::memory_order_relaxed);
   c.allocations.fetch_sub(1, std::memory_order_relaxed);
 }
+void reset_memory_peak(const Device& d) {
+  Counters& c = counters(d.backend_id(), d.ordinal());
+  c.peak.store(c.in_use.load());
+}
 
 }  // namespace flx::detail
 

@@ -14,5 +14,8 @@ BackendStatus status_of(BackendId id);
 
 void note_alloc(BackendId id, int ordinal, int64_t bytes);
 void note_free(BackendId id, int ordinal, int64_t bytes);
+// Sets memory_stats(d).peak to what is in use now, so that the peak of the
+// work that follows can be read (tests and benchmarks of memory growth).
+void reset_memory_peak(const Device& d);
 
 }  // namespace flx::detail

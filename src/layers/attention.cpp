@@ -1,6 +1,8 @@
-// MultiHeadAttention and dot_product_attention, as Flux's and NNlib's, from
-// the library's differentiable ops (projections by Dense, scores by batched
-// matmul, softmax over keys), so that every device runs them.
+// MultiHeadAttention and dot_product_attention, as Flux's and NNlib's: with
+// the scores, from the library's differentiable ops (projections by Dense,
+// scores by batched matmul, softmax over keys), so that every device runs
+// them; without (.scores = false), one op whose memory is linear in the
+// sequence (src/ops/attention.hpp).
 #include "flx/layers/attention.hpp"
 
 #include <cmath>
@@ -9,8 +11,10 @@
 #include <string>
 
 #include "flx/activations.hpp"
+#include "flx/autodiff.hpp"
 #include "flx/error.hpp"
 #include "flx/ops.hpp"
+#include "ops/attention.hpp"
 
 namespace flx {
 
@@ -36,36 +40,60 @@ Tensor make_causal_mask(const Tensor& x) {
   return from_host(m.data(), Bool, Shape{n, n}).to(x.device());
 }
 
-std::pair<Tensor, Tensor> dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
-                                                const AttentionOptions& o, const Dropout* dropout) {
-  const char* f = "dot_product_attention";
-  FLX_CHECK(q.defined() && k.defined() && v.defined() && q.ndims() == 3 && k.ndims() == 3 && v.ndims() == 3,
-            DimensionMismatch, f, ": expected q, k and v of shape (features, length, batch); got ", shape_of(q), ", ",
-            shape_of(k), " and ", shape_of(v));
-  FLX_CHECK(q.shape()[2] == k.shape()[2] && k.shape()[2] == v.shape()[2], DimensionMismatch, f,
-            ": q, k and v must have the same batch size (dim 2); got ", q.shape(), ", ", k.shape(), " and ",
-            v.shape());
-  FLX_CHECK(q.shape()[0] == k.shape()[0], DimensionMismatch, f,
-            ": q and k must have the same feature size (dim 0); got ", q.shape(), " and ", k.shape());
-  FLX_CHECK(k.shape()[1] == v.shape()[1], DimensionMismatch, f,
-            ": k and v must have the same length (dim 1); got ", k.shape(), " and ", v.shape());
-  FLX_CHECK(nheads >= 1 && q.shape()[0] % nheads == 0 && v.shape()[0] % nheads == 0, ArgumentError, f, ": nheads ",
-            nheads, " must divide the feature sizes of q/k (", q.shape()[0], ") and v (", v.shape()[0], ")");
+namespace {
+
+// A mask or bias of shape (kv_len, q_len, nheads, batch) or one that
+// broadcasts to it (each dim that size or 1, at most 4 dims), of the right
+// kind and on q's device; `who` names the caller (dot_product_attention, or
+// the MultiHeadAttention layer) in the errors.
+std::string expected_shape(const Shape& full) {
+  std::ostringstream os;
+  os << "(kv_len, q_len, nheads, batch) = (" << full[0] << ", " << full[1] << ", " << full[2] << ", " << full[3]
+     << ")";
+  return os.str();
+}
+
+void check_broadcastable(const Tensor& t, const char* what, const Shape& full, const std::string& who) {
+  bool fits = t.ndims() <= 4;
+  for (int k = 0; fits && k < t.ndims(); ++k) fits = t.shape()[k] == full[k] || t.shape()[k] == 1;
+  FLX_CHECK(fits, DimensionMismatch, who, ": the ", what, " must have the shape ", expected_shape(full),
+            " or broadcast to it (each dim that size or 1, at most 4 dims); got shape ", t.shape());
+}
+
+void check_options(const AttentionOptions& o, const Tensor& q, const Shape& full, const std::string& who) {
+  if (o.mask.defined()) {
+    FLX_CHECK(o.mask.dtype() == Bool, TypeError, who,
+              ": the mask must be Bool (true where a query may attend), of the shape ", expected_shape(full),
+              " or broadcasting to it; got ", o.mask.dtype(), " of shape ", o.mask.shape(),
+              " (make one with a comparison, e.g. x .> 0)");
+    FLX_CHECK(o.mask.device() == q.device(), DeviceMismatch, who, ": the mask is on ", o.mask.device(),
+              " but q is on ", q.device(), "; move it there");
+    check_broadcastable(o.mask, "mask", full, who);
+  }
+  if (o.bias.defined()) {
+    FLX_CHECK(is_floating(o.bias.dtype()), TypeError, who,
+              ": the bias must be a floating tensor (added to the logits), of the shape ", expected_shape(full),
+              " or broadcasting to it; got ", o.bias.dtype(), " of shape ", o.bias.shape());
+    FLX_CHECK(o.bias.device() == q.device(), DeviceMismatch, who, ": the bias is on ", o.bias.device(),
+              " but q is on ", q.device(), "; move it there");
+    check_broadcastable(o.bias, "bias", full, who);
+  }
+  if (o.causal)
+    FLX_CHECK(q.shape()[1] == full[0], DimensionMismatch, who,
+              ": a causal mask needs queries and keys of one length; got ", q.shape()[1], " and ", full[0]);
+}
+
+// The materialising form: α whole, from the library's differentiable ops.
+std::pair<Tensor, Tensor> with_scores(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
+                                      const AttentionOptions& o, const Dropout* dropout) {
   const Tensor qh = split_heads(q, nheads), kh = split_heads(k, nheads), vh = split_heads(v, nheads);
   // logits[j, i, h, b] = Σ_d k[d, h, j, b] q[d, h, i, b] / √d, as batched
   // products over (h, b): (kv_len, d) x (d, q_len).
   const double scale = 1.0 / std::sqrt(double(qh.shape()[0]));
   Tensor logits = matmul(permutedims(kh, {2, 0, 1, 3}), permutedims(qh, {0, 2, 1, 3}) * scale);
+  if (o.bias.defined()) logits = logits + o.bias.to(logits.dtype());
   Tensor mask = o.mask;
-  if (mask.defined()) {
-    FLX_CHECK(mask.dtype() == Bool, TypeError, f, ": the mask must be Bool (true where a query may attend); got ",
-              mask.dtype());
-    FLX_CHECK(mask.device() == q.device(), DeviceMismatch, f, ": the mask is on ", mask.device(),
-              " but q is on ", q.device(), "; move it there");
-  }
   if (o.causal) {
-    FLX_CHECK(q.shape()[1] == k.shape()[1], DimensionMismatch, f,
-              ": a causal mask needs queries and keys of one length; got ", q.shape()[1], " and ", k.shape()[1]);
     const Tensor causal = make_causal_mask(q);
     mask = mask.defined() ? (mask.to(Int32) * causal.to(Int32)) > 0 : causal;  // both
   }
@@ -79,6 +107,68 @@ std::pair<Tensor, Tensor> dot_product_attention(const Tensor& q, const Tensor& k
   const Tensor x = matmul(permutedims(vh, {0, 2, 1, 3}), alpha);
   const Tensor joined = permutedims(x, {0, 2, 1, 3});  // (d, nheads, q_len, batch)
   return {reshape(joined, Shape{v.shape()[0], q.shape()[1], q.shape()[2]}), alpha};
+}
+
+// The linear-memory form (src/ops/attention.hpp). Dropout draws its
+// generator's stream exactly where the materialising path's Dropout would
+// (once, when it is active and 0 < p < 1), so one seed drops the same
+// weights in both.
+Tensor without_scores(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, const AttentionOptions& o,
+                      const Dropout* dropout) {
+  DType t = promote_types(promote_types(q.dtype(), k.dtype()), v.dtype());
+  if (!is_floating(t)) t = Float32;  // as matmul
+  ops::AttentionArgs a;
+  a.q = q.to(t);
+  a.k = k.to(t);
+  a.v = v.to(t);
+  a.nheads = nheads;
+  a.mask = o.mask;
+  a.causal = o.causal;
+  if (o.bias.defined()) a.bias = o.bias.to(t);
+  bool drop_all = false;
+  if (dropout && detail::training_now(dropout->active) && dropout->p > 0) {
+    if (dropout->p >= 1) {
+      drop_all = true;  // dropout(α, 1) is α * 0, with no draw
+    } else {
+      a.dropout = dropout->p;
+      std::tie(a.seed, a.offset) = detail::next_fill_stream();
+    }
+  }
+  const Tensor x = ops::attention_linear(a);
+  return drop_all ? x * 0.0 : x;
+}
+
+}  // namespace
+
+namespace detail {
+std::pair<Tensor, Tensor> dot_product_attention_as(const std::string& who, const Tensor& q, const Tensor& k,
+                                                   const Tensor& v, int64_t nheads, const AttentionOptions& o,
+                                                   const Dropout* dropout) {
+  const char* f = who.c_str();
+  FLX_CHECK(q.defined() && k.defined() && v.defined() && q.ndims() == 3 && k.ndims() == 3 && v.ndims() == 3,
+            DimensionMismatch, f, ": expected q, k and v of shape (features, length, batch); got ", shape_of(q), ", ",
+            shape_of(k), " and ", shape_of(v));
+  FLX_CHECK(q.shape()[2] == k.shape()[2] && k.shape()[2] == v.shape()[2], DimensionMismatch, f,
+            ": q, k and v must have the same batch size (dim 2); got ", q.shape(), ", ", k.shape(), " and ",
+            v.shape());
+  FLX_CHECK(q.shape()[0] == k.shape()[0], DimensionMismatch, f,
+            ": q and k must have the same feature size (dim 0); got ", q.shape(), " and ", k.shape());
+  FLX_CHECK(k.shape()[1] == v.shape()[1], DimensionMismatch, f,
+            ": k and v must have the same length (dim 1); got ", k.shape(), " and ", v.shape());
+  FLX_CHECK(nheads >= 1 && q.shape()[0] % nheads == 0 && v.shape()[0] % nheads == 0, ArgumentError, f, ": nheads ",
+            nheads, " must divide the feature sizes of q/k (", q.shape()[0], ") and v (", v.shape()[0], ")");
+  ops::check_same_device(q, k, f);
+  ops::check_same_device(q, v, f);
+  const Shape full{k.shape()[1], q.shape()[1], nheads, q.shape()[2]};
+  check_options(o, q, full, who);
+  if (!o.scores) return {without_scores(q, k, v, nheads, o, dropout), Tensor{}};
+  return with_scores(q, k, v, nheads, o, dropout);
+}
+}  // namespace detail
+
+std::pair<Tensor, Tensor> dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
+                                                const AttentionOptions& o, const Dropout* dropout) {
+  return detail::dot_product_attention_as("dot_product_attention", q, k, v, nheads, o, dropout);
 }
 
 namespace {
@@ -123,8 +213,8 @@ std::pair<Tensor, Tensor> MultiHeadAttention::operator()(const Tensor& q, const 
   check_input(q, q_proj, "the queries");
   check_input(k, k_proj, "the keys");
   check_input(v, v_proj, "the values");
-  auto [x, alpha] = dot_product_attention(q_proj(q), k_proj(k), v_proj(v), nheads, o,
-                                          attn_drop.p > 0 ? &attn_drop : nullptr);
+  auto [x, alpha] = detail::dot_product_attention_as(name.str(), q_proj(q), k_proj(k), v_proj(v), nheads, o,
+                                                     attn_drop.p > 0 ? &attn_drop : nullptr);
   return {out_proj(x), alpha};
 }
 

@@ -13,19 +13,34 @@
 
 namespace flx {
 
-// How attention may look: `mask` (Bool, broadcastable to (kv_len, q_len,
-// nheads, batch)) is true where a query may attend to a key; `causal` lets
-// query i attend to keys 0..i only (make_causal_mask). Both may be given.
+// How attention may look, and what it returns:
+//  - `mask` (Bool, broadcastable to (kv_len, q_len, nheads, batch)) is true
+//    where a query may attend to a key; `causal` lets query i attend to keys
+//    0..i only (make_causal_mask). Both may be given.
+//  - `bias` (floating, broadcastable to (kv_len, q_len, nheads, batch)) is
+//    added to the logits before the mask and the softmax, as NNlib's `bias`
+//    (a relative-position bias, ALiBi); differentiable, its gradient summed
+//    over the dims it broadcasts along.
+//  - `scores = false`: the attention weights α are not returned (the second
+//    result is an undefined tensor) and never held whole, forward or
+//    backward: the output comes from one fused op (the backend's own kernel,
+//    or tiles of keys through the compute table) that keeps one
+//    log-sum-exp per query row, so memory grows linearly with the sequence
+//    (docs/attention.md).
 struct AttentionOptions {
   Tensor mask;
   bool causal = false;
+  Tensor bias;
+  bool scores = true;
 };
 
 // NNlib's dot_product_attention: q (qk, q_len, batch), k (qk, kv_len,
 // batch), v (v, kv_len, batch), split into nheads heads along the feature
 // dim; returns the output (v, q_len, batch) and the attention weights
-// α = softmax over keys of kᵀq / √(qk / nheads), masked, (kv_len, q_len,
-// nheads, batch). dropout: applied to α when training (Flux's fdrop).
+// α = softmax over keys of kᵀq / √(qk / nheads) + bias, masked, (kv_len,
+// q_len, nheads, batch) (undefined with `.scores = false`). dropout:
+// applied to α when training (Flux's fdrop); with `.scores = false` the
+// same weights are dropped for the same seed.
 std::pair<Tensor, Tensor> dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
                                                 const AttentionOptions& o = {}, const Dropout* dropout = nullptr);
 
@@ -51,7 +66,9 @@ struct MultiHeadAttentionOptions {
 // by default, Glorot-uniform weights), dot-product attention over nheads
 // heads, then an output projection. mha(q, k, v) returns (y, α): y is
 // (out, q_len, batch), α the attention weights (kv_len, q_len, nheads,
-// batch); mha(x) is self-attention, mha(q, kv) uses kv as keys and values.
+// batch), undefined with `.scores = false` (mha(x, {.causal = true,
+// .scores = false}): memory linear in the length); mha(x) is
+// self-attention, mha(q, kv) uses kv as keys and values.
 struct MultiHeadAttention {
   int64_t nheads = 8;
   Dense q_proj, k_proj, v_proj;
