@@ -50,22 +50,33 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="cuda: both sides on the GPU (flx's CUDA:0, PyTorch's cuda)")
+    ap.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32",
+                    help="bf16/f16: flx's bf16(model) with MixedPrecision(Float32, Adam) against torch.autocast")
+    ap.add_argument("--size", default="",
+                    help="the transformer's --dim,--heads,--layers,--seq,--batch (e.g. 384,6,6,256,8: GPT-sized)")
     ap.add_argument("--json")
     a = ap.parse_args()
     env = dict(os.environ, FLX_NUM_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads),
                FLX_SILENCE_WARN_NO_GPU="1")
-    result = {"device": a.device, "threads": a.threads, "rounds": a.rounds, "steps": a.steps}
+    result = {"device": a.device, "threads": a.threads, "rounds": a.rounds, "steps": a.steps, "precision": a.precision,
+              "size": a.size}
     for model in a.models.split(","):
         flx_cmd = [str(find(a.build, f"char_{model}")), "--device", "CUDA" if a.device == "cuda" else "CPU"]
         torch_cmd = [sys.executable, str(HERE / "char_models_torch.py"), "--model", model, "--threads", str(a.threads),
                      "--device", a.device]
+        shared = ["--precision", a.precision] if a.precision != "f32" else []
+        if a.size and model == "transformer":
+            for flag, v in zip(["--dim", "--heads", "--layers", "--seq", "--batch"], a.size.split(",")):
+                shared += [flag, v]
+        flx_cmd += shared
+        torch_cmd += shared
         per_step = {"flx": [], "torch": []}
 
         def timed(side, cmd):
             return lambda: per_step[side].append(json_line(cmd + ["--steps", str(a.steps)], env)["seconds"] / a.steps)
         run_rounds(a.rounds, [timed("flx", flx_cmd), timed("torch", torch_cmd)])
         f, t = statistics.median(per_step["flx"]), statistics.median(per_step["torch"])
-        print(f"{model}: training step, median of {a.rounds} interleaved rounds of {a.steps} steps, "
+        print(f"{model}{f' {a.precision}' if a.precision != 'f32' else ''}{f' ({a.size})' if a.size else ''}: training step, median of {a.rounds} interleaved rounds of {a.steps} steps, "
               f"{f'{a.threads} threads' if a.device == 'cpu' else 'on the GPU'}: flx {f * 1e3:.1f} ms, PyTorch {t * 1e3:.1f} ms, flx/PyTorch {f / t:.3f} "
               f"(target <= 1.0: {'met' if f / t <= 1.0 else 'MISSED'}); "
               f"ranges {min(per_step['flx']) * 1e3:.1f}..{max(per_step['flx']) * 1e3:.1f} / "

@@ -16,16 +16,20 @@ struct Args {
   uint64_t seed = 1;
   std::string device;  // empty: get_device()
   std::string precision = "f32";  // f32, bf16 or f16 (an example that takes --precision)
+  int64_t dim = 64, heads = 4, layers = 2;  // a transformer's width, heads and blocks (with_size)
 };
 
-// --steps N --batch N --seq N --seed N --device NAME, and --precision
-// f32|bf16|f16 for an example that trains in low precision (with_precision);
+// --steps N --batch N --seq N --seed N --device NAME, --precision
+// f32|bf16|f16 for an example that trains in low precision (with_precision),
+// and --dim N --heads N --layers N for one whose size is chosen (with_size);
 // anything else prints the usage and exits with status 2.
-inline Args parse_args(int argc, char** argv, const char* name, bool with_precision = false) {
+inline Args parse_args(int argc, char** argv, const char* name, bool with_precision = false,
+                       bool with_size = false) {
   Args a;
   auto usage = [&] {
-    std::fprintf(stderr, "usage: %s [--steps N] [--batch N] [--seq N] [--seed N] [--device NAME]%s\n", name,
-                 with_precision ? " [--precision f32|bf16|f16]" : "");
+    std::fprintf(stderr, "usage: %s [--steps N] [--batch N] [--seq N] [--seed N] [--device NAME]%s%s\n", name,
+                 with_precision ? " [--precision f32|bf16|f16]" : "",
+                 with_size ? " [--dim N] [--heads N] [--layers N]" : "");
     std::exit(2);
   };
   for (int i = 1; i < argc; ++i) {
@@ -42,6 +46,9 @@ inline Args parse_args(int argc, char** argv, const char* name, bool with_precis
     else if (f == "--batch") a.batch = n;
     else if (f == "--seq") a.seq = n;
     else if (f == "--seed") a.seed = uint64_t(n);
+    else if (with_size && f == "--dim") a.dim = n;
+    else if (with_size && f == "--heads") a.heads = n;
+    else if (with_size && f == "--layers") a.layers = n;
     else usage();
   }
   return a;

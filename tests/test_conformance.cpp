@@ -89,7 +89,7 @@ struct HalfUlps {
 };
 const std::map<std::string, HalfUlps>& half_ulps() {
   const HalfUlps kLibm{{1}, {4, true}}, kProducts{{1, true}, {4, true}}, kComposed{{2, true}, {8, true}},
-      kSoftmax{{1}, {8, true}}, kChain{{2, true}, {12, true}};
+      kSoftmax{{1}, {8, true}}, kChain{{2, true}, {12, true}}, kTensorCores{{4, true}, {16, true}};
   static const std::map<std::string, HalfUlps> m = {
       {"div", kLibm},         {"pow_scalar", kLibm},    {"pow", kLibm},           {"sqrt", kLibm},
       {"exp", kLibm},         {"log", kLibm},           {"xlogy", kLibm},         {"sigmoid", kLibm},
@@ -105,7 +105,13 @@ const std::map<std::string, HalfUlps>& half_ulps() {
       // Computed in float from the half inputs and rounded once on every
       // device (the CPU's kernel, the tiled path), in each device's order of
       // the products' sums and the softmax's exponentials: as a composed op.
-      {"attention_linear", kComposed}, {"attention_linear_causal", kComposed}};
+      {"attention_linear", kComposed}, {"attention_linear_causal", kComposed},
+      // Heads of 16 features: CUDA's tensor-core kernels, which round the
+      // probabilities (and, backward, ds) to the storage type before their
+      // products with v (k, q), as FlashAttention does: half an ulp of each
+      // of n terms, summed, against the largest output: a few ulps forward,
+      // and the backward's ds = p (dp - D) cancels first.
+      {"attention_linear_wide", kTensorCores}};
   return m;
 }
 HalfUlps half_tolerance(const std::string& name) {
@@ -220,6 +226,12 @@ std::vector<Case> cases() {
       {"attention_linear_causal", {{6, 7, 2}, {6, 7, 2}, {3, 7, 2}, {7, 7, 3}},
        [](const V& v) {
          return dot_product_attention(v[0], v[1], v[2], 3, {.causal = true, .bias = v[3], .scores = false}).first;
+       }},
+      // Two heads of 16 features (CUDA's tensor cores), 67 queries and keys
+      // (a tile of 64 and a ragged one), causal, a bias broadcast over heads.
+      {"attention_linear_wide", {{32, 67, 2}, {32, 67, 2}, {32, 67, 2}, {67, 67, 1, 2}},
+       [](const V& v) {
+         return dot_product_attention(v[0], v[1], v[2], 2, {.causal = true, .bias = v[3], .scores = false}).first;
        }},
       {"chain", {{4, 3}, {4}, {2, 4}, {2}, {3, 5}},
        [](const V& v) { return Chain(Dense(v[0], v[1], flx::tanh), Dense(v[2], v[3]), softmax)(v[4]); }},
@@ -425,6 +437,17 @@ std::vector<Case> dnn_cases() {
          drop.active = true;
          return dot_product_attention(v[0], v[1], v[2], 2, {.scores = false}, &drop).first;
        }},
+      // Heads of 32 features (CUDA's tensor cores), 9 queries, 70 keys, a
+      // mask, and dropout.
+      {"attention_linear_wide_dropout", {{64, 9, 1}, {64, 70, 1}, {64, 70, 1}}, [](const V& v) {
+         set_seed(24);
+         Dropout drop(0.3);
+         drop.active = true;
+         std::vector<uint8_t> m(70 * 9);
+         for (size_t e = 0; e < m.size(); ++e) m[e] = e % 7 != 3;
+         const Tensor mask = from_host(m.data(), Bool, {70, 9}).to(v[0].device());
+         return dot_product_attention(v[0], v[1], v[2], 2, {.mask = mask, .scores = false}, &drop).first;
+       }},
   };
 }
 }  // namespace
@@ -438,13 +461,17 @@ TEST_P(Conformance, ConvolutionPoolingAndBatchNormMatchTheCpu) {
   // (normwise for the sums); max pooling and dropout select and scale
   // exactly: 0; batch normalisation divides by a square root of sums, then
   // its backward cancels as softmax's does.
+  // Attention with dropout as the attention cases of half_ulps: composed,
+  // and on CUDA's tensor cores (heads of 32) its rounded weights.
   const HalfUlps kProducts{{1, true}, {4, true}}, kExact{{0}, {0}}, kMean{{1}, {1}},
       kNorm{{2, true}, {8, true}};
   const std::map<std::string, HalfUlps> ulps = {
       {"conv2d", kProducts},  {"conv2d_dilated_same", kProducts}, {"depthwise1d", kProducts},
       {"conv3d", kProducts},  {"conv_transpose", kProducts},      {"maxpool", kExact},
       {"meanpool", kMean},    {"batchnorm_train", kNorm},         {"batchnorm_infer", kNorm},
-      {"dropout_dims", kExact}, {"alphadropout", kMean}};
+      {"dropout_dims", kExact}, {"alphadropout", kMean},
+      {"attention_linear_dropout", half_tolerance("attention_linear")},
+      {"attention_linear_wide_dropout", half_tolerance("attention_linear_wide")}};
   set_seed(12);
   for (const Case& c : dnn_cases()) check_case(c, GetParam().device, t, tolerance(t) * 5, &ulps.at(c.name));
 }
