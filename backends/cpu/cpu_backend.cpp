@@ -307,8 +307,7 @@ const flx_dnn_table dnn_table = [] {
   t.rnn_reserve_size = rnn_reserve_size;    // minor 6, optional: LSTMs through oneDNN
   t.rnn_forward = rnn_forward;
   t.rnn_backward = rnn_backward;
-  t.attention_workspace = attention_workspace;  // minor 7, optional: attention without its scores
-  t.attention_forward = attention_forward;
+  t.attention_forward = attention_forward;  // minor 7, optional: attention without its scores
   t.attention_backward = attention_backward;
   return t;
 }();

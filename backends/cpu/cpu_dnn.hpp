@@ -99,9 +99,8 @@ FLX_DECLARE_CALL(flx_dnn_table, rnn_reserve_size)
 FLX_DECLARE_CALL(flx_dnn_table, rnn_forward)
 FLX_DECLARE_CALL(flx_dnn_table, rnn_backward)
 // Attention without its scores (minor 7, optional): tiles of queries × keys
-// with an online softmax on OpenBLAS, every floating dtype
+// with an online softmax on OpenBLAS, every floating dtype, no workspace
 // (cpu_dnn_attention.cpp).
-FLX_DECLARE_CALL(flx_dnn_table, attention_workspace)
 FLX_DECLARE_CALL(flx_dnn_table, attention_forward)
 FLX_DECLARE_CALL(flx_dnn_table, attention_backward)
 

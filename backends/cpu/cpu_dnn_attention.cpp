@@ -30,8 +30,10 @@
 // Which scheme runs depends on the group count, never on the threads.
 //
 // Element types: Float32 and Float64 in place; Float16 and BFloat16 are
-// converted to Float32 copies in the workspace (attention_workspace says how
-// much), computed in float, and the results rounded once to the half type.
+// computed in Float32: each group's operands are converted as they are
+// copied into the per-thread buffers below (so memory stays as it is for
+// Float32: no copy of a whole operand), and each result rounded once to
+// the half type as it is written.
 // The columns' exponentials and maxima: cpu_attention_math.hpp.
 #include <cblas.h>
 
@@ -145,9 +147,11 @@ struct Transposed {
   std::vector<C> data;
   uint64_t call = ~uint64_t(0);
   int64_t group = -1;
-  // x (d × len, leading dim ld) of group g in call `call`, transposed; key
-  // j0 + jj of the block starting at j0 is at at(j0) + jj, leading dim kKeyBlock.
-  const C* of(uint64_t c, int64_t g, const C* x, int64_t d, int64_t len, int64_t ld) {
+  // x (d × len, leading dim ld, of any floating type) of group g in call
+  // `call`, transposed; key j0 + jj of the block starting at j0 is at
+  // at(j0) + jj, leading dim kKeyBlock.
+  template <class T>
+  const C* of(uint64_t c, int64_t g, const T* x, int64_t d, int64_t len, int64_t ld) {
     if (c == call && g == group) return data.data();
     const int64_t blocks = (len + kKeyBlock - 1) / kKeyBlock;
     if (int64_t(data.size()) < blocks * kKeyBlock * d) data.resize(size_t(blocks * kKeyBlock * d));
@@ -156,7 +160,7 @@ struct Transposed {
       const int64_t nj = std::min(kRun, len - j0);
       C* out = data.data() + at(j0 / kKeyBlock * kKeyBlock, d) + j0 % kKeyBlock;
       for (int64_t e = 0; e < d; ++e)
-        for (int64_t j = 0; j < nj; ++j) out[j + kKeyBlock * e] = x[(j0 + j) * ld + e];
+        for (int64_t j = 0; j < nj; ++j) out[j + kKeyBlock * e] = C(load(x[(j0 + j) * ld + e]));
     }
     call = c;
     group = g;
@@ -175,8 +179,36 @@ Transposed<C>& transposed_values() {
   return t;
 }
 
-// The operands of one call in the compute type C (float for halves, whose
-// copies live in the workspace); B is the storage type of bias and dbias.
+// A group's columns (d × len, leading dim ld in flx's layout, of any
+// floating type) copied contiguous (leading dim d) in C, per thread, for
+// the tasks of one group in a row: the backward's tiles read q, k and dO a
+// block at a time, each block then 16 KiB in one run rather than columns a
+// power-of-two stride apart (a tenth slower at 8192 keys); the forward
+// reads halves' q and v so. `call` as Transposed's.
+template <class C>
+struct Packed {
+  std::vector<C> data;
+  uint64_t call = ~uint64_t(0);
+  int64_t group = -1;
+  template <class T>
+  const C* of(uint64_t c, int64_t g, const T* x, int64_t d, int64_t len, int64_t ld) {
+    if (c == call && g == group) return data.data();
+    if (int64_t(data.size()) < d * len) data.resize(size_t(d * len));
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t e = 0; e < d; ++e) data[size_t(j * d + e)] = C(load(x[j * ld + e]));
+    call = c;
+    group = g;
+    return data.data();
+  }
+};
+template <class C, int Which>  // 0 q, 1 k, 2 dO, 3 v
+Packed<C>& packed() {
+  thread_local Packed<C> p;
+  return p;
+}
+
+// The operands of one call, of storage type B, computed in C (float for
+// halves).
 template <class C, class B>
 struct Problem {
   int64_t dq, dv, H, Lq, Lk, batch;
@@ -187,16 +219,16 @@ struct Problem {
   C keep_scale;
   int32_t dtype;
   uint64_t seed, offset;
-  const C *q, *k, *v;
+  const B *q, *k, *v;
   const uint8_t* mask;
   const B* bias;
   const int64_t* ms;
   const int64_t* bs;
-  C* o;
+  B* o;
   C* lse;  // null in inference
   // backward
-  const C* dout;
-  C *dq_, *dk, *dv_;
+  const B* dout;
+  B *dq_, *dk, *dv_;
   B* dbias;
 
   uint64_t call = 0;  // g_calls when the call began: tells the per-thread transposes apart
@@ -257,10 +289,24 @@ void forward_task(const Problem<C, B>& P, int64_t g, int64_t i0, int64_t nq) {
   std::fill(m, m + nq, C(-kInf));
   std::fill(l, l + nq, C(0));
   std::fill(acc, acc + P.dv * nq, C(0));
+  // q and v in C: Float32 and Float64 in place, halves converted per group.
+  const C *qc, *vc;
+  int64_t ldqc, ldvc;
+  if constexpr (std::is_same_v<C, B>) {
+    qc = P.q + P.q_at(g) + i0 * P.ldq();
+    vc = P.v + P.v_at(g);
+    ldqc = P.ldq();
+    ldvc = P.ldv();
+  } else {
+    qc = packed<C, 0>().of(P.call, g, P.q + P.q_at(g), P.dq, P.Lq, P.ldq()) + i0 * P.dq;
+    vc = packed<C, 3>().of(P.call, g, P.v + P.v_at(g), P.dv, P.Lk, P.ldv());
+    ldqc = P.dq;
+    ldvc = P.dv;
+  }
   const int64_t end = P.key_end(i0, nq);
   for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
     const int64_t nk = std::min(kKeyBlock, end - j0);
-    P.scores(g, j0, nk, i0, nq, s, P.q + P.q_at(g) + i0 * P.ldq(), P.ldq());
+    P.scores(g, j0, nk, i0, nq, s, qc, ldqc);
     // Each query's new running maximum, and the factor e^(m_old - m_new)
     // its sum and output so far take (0 before its first allowed key).
     for (int64_t c = 0; c < nq; ++c) {
@@ -285,12 +331,12 @@ void forward_task(const Problem<C, B>& P, int64_t g, int64_t i0, int64_t nq) {
       P.factors(g, j0, nk, i0, nq, f);
       for (int64_t x = 0; x < nk * nq; ++x) s[x] *= f[x];
     }
-    blas_gemm(false, false, P.dv, nq, nk, 1, P.v + P.v_at(g) + j0 * P.ldv(), P.ldv(), s, nk, 1, acc, P.dv);
+    blas_gemm(false, false, P.dv, nq, nk, 1, vc + j0 * ldvc, ldvc, s, nk, 1, acc, P.dv);
   }
   // o = acc / l: 0/0 = NaN where no key was allowed; lse = m + log l (-Inf there).
-  C* o = P.o + P.o_at(g) + i0 * P.ldv();
+  B* o = P.o + P.o_at(g) + i0 * P.ldv();
   for (int64_t c = 0; c < nq; ++c) {
-    for (int64_t e = 0; e < P.dv; ++e) o[c * P.ldv() + e] = acc[c * P.dv + e] / l[c];
+    for (int64_t e = 0; e < P.dv; ++e) o[c * P.ldv() + e] = store<B>(acc[c * P.dv + e] / l[c]);
     if (P.lse) P.lse[(i0 + c) + P.Lq * g] = m[c] + C(std::log(l[c]));
   }
 }
@@ -312,37 +358,12 @@ void forward(const Problem<C, B>& P) {
 template <class C, class B>
 void row_dots(const Problem<C, B>& P, int64_t g, C* d) {
   for (int64_t i = 0; i < P.Lq; ++i) {
-    const C* o = P.o + P.o_at(g) + i * P.ldv();
-    const C* go = P.dout + P.o_at(g) + i * P.ldv();
+    const B* o = P.o + P.o_at(g) + i * P.ldv();
+    const B* go = P.dout + P.o_at(g) + i * P.ldv();
     double s = 0;
-    for (int64_t e = 0; e < P.dv; ++e) s += double(o[e]) * double(go[e]);
+    for (int64_t e = 0; e < P.dv; ++e) s += double(load(o[e])) * double(load(go[e]));
     d[i] = C(s);
   }
-}
-
-// A group's columns (d × len, leading dim ld in flx's layout) copied
-// contiguous (leading dim d), per thread, for the tasks of one group in a
-// row: the backward's tiles read q, k and dO a block at a time, each block
-// then 16 KiB in one run rather than columns a power-of-two stride apart (a
-// tenth slower at 8192 keys). `call` as Transposed's.
-template <class C>
-struct Packed {
-  std::vector<C> data;
-  uint64_t call = ~uint64_t(0);
-  int64_t group = -1;
-  const C* of(uint64_t c, int64_t g, const C* x, int64_t d, int64_t len, int64_t ld) {
-    if (c == call && g == group) return data.data();
-    if (int64_t(data.size()) < d * len) data.resize(size_t(d * len));
-    for (int64_t j = 0; j < len; ++j) std::copy(x + j * ld, x + j * ld + d, data.data() + j * d);
-    call = c;
-    group = g;
-    return data.data();
-  }
-};
-template <class C, int Which>  // 0 q, 1 k, 2 dO
-Packed<C>& packed() {
-  thread_local Packed<C> p;
-  return p;
 }
 
 // What a backward task's tiles read and add to: its group's q, k and dO
@@ -405,10 +426,11 @@ void backward_tile(const Problem<C, B>& P, int64_t g, int64_t j0, int64_t nk, in
   if (dkdv) blas_gemm(false, true, P.dq, nk, nq, double(P.scale), v.q + i0 * P.dq, P.dq, dp, nk, 1, v.dk, P.dq);
 }
 
-// n columns of d contiguous elements into x (leading dim ld).
-template <class C>
-void scatter_columns(const C* src, int64_t d, int64_t n, C* x, int64_t ld) {
-  for (int64_t i = 0; i < n; ++i) std::copy(src + i * d, src + i * d + d, x + i * ld);
+// n columns of d contiguous elements into x (leading dim ld), rounded to x's type.
+template <class C, class B>
+void scatter_columns(const C* src, int64_t d, int64_t n, B* x, int64_t ld) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t e = 0; e < d; ++e) x[i * ld + e] = store<B>(src[i * d + e]);
 }
 
 // The first query block a causal key block j0 meets (queries i >= j0).
@@ -518,83 +540,24 @@ Problem<C, B> problem(const flx_attention_desc& d) {
   return P;
 }
 
-// Element counts of q, k, v and o (dout, the gradients: the same).
-struct Counts {
-  int64_t q, k, v, o;
-};
-Counts counts(const flx_attention_desc& d) {
-  return {d.head_dim_qk * d.nheads * d.q_len * d.batch, d.head_dim_qk * d.nheads * d.kv_len * d.batch,
-          d.head_dim_v * d.nheads * d.kv_len * d.batch, d.head_dim_v * d.nheads * d.q_len * d.batch};
-}
-
-// Halves: float copies of the operands and results in the workspace, in
-// this order: q, k, v, o (forward); then dout, dq, dk, dv (backward).
-uint64_t half_workspace(const flx_attention_desc& d, int32_t pass) {
-  const Counts n = counts(d);
-  return uint64_t(pass == 0 ? n.q + n.k + n.v + n.o : 2 * (n.q + n.k + n.v + n.o)) * sizeof(float);
-}
-
-template <class H>
-void to_float(const H* x, float* y, int64_t n) {
-  parallel_for(n, parallel_grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) y[i] = float(x[i]);
-  });
-}
-template <class H>
-void from_float(const float* x, H* y, int64_t n) {
-  parallel_for(n, parallel_grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) y[i] = H(x[i]);
-  });
-}
-
 template <class T>
 int run(const flx_attention_desc& d, bool backward_pass) {
   using C = compute_t<T>;
   Problem<C, T> P = problem<C, T>(d);
-  if constexpr (std::is_same_v<C, T>) {
-    P.q = at<T>(d.q);
-    P.k = at<T>(d.k);
-    P.v = at<T>(d.v);
-    P.o = at_mut<T>(d.o);
-    if (!backward_pass) {
-      forward(P);
-      return FLX_OK;
-    }
-    P.dout = at<T>(d.dout);
-    P.dq_ = at_mut<T>(d.dq);
-    P.dk = at_mut<T>(d.dk);
-    P.dv_ = at_mut<T>(d.dv);
-    P.dbias = d.dbias.buf ? at_mut<T>(d.dbias) : nullptr;
-    backward(P);
-  } else {
-    const Counts n = counts(d);
-    float* w = at_mut<float>(d.workspace);
-    float *q = w, *k = q + n.q, *v = k + n.k, *o = v + n.v;
-    to_float(at<T>(d.q), q, n.q);
-    to_float(at<T>(d.k), k, n.k);
-    to_float(at<T>(d.v), v, n.v);
-    P.q = q;
-    P.k = k;
-    P.v = v;
-    P.o = o;
-    if (!backward_pass) {
-      forward(P);
-      from_float(o, at_mut<T>(d.o), n.o);
-      return FLX_OK;
-    }
-    float *dout = o + n.o, *dq = dout + n.o, *dk = dq + n.q, *dv = dk + n.k;
-    to_float(at<T>(d.o), o, n.o);
-    to_float(at<T>(d.dout), dout, n.o);
-    P.dout = dout;
-    P.dq_ = dq;
-    P.dk = dk;
-    P.dv_ = dv;
-    P.dbias = d.dbias.buf ? at_mut<T>(d.dbias) : nullptr;
-    backward(P);
-    from_float(dq, at_mut<T>(d.dq), n.q);
-    from_float(dk, at_mut<T>(d.dk), n.k);
-    from_float(dv, at_mut<T>(d.dv), n.v);
+  P.q = at<T>(d.q);
+  P.k = at<T>(d.k);
+  P.v = at<T>(d.v);
+  P.o = at_mut<T>(d.o);
+  if (!backward_pass) {
+    forward(P);
+    return FLX_OK;
   }
+  P.dout = at<T>(d.dout);
+  P.dq_ = at_mut<T>(d.dq);
+  P.dk = at_mut<T>(d.dk);
+  P.dv_ = at_mut<T>(d.dv);
+  P.dbias = d.dbias.buf ? at_mut<T>(d.dbias) : nullptr;
+  backward(P);
   return FLX_OK;
 }
 
@@ -603,10 +566,6 @@ int dispatch(const char* call, const flx_attention_desc* d, bool backward_pass) 
   static const bool single = (openblas_set_num_threads(1), true);
   (void)single;
   if (const int st = check(call, d, backward_pass); st != FLX_OK) return st;
-  const bool half = d->dtype == FLX_F16 || d->dtype == FLX_BF16;
-  if (half && (!d->workspace.buf || d->workspace_bytes < half_workspace(*d, backward_pass ? 1 : 0)))
-    return fail(FLX_ERR_INVALID_ARGUMENT, std::string(call) + ": Float16 and BFloat16 need the workspace "
-                                                              "attention_workspace asks for");
   switch (d->dtype) {
     case FLX_F32: return run<float>(*d, backward_pass);
     case FLX_F64: return run<double>(*d, backward_pass);
@@ -617,13 +576,6 @@ int dispatch(const char* call, const flx_attention_desc* d, bool backward_pass) 
 
 }  // namespace
 
-int attention_workspace(void*, int, const flx_attention_desc* d, int32_t pass, uint64_t* bytes) {
-  if (!bytes) return fail(FLX_ERR_INVALID_ARGUMENT, "attention_workspace: bytes is a null pointer");
-  *bytes = 0;
-  if (const int st = check("attention_workspace", d, false); st != FLX_OK) return st;
-  if (d->dtype == FLX_F16 || d->dtype == FLX_BF16) *bytes = half_workspace(*d, pass);
-  return FLX_OK;
-}
 int attention_forward(void*, int, const flx_attention_desc* d, flx_stream) {
   return dispatch("attention_forward", d, false);
 }
