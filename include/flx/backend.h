@@ -682,8 +682,11 @@ typedef struct flx_rnn_desc {
  * buf is none. Dropout (0 <= dropout < 1; 0: none): keep = 1 where element
  * e = j + kv_len * (i + q_len * (h + nheads * b)) of a uniform fill of dtype
  * drawn with (dropout_seed, dropout_offset) (the compute table's `random`,
- * FLX_RANDOM_UNIFORM on [0, 1)) is >= dropout, else 0; the probabilities
- * sum to one before it.
+ * FLX_RANDOM_UNIFORM on [0, 1)) is >= dropout, else 0, both compared as
+ * dtype values (dropout rounded to dtype, as a map's scalar operand is);
+ * a kept weight is multiplied by 1 / (1 - dropout) rounded to dtype. The
+ * probabilities sum to one before it. A row whose lse is -Inf has NaN
+ * gradients (as its output).
  * lse is Float32 (Float64 for F64), (q_len, nheads, batch); the forward
  * writes it when lse.buf is set (training), and attention_backward reads
  * it, with the forward's fields (the same values: q, k, v, o, mask, bias,
