@@ -366,7 +366,7 @@ TEST(ArrayOpErrors, ConcatenationAndStacking) {
   m = error_message<DimensionMismatch>([] { cat({zeros(2)}, -1); });
   EXPECT_TRUE(has(m, "cat: dim -1 is out of range")) << m;
   m = error_message<DimensionMismatch>([] { stack({zeros(3), zeros(4)}, 0); });
-  EXPECT_TRUE(has(m, "stack") && has(m, "3-element") && has(m, "4-element") && has(m, "tensor 1")) << m;
+  EXPECT_TRUE(has(m, "stack: every tensor needs the first one's shape (3); tensor 1 has shape (4)")) << m;
   m = error_message<DimensionMismatch>([] { stack({zeros(3)}, 2); });
   EXPECT_TRUE(has(m, "stack: dim 2 is out of range") && has(m, "0 to 1")) << m;
   EXPECT_TRUE(has(error_message<ArgumentError>([] { hcat(zeros(2), Tensor{}); }), "hcat: got an undefined tensor"));
@@ -393,14 +393,14 @@ TEST(ArrayOpErrors, RepeatReverseCumsum) {
   m = error_message<DimensionMismatch>([] { reverse(zeros(2, 2), 2); });
   EXPECT_TRUE(has(m, "reverse: dim 2 is out of range") && has(m, "0 to 1")) << m;
   m = error_message<DimensionMismatch>([] { cumsum(zeros(3), 1); });
-  EXPECT_TRUE(has(m, "cumsum: dim 1 is out of range") && has(m, "3-element")) << m;
+  EXPECT_TRUE(has(m, "cumsum: dim 1 is out of range for a tensor of shape (3)") && has(m, "0 to 0")) << m;
 }
 
 TEST(ArrayOpErrors, Padding) {
   std::string m = error_message<ArgumentError>([] { pad_zeros(zeros(2, 2), {1, 2, 3}); });
   EXPECT_TRUE(has(m, "pad_zeros: pad holds (lo, hi) pairs") && has(m, "got 3")) << m;
   m = error_message<DimensionMismatch>([] { pad_constant(zeros(2), {1, 1, 1, 1}, 3); });
-  EXPECT_TRUE(has(m, "pad_constant: 2 (lo, hi) pairs for a tensor of shape (2-element)") || has(m, "pad_constant: 2 (lo, hi) pairs")) << m;
+  EXPECT_TRUE(has(m, "pad_constant: 2 (lo, hi) pairs for a tensor of shape (2) (1 dims)")) << m;
   m = error_message<ArgumentError>([] { pad_repeat(zeros(2), {-1, 0}); });
   EXPECT_TRUE(has(m, "pad_repeat: padding must be >= 0; got (-1, 0) for dim 0")) << m;
   m = error_message<ArgumentError>([] { pad_reflect(zeros(3, 2), {3, 0}); });
