@@ -86,6 +86,8 @@ TEST_P(ArrayOps, StackAddsADimAndUnstackRemovesIt) {
   EXPECT_EQ(stack({x, y}, 0).shape(), (Shape{2, 3}));
   expect_values(stack({x, y}, 0), {1, 4, 2, 5, 3, 6});
   expect_values(stack({x, y}, 1), {1, 2, 3, 4, 5, 6});
+  expect_values(stack({x, y}), {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(stack({x, y}).shape(), (Shape{3, 2}));
   const Tensor A = iota({2, 2}), B = iota({2, 2}, 5);
   const Tensor s = stack({A, B}, 1);  // s[i, k, j] = (A, B)[k][i, j]
   EXPECT_EQ(s.shape(), (Shape{2, 2, 2}));
@@ -173,10 +175,13 @@ TEST_P(ArrayOps, RepeatAndReverseFollowJulia) {
   }
   expect_values(reverse(iota({2, 3}), 0), {2, 1, 4, 3, 6, 5});
   expect_values(reverse(iota({2, 3}), 1), {5, 6, 3, 4, 1, 2});
+  expect_values(reverse(iota({2, 3})), {6, 5, 4, 3, 2, 1});  // every dim
+  EXPECT_EQ(reverse(iota({2, 3})).shape(), (Shape{2, 3}));
 }
 
 TEST_P(ArrayOps, CumsumAddsAlongADim) {
   expect_values(cumsum(vec({1, 2, 3, 4}), 0), {1, 3, 6, 10});
+  expect_values(cumsum(vec({1, 2, 3, 4})), {1, 3, 6, 10});
   expect_values(cumsum(iota({2, 3}), 1), {1, 2, 4, 6, 9, 12});
   expect_values(cumsum(iota({2, 3}), 0), {1, 3, 3, 7, 5, 11});
   // (2, 3, 2) along the middle dim: the dim is neither first nor last.
@@ -392,6 +397,8 @@ TEST(ArrayOpErrors, RepeatReverseCumsum) {
   EXPECT_TRUE(has(m, "repeat: 9 counts")) << m;
   m = error_message<DimensionMismatch>([] { reverse(zeros(2, 2), 2); });
   EXPECT_TRUE(has(m, "reverse: dim 2 is out of range") && has(m, "0 to 1")) << m;
+  m = error_message<DimensionMismatch>([] { cumsum(zeros(2, 2)); });
+  EXPECT_TRUE(has(m, "cumsum: a tensor of shape (2×2) needs the dim to sum along")) << m;
   m = error_message<DimensionMismatch>([] { cumsum(zeros(3), 1); });
   EXPECT_TRUE(has(m, "cumsum: dim 1 is out of range for a tensor of shape (3)") && has(m, "0 to 0")) << m;
 }

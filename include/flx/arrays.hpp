@@ -38,6 +38,7 @@ Tensor hcat(const Tensor& x, const T&... xs) {
 // stack(xs, dim): Julia's stack(xs; dims = dim + 1): tensors of one shape
 // along a new dim inserted at `dim` (0 <= dim <= ndims; ndims: the last).
 Tensor stack(const std::vector<Tensor>& xs, int dim);
+Tensor stack(const std::vector<Tensor>& xs);  // a new last dim (Julia's stack(xs))
 // unstack(x, dim): MLUtils' unstack: selectdim(x, dim, i) for each i.
 std::vector<Tensor> unstack(const Tensor& x, int dim);
 // chunk(x, n, dim): MLUtils' chunk: x split along `dim` (the last dim when
@@ -55,11 +56,14 @@ Tensor slice(const Tensor& x, int dim, int64_t start, int64_t stop);
 // repeat(x, counts): Julia's repeat(x, counts...): x tiled counts[k] times
 // along dim k (size[k] * counts[k]); more counts than dims add dims.
 Tensor repeat(const Tensor& x, const std::vector<int64_t>& counts);
-// reverse(x, dim): the elements along dim in reverse order.
+// reverse(x, dim): the elements along dim in reverse order; reverse(x):
+// along every dim (Julia's reverse(x; dims = :)).
 Tensor reverse(const Tensor& x, int dim);
-// cumsum(x, dim): y[.., j, ..] = sum of x[.., 0:j, ..] along dim. Integer
-// and Bool inputs sum in Int64, as sum does.
+Tensor reverse(const Tensor& x);
+// cumsum(x, dim): y[.., j, ..] = sum of x[.., 0:j, ..] along dim; cumsum(x)
+// of a vector. Integer and Bool inputs sum in Int64, as sum does.
 Tensor cumsum(const Tensor& x, int dim);
+Tensor cumsum(const Tensor& x);
 
 // Padding, NNlib's: `pad` holds (lo, hi) pairs for the leading dims,
 // {lo0, hi0, lo1, hi1, ...} (fewer pairs than dims leave the rest alone);

@@ -129,6 +129,12 @@ Tensor reverse(const Tensor& x, int dim) {
   return ops::gather_dim(x, dim, ops::index_tensor(idx, x));
 }
 
+Tensor reverse(const Tensor& x) {  // every dim: the column-major order reversed
+  ops::check_defined(x, "reverse");
+  if (x.ndims() == 0) return x;
+  return reshape(reverse(reshape(x, Shape{x.numel()}), 0), x.shape());
+}
+
 Tensor pad_constant(const Tensor& x0, const std::vector<int64_t>& pad, double value) {
   const auto pairs = pad_pairs(x0, pad, "pad_constant");
   Tensor x = x0;

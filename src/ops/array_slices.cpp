@@ -275,4 +275,10 @@ Tensor stack(const std::vector<Tensor>& xs, int dim) {
   return concatenate(ys, dim, "stack");
 }
 
+Tensor stack(const std::vector<Tensor>& xs) {
+  FLX_CHECK(!xs.empty(), ArgumentError, "stack: no tensors to stack");
+  ops::check_defined(xs[0], "stack");
+  return stack(xs, xs[0].ndims());
+}
+
 }  // namespace flx

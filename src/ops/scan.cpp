@@ -104,4 +104,11 @@ Tensor cumsum(const Tensor& x0, int dim) {
   return ops::scan(x0.to(t), dim, false);
 }
 
+Tensor cumsum(const Tensor& x) {
+  ops::check_defined(x, "cumsum");
+  FLX_CHECK(x.ndims() == 1, DimensionMismatch, "cumsum: a tensor of shape ", x.shape(),
+            " needs the dim to sum along, cumsum(x, dim); only a vector does without");
+  return cumsum(x, 0);
+}
+
 }  // namespace flx
