@@ -78,6 +78,10 @@ TEST_P(ArrayOps, CatVcatHcatFollowJulia) {
   EXPECT_TRUE(std::isnan(v[7]));
   // Empty pieces.
   expect_values(vcat(iota({0, 3}), a), {1, 2, 3, 4, 5, 6});
+  if (!dev().is_cpu()) {  // one device for all
+    const std::string m = error_message<DeviceMismatch>([&] { vcat(a, zeros(1, 3)); });
+    EXPECT_TRUE(has(m, "vcat: operands live on different devices")) << m;
+  }
   EXPECT_EQ(hcat(iota({2, 0}), iota({2, 0})).shape(), (Shape{2, 0}));
 }
 

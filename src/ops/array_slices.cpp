@@ -196,7 +196,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t n, int dim) {
   FLX_CHECK(n >= 1, ArgumentError, "chunk: the number of pieces must be at least 1; got ", n);
   const int64_t len = x.size(dim), size = (len + n - 1) / n;
   std::vector<Tensor> out;
-  for (int64_t start = 0; start < len; start += size) out.push_back(ops::slice_dim(x, dim, start, std::min(len, start + size)));
+  for (int64_t start = 0; start < len; start += size)
+    out.push_back(ops::slice_dim(x, dim, start, std::min(len, start + size)));
   return out;
 }
 

@@ -83,8 +83,8 @@ std::vector<int64_t> upsample_sizes(const Tensor& x, const UpsampleOptions& o, s
                                     const char* op) {
   ops::check_defined(x, op);
   const bool by_scale = !o.scale.empty();
-  FLX_CHECK(by_scale != !o.size.empty(), ArgumentError, op, ": got ", by_scale ? "both .scale and .size" : "neither .scale nor .size",
-            kUpsampleHow);
+  FLX_CHECK(by_scale != !o.size.empty(), ArgumentError, op, ": got ",
+            by_scale ? "both .scale and .size" : "neither .scale nor .size", kUpsampleHow);
   const size_t n = by_scale ? o.scale.size() : o.size.size();
   if (expected)
     FLX_CHECK(n == expected, DimensionMismatch, op, ": expected ", expected, " ", by_scale ? "scales" : "sizes",
