@@ -13,6 +13,7 @@
 #include <gtest/gtest-spi.h>
 
 #include "adam_reference.hpp"
+#include "conformance_case.hpp"
 #include "test_util.hpp"
 #include "ulps.hpp"
 
@@ -22,18 +23,8 @@ using flx::testing::UlpTolerance;
 
 namespace {
 
-struct Case {
-  std::string name;
-  std::vector<Shape> shapes;
-  std::function<Tensor(const V&)> f;
-  bool differentiable = true;
-  double lo = -1, hi = 1;  // input range
-  // Backends that need not pass the case yet ("OpenCL"): NotImplemented
-  // from one of them skips the case there, with its reason. Every other
-  // backend must pass it, but for a plugin of an older ABI minor than this
-  // libflx's, which need not run what came after it (skip_reason).
-  std::vector<std::string> not_required_on = {};
-};
+using flx::testing::Case;
+using flx::testing::HalfUlps;
 
 // Why case c may be skipped on device d, which raised e; empty when it must
 // pass there.
@@ -84,9 +75,6 @@ double tolerance(DType t) { return t == Float64 ? 1e-10 : 2e-5; }
 // The chain's gradients pass that cancellation back through a second
 // product and tanh's derivative, which can double it once more at a binade
 // edge: 12 (an H200 gave 9 for the first layer's bias, in Float16).
-struct HalfUlps {
-  UlpTolerance forward, gradient;
-};
 const std::map<std::string, HalfUlps>& half_ulps() {
   const HalfUlps kLibm{{1}, {4, true}}, kProducts{{1, true}, {4, true}}, kComposed{{2, true}, {8, true}},
       kSoftmax{{1}, {8, true}}, kChain{{2, true}, {12, true}}, kTensorCores{{4, true}, {16, true}};
@@ -386,6 +374,25 @@ TEST_P(Conformance, OpsLayersAndLossesMatchTheCpuForwardAndBackward) {
     EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const Case& c) { return c.name == entry.first; }))
         << entry.first;
   for (const Case& c : all) check_case(c, dev, t, tol);
+}
+
+// The array operations (tests/conformance_array_cases.cpp, which argues
+// their half tolerances).
+TEST_P(Conformance, ArrayOpsMatchTheCpuForwardAndBackward) {
+  skip_without_accelerator(GetParam());
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
+  const DType t = GetParam().dtype;
+  const auto& ulps = flx::testing::array_op_half_ulps();
+  const auto all = flx::testing::array_op_cases();
+  for (const auto& entry : ulps)  // every entry names a case
+    EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const Case& c) { return c.name == entry.first; }))
+        << entry.first;
+  set_seed(14);
+  for (const Case& c : all) {
+    const auto it = ulps.find(c.name);
+    const HalfUlps half = it == ulps.end() ? HalfUlps{} : it->second;
+    check_case(c, GetParam().device, t, tolerance(t), &half);
+  }
 }
 
 namespace {

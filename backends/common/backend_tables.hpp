@@ -66,7 +66,12 @@
 #else
 #define FLX_SINCE_7(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 7, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 8
+#define FLX_SINCE_8(...) __VA_ARGS__
+#else
+#define FLX_SINCE_8(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 8, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off

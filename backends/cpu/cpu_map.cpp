@@ -16,10 +16,12 @@
 
 namespace flx::cpu_backend {
 namespace elem {
+using std::cos;
 using std::erf;
 using std::log;
 using std::log1p;
 using std::pow;
+using std::sin;
 using std::sqrt;
 // Float32 and the halves (computed in float): cpu_vector_math.hpp's, which
 // the vectorised rows below compute with too; Float64: libm's.

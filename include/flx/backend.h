@@ -11,7 +11,8 @@
  * optimiser steps); "comm" (flx_comm_table, minor 4: communicators and
  * collectives across processes, NCCL's model); "dnn" (flx_dnn_table,
  * minor 5: convolution, pooling, batch normalisation, as cuDNN and oneDNN
- * offer them; recurrent layers, minor 6; attention, minor 7).
+ * offer them; recurrent layers, minor 6; attention, minor 7). Minor 8 added
+ * the map ops sin, cos and erf (backend_ops.h).
  *
  * Conventions
  *  - Every call takes the backend's own context pointer first.
@@ -82,7 +83,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 7u
+#define FLX_BACKEND_ABI_MINOR 8u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif

@@ -13,7 +13,8 @@
  *                     C++ and CUDA, where templates are instantiated only
  *                     for floating CT; per program in OpenCL)
  *
- * and makes exp, log, tanh, erf, log1p, sqrt and pow callable unqualified.
+ * and makes exp, log, tanh, erf, log1p, sqrt, pow, sin and cos callable
+ * unqualified.
  */
 #ifndef FLX_BACKEND_ELEM_H
 #define FLX_BACKEND_ELEM_H

@@ -63,6 +63,9 @@
   X(GELU_ERF, 19, 1, FLOAT, GELU_ERF_GRAD,  K(0.5) * x * (K(1) + erf(x * K(FLX_SQRT_HALF)))) \
   X(CELU,     20, 1, FLOAT, CELU_GRAD,      max_nan(x, K(0)) + min_nan(K(0), a * (exp(x / a) - K(1)))) \
   X(SOFTSIGN, 21, 1, FLOAT, SOFTSIGN_GRAD,  x / (K(1) + abs_of(x))) \
+  X(SIN,      22, 1, FLOAT, NONE,           sin(x)) \
+  X(COS,      23, 1, FLOAT, NONE,           cos(x)) \
+  X(ERF,      24, 1, FLOAT, NONE,           erf(x)) \
   /* binary */ \
   X(ADD,      32, 2, NUM,   NONE,           (CT)(x + y)) \
   X(SUB,      33, 2, NUM,   NONE,           (CT)(x - y)) \
@@ -101,7 +104,8 @@
  * least the op's minor (an older plugin does not know the code: the op is
  * NotImplemented there, with this version in the message). */
 #define FLX_MAP_OPS_ADDED(X) \
-  X(SOFTSIGN, 3) X(SOFTSIGN_GRAD, 3)
+  X(SOFTSIGN, 3) X(SOFTSIGN_GRAD, 3) \
+  X(SIN, 8) X(COS, 8) X(ERF, 8)
 /* clang-format on */
 
 /* Constants the bodies use (plain literals, so every language reads them). */

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "flx/activations.hpp"
+#include "flx/arrays.hpp"
 #include "flx/autodiff.hpp"
 #include "flx/checkpoints.hpp"
 #include "flx/data.hpp"

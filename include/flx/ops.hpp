@@ -69,11 +69,20 @@ Tensor maximum(const Tensor& a, const Tensor& b);  // elementwise; NaN propagate
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond ? a : b
 Tensor xlogy(const Tensor& x, const Tensor& y);  // x*log(y), 0 where x == 0
+// sin, cos and the error function (integers compute in Float32).
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor erf(const Tensor& x);
 
 // Matrix product: matrix×vector, matrix×matrix, and batched (dims 3+ are
 // batch dims, broadcast as in NNlib's batched_mul and torch.matmul: a batch
 // dim of size 1, or a missing one, stretches to the other operand's).
 Tensor matmul(const Tensor& a, const Tensor& b);
+// NNlib's batched_mul(a, b): C[:, :, k...] = a[:, :, k...] * b[:, :, k...],
+// with at least one operand a batch (3 or more dims); a matrix, or a batch
+// dim of size 1, is shared by every product (matmul with the batch rule
+// stated).
+Tensor batched_mul(const Tensor& a, const Tensor& b);
 
 // Reductions: whole tensor (a 0-dim tensor), or over dims (kept as size 1,
 // as Julia's sum(x; dims) does, even when dims name every dim). NaN
@@ -87,6 +96,17 @@ Tensor maximum(const Tensor& x);
 Tensor maximum(const Tensor& x, const Dims& dims);
 Tensor minimum(const Tensor& x);
 Tensor minimum(const Tensor& x, const Dims& dims);
+// log(sum(exp(x))) without overflow (NNlib's logsumexp): whole tensor
+// (0-dim), or over dims (kept as size 1). Its gradient is softmax over them.
+Tensor logsumexp(const Tensor& x);
+Tensor logsumexp(const Tensor& x, const Dims& dims);
+// Variance and standard deviation, Julia's (Statistics): corrected, i.e.
+// divided by n - 1 (NaN for one element), unless corrected is false (by n).
+// std is flx::std: qualify it where the namespace std is visible too.
+Tensor var(const Tensor& x);
+Tensor var(const Tensor& x, const Dims& dims, bool corrected = true);
+Tensor std(const Tensor& x);
+Tensor std(const Tensor& x, const Dims& dims, bool corrected = true);
 // 0-based Int64 indices, dim dropped; the first NaN counts as the largest
 // (Julia's findmax, torch.argmax).
 Tensor argmax(const Tensor& x, int dim);

@@ -315,6 +315,19 @@ Tensor unary(int op, const Tensor& x0, double alpha = 0, double beta = 0) {
       autograd::record("log", Order::Higher, out, {x},
                        [x](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g / x; });
       break;
+    case FLX_OP_SIN:
+      autograd::record("sin", Order::Higher, out, {x},
+                       [x](const Tensor& g, const bool*, Tensor* gi) { gi[0] = g * cos(x); });
+      break;
+    case FLX_OP_COS:
+      autograd::record("cos", Order::Higher, out, {x},
+                       [x](const Tensor& g, const bool*, Tensor* gi) { gi[0] = -(g * sin(x)); });
+      break;
+    case FLX_OP_ERF:  // d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
+      autograd::record("erf", Order::Higher, out, {x}, [x](const Tensor& g, const bool*, Tensor* gi) {
+        gi[0] = g * (exp(-square(x)) * 1.1283791670955126);
+      });
+      break;
     case FLX_OP_SIGN:
       break;  // zero almost everywhere: no gradient flows
     case FLX_OP_ABS:
@@ -354,6 +367,9 @@ Tensor exp(const Tensor& x) { return unary(FLX_OP_EXP, x); }
 Tensor log(const Tensor& x) { return unary(FLX_OP_LOG, x); }
 Tensor abs(const Tensor& x) { return unary(FLX_OP_ABS, x); }
 Tensor sign(const Tensor& x) { return unary(FLX_OP_SIGN, x); }
+Tensor sin(const Tensor& x) { return unary(FLX_OP_SIN, x); }
+Tensor cos(const Tensor& x) { return unary(FLX_OP_COS, x); }
+Tensor erf(const Tensor& x) { return unary(FLX_OP_ERF, x); }
 Tensor clamp(const Tensor& x, double lo, double hi) {
   FLX_CHECK(lo <= hi, ArgumentError, "clamp: expected lo <= hi; got ", lo, " > ", hi);
   return unary(FLX_OP_CLAMP, x, lo, hi);

@@ -104,4 +104,23 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   return ops::gemm(a, false, b, false);
 }
 
+// NNlib's batched_mul: matmul, with NNlib's cases stated: a batch of
+// matrices (3+ dims) on at least one side, the other a batch or one matrix
+// shared by every product; batch dims equal, or 1 on one side.
+Tensor batched_mul(const Tensor& a, const Tensor& b) {
+  ops::check_defined(a, "batched_mul");
+  ops::check_defined(b, "batched_mul");
+  FLX_CHECK(a.ndims() >= 2 && b.ndims() >= 2 && std::max(a.ndims(), b.ndims()) >= 3, DimensionMismatch,
+            "batched_mul: expected batches of matrices (m, k, batch...) and (k, n, batch...), one side possibly a ",
+            "single matrix; got shapes ", a.shape(), " and ", b.shape());
+  FLX_CHECK(a.size(1) == b.size(0), DimensionMismatch, "batched_mul: shapes ", a.shape(), " and ", b.shape(),
+            " do not fit (inner dimensions ", a.size(1), " and ", b.size(0), " differ)");
+  if (a.ndims() >= 3 && b.ndims() >= 3)
+    for (int k = 2; k < std::max(a.ndims(), b.ndims()); ++k)
+      FLX_CHECK(a.size(k) == b.size(k) || a.size(k) == 1 || b.size(k) == 1, DimensionMismatch,
+                "batched_mul: the batch dims of ", a.shape(), " and ", b.shape(), " differ (dim ", k, ": ", a.size(k),
+                " and ", b.size(k), "; each must be equal or 1)");
+  return matmul(a, b);
+}
+
 }  // namespace flx

@@ -70,4 +70,24 @@ Tensor stack_last(const std::vector<Tensor>& xs);
 
 uint32_t dims_mask(const Tensor& x, const Dims& dims, const char* op);
 
+// ---- one dim at a time (arrays): x viewed as (inner, n, outer) around dim.
+struct Around {
+  int64_t inner = 1, n = 1, outer = 1;
+};
+Around around(const Shape& s, int dim);
+// Indices [start, stop) along dim (dim < ndims), dim kept: a view sharing
+// x's storage when the range is contiguous (outer == 1), else a strided
+// copy. Recorded; its rule is pad_dim.
+Tensor slice_dim(const Tensor& x, int dim, int64_t start, int64_t stop);
+// x with lo zeros before and hi after it along dim. Recorded; its rule is
+// slice_dim, so the two differentiate each other to any order.
+Tensor pad_dim(const Tensor& x, int dim, int64_t lo, int64_t hi);
+// x[.., idx[j], ..] along dim, idx Int64 on x's device, in range (checked
+// by the caller), and its adjoint: zeros of n along dim plus g[.., j, ..]
+// added at idx[j]. Recorded, each the other's rule.
+Tensor gather_dim(const Tensor& x, int dim, const Tensor& idx);
+Tensor scatter_dim(const Tensor& g, int dim, const Tensor& idx, int64_t n);
+// Host indices as an Int64 tensor on `like`'s device.
+Tensor index_tensor(const std::vector<int64_t>& idx, const Tensor& like);
+
 }  // namespace flx::ops
