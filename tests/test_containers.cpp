@@ -482,3 +482,49 @@ TEST(Activations, GivesEveryLayersOutput) {
   expect_close(acts[2], m(x), 0);
   EXPECT_EQ(m.size(), 3u);
 }
+
+// ---- every container on every device ------------------------------------------------------
+
+TEST(Containers, MoveToEveryDeviceComputeTrainThereAndComeBack) {
+  const auto devices = flx::testing::accelerator_devices();
+  if (devices.empty()) GTEST_SKIP() << "no device besides the CPU is functional: nothing to move the containers to";
+  set_seed(13);
+  const auto model = Chain(SkipConnection(Dense(4, 4, flx::tanh), std::plus<>{}),
+                           Parallel(std::plus<>{}, Dense(4, 3), Chain(Dense(4, 3), Scale(3, relu))),
+                           Maxout(Dense(3, 5), Dense(3, 5)), SkipConnection(Dense(5, 5), Bilinear(5, 5, 2)),
+                           Chain(std::vector<Dense>{Dense(2, 2, sigmoid), Dense(2, 2)}),
+                           PairwiseFusion(std::plus<>{}, Dense(2, 2), Dense(2, 2)),
+                           Parallel(std::plus<>{}, identity, identity));
+  const Tensor x = rand(4, 6);
+  auto loss = [](const auto& m, const Tensor& in) { return weighted(m(in), 14); };
+  auto [g_cpu] = gradient([&](const auto& m) { return loss(m, x); }, model);
+  for (const Device& dev : devices) {
+    SCOPED_TRACE(dev.str());
+    const auto on = model | dev;
+    EXPECT_EQ(get_device(on), dev);
+    EXPECT_EQ(shown(on), shown(model));
+    EXPECT_EQ(outputsize(on, x.shape()), model(x).shape());
+    const Tensor y = on(x | dev);
+    EXPECT_EQ(y.device(), dev);
+    expect_close(y, model(x), 1e-5, "output");
+    auto [g_dev] = gradient([&](const auto& m) { return loss(m, x | dev); }, on);
+    EXPECT_EQ(get_device(g_dev), dev);
+    const auto gd = leaves(g_dev), gc = leaves(g_cpu);
+    ASSERT_EQ(gd.size(), gc.size());
+    for (size_t k = 0; k < gd.size(); ++k) expect_close(gd[k], gc[k], 1e-4, "gradient " + std::to_string(k));
+    // A step of training there moves every leaf, there.
+    auto trained = model | dev;
+    auto opt = setup(Descent(0.1), trained);
+    update(opt, trained, g_dev);
+    EXPECT_EQ(get_device(trained), dev);
+    const auto before = leaves(on), after = leaves(trained);
+    for (size_t k = 0; k < after.size(); ++k)
+      EXPECT_NE(after[k].to(Device::cpu()).to_vector<float>(), before[k].to(Device::cpu()).to_vector<float>())
+          << "leaf " << k;
+    // Back on the CPU, the same values, and the same names.
+    const auto back = on | cpu;
+    EXPECT_EQ(get_device(back), Device::cpu());
+    EXPECT_EQ(values_of(back), values_of(model));
+    EXPECT_EQ(names_of(state(on)), names_of(state(model)));
+  }
+}

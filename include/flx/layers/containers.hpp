@@ -47,9 +47,10 @@ namespace detail {
 template <class C>
 constexpr void require_connection() {
   static_assert(is_walkable_v<C>,
-                "flx: a container's connection must hold no tensors: use std::plus<>{}, a captureless lambda, a "
-                "function, or a layer declared with FLX_FUNCTOR (Bilinear); a capturing lambda's tensors would stay "
-                "behind on gpu() and never train");
+                "flx: a container's connection must hold no tensors that fmap cannot see: use std::plus<>{}, a "
+                "captureless lambda, a function, a layer declared with FLX_FUNCTOR (Bilinear), or a struct of no "
+                "tensors marked FLX_LEAF; a capturing lambda cannot be walked, so what it captured would stay behind "
+                "on gpu() and never train");
 }
 
 template <class T>
