@@ -250,7 +250,7 @@ TEST(LayerNorm, WrongInputsNameTheLayerAndWhatItNeeds) {
 
 TEST(EmbeddingAndLayerNorm, PrintLikeFlux) {
   EXPECT_EQ(shown(Embedding(26, 4)), "Embedding(26 => 4)  # 104 parameters");
-  EXPECT_EQ(shown(LayerNorm(5)), "LayerNorm(5)  # 10 parameters");
+  EXPECT_EQ(shown(LayerNorm(5)), "LayerNorm(5)        # 10 parameters");
   EXPECT_EQ(shown(LayerNorm(5, relu)), "LayerNorm(5, relu)  # 10 parameters");
   EXPECT_EQ(shown(LayerNorm({5, 4}, flx::tanh)), "LayerNorm(5, 4, tanh)  # 40 parameters");
   EXPECT_EQ(shown(LayerNorm(5, {.affine = false})), "LayerNorm(5, affine=false)");

@@ -46,7 +46,7 @@ TEST(Layers, ChainAppliesInOrderAndPrintsLikeFlux) {
   EXPECT_EQ(shown(m), "Chain(\n  Dense(10 => 5, σ),                    # 55 parameters\n"
                      "  Dense(5 => 2),                        # 12 parameters\n  softmax,\n"
                      ")                   # Total: 4 arrays, 67 parameters, 268 bytes.");
-  EXPECT_EQ(shown(Dense(10, 5)), "Dense(10 => 5)  # 55 parameters");
+  EXPECT_EQ(shown(Dense(10, 5)), "Dense(10 => 5)      # 55 parameters");
   EXPECT_EQ(shown(Dense(2, 3, relu)), "Dense(2 => 3, relu)  # 9 parameters");
   EXPECT_EQ(shown(Chain(Chain(Dense(2, 2, flx::tanh)), Dense(2, 1, gelu))),
             "Chain(\n  Chain(\n    Dense(2 => 2, tanh),                # 6 parameters\n  ),\n"

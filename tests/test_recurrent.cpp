@@ -423,12 +423,12 @@ TEST(RecurrentLayers, FluxsInitialisation) {
 
 TEST(RecurrentLayers, PrintLikeFlux) {
   EXPECT_EQ(shown(RNNCell(3, 5)), "RNNCell(3 => 5, tanh)  # 45 parameters");
-  EXPECT_EQ(shown(LSTMCell(3, 5)), "LSTMCell(3 => 5)  # 180 parameters");
-  EXPECT_EQ(shown(GRUCell(3, 5)), "GRUCell(3 => 5)  # 135 parameters");
-  EXPECT_EQ(shown(RNN(4, 6)), "RNN(4 => 6, tanh)  # 66 parameters");
-  EXPECT_EQ(shown(RNN(4, 6, relu)), "RNN(4 => 6, relu)  # 66 parameters");
-  EXPECT_EQ(shown(LSTM(3, 5)), "LSTM(3 => 5)  # 180 parameters");
-  EXPECT_EQ(shown(GRU(3, 5)), "GRU(3 => 5)  # 135 parameters");
+  EXPECT_EQ(shown(LSTMCell(3, 5)), "LSTMCell(3 => 5)    # 180 parameters");
+  EXPECT_EQ(shown(GRUCell(3, 5)), "GRUCell(3 => 5)     # 135 parameters");
+  EXPECT_EQ(shown(RNN(4, 6)), "RNN(4 => 6, tanh)   # 66 parameters");
+  EXPECT_EQ(shown(RNN(4, 6, relu)), "RNN(4 => 6, relu)   # 66 parameters");
+  EXPECT_EQ(shown(LSTM(3, 5)), "LSTM(3 => 5)        # 180 parameters");
+  EXPECT_EQ(shown(GRU(3, 5)), "GRU(3 => 5)         # 135 parameters");
   EXPECT_EQ(shown(GRU(3, 5, {.bias = false, .recurrent_bias = true})),
             "GRU(3 => 5; bias=false, recurrent_bias=true)  # 125 parameters");
   EXPECT_EQ(shown(Chain(LSTM(3, 5), Dense(5, 2))),

@@ -7,12 +7,6 @@
 #include <string>
 
 namespace {
-std::string gib(uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / (1024.0 * 1024 * 1024));
-  return buf;
-}
-
 std::string show(double gbps) {  // "n/a" where the backend cannot copy that way
   if (gbps <= 0) return "n/a";
   char buf[32];
@@ -92,8 +86,8 @@ int main(int argc, char** argv) {
     }
     for (const auto& d : flx::devices(name)) {
       std::printf("        %-9s %s [%s]", d.device.str().c_str(), d.name.c_str(), d.kind.c_str());
-      if (d.total_memory) std::printf(", %s", gib(d.total_memory).c_str());
-      if (d.free_memory) std::printf(" (%s free)", gib(d.free_memory).c_str());
+      if (d.total_memory) std::printf(", %s", flx::format_bytes(int64_t(d.total_memory)).c_str());
+      if (d.free_memory) std::printf(" (%s free)", flx::format_bytes(int64_t(d.free_memory)).c_str());
       std::printf("\n");
     }
   }

@@ -26,6 +26,7 @@
 #include "autograd.hpp"
 #include "distributed/communicator.hpp"
 #include "flx/distributed.hpp"
+#include "flx/layers/show.hpp"  // format_bytes
 #include "tensor_impl.hpp"
 
 namespace flx::distributed {
@@ -34,17 +35,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// "1.3 KiB", "25.0 MiB": a bucket's size in messages.
-std::string bytes_text(double n) {
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(1);
-  if (n < 1024) os << int64_t(n) << " bytes";
-  else if (n < 1024.0 * 1024) os << n / 1024 << " KiB";
-  else os << n / (1024.0 * 1024) << " MiB";
-  return os.str();
-}
 
 class GradientBuckets final : public GradientTransform, public autograd::GradientObserver {
  public:
@@ -237,7 +227,7 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
     be.copy_d2d(dev, at(b, b.grad_numel), flx::detail::mem(flags), size_t(n) * dtype_size(b.dtype));
     std::ostringstream what;
     what << "allreduce of gradient bucket " << i + 1 << " of " << buckets_.size() << " (" << b.grad_numel << " "
-         << b.dtype << " values, " << bytes_text(double(b.grad_numel) * double(dtype_size(b.dtype))) << ", on "
+         << b.dtype << " values, " << format_bytes(b.grad_numel * int64_t(dtype_size(b.dtype))) << ", on "
          << b.device << ")";
     b.launched_at = Clock::now();
     b.launched_in_pass = in_pass_;

@@ -45,7 +45,7 @@ class MpiEngine {
   // A collective: launch() calls the MPI_I* function on the engine's
   // thread with the collectives' communicator.
   struct Op {
-    std::string what;  // "allreduce of gradient bucket 1 of 2 (1.0 MiB, Float32)"
+    std::string what;  // "allreduce of gradient bucket 1 of 2 (262144 Float32 values, 1024.000 KiB, on CPU)"
     Signature sig;
     std::function<int(MPI_Comm, MPI_Request*)> launch;
     uint64_t seq = 0;  // 1-based, in start order; the same on every rank

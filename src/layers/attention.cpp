@@ -201,14 +201,33 @@ MultiHeadAttention::MultiHeadAttention(const AttentionDims& d0, const MultiHeadA
       attn_drop(o.dropout_prob),
       out_proj(projection(d0.v, d0.out, o.bias)) {}
 
+namespace {
+// An input of shape (in, length, batch), in the projection's input size.
+void check_attention_input(const std::string& layer, const Shape& x, const std::string& got, const Dense& proj,
+                           const char* what) {
+  FLX_CHECK(x.ndims() == 3 && x[0] == proj.weight.shape()[1], DimensionMismatch, layer, ": expected ", what,
+            " of shape (", proj.weight.shape()[1], ", length, batch); got ", got);
+}
+}  // namespace
+
+Shape outputsize(const MultiHeadAttention& m, const Shape& q, const Shape& k, const Shape& v) {
+  const std::string name = detail::layer_string(m);
+  check_attention_input(name, q, q.str(), m.q_proj, "the queries");
+  check_attention_input(name, k, k.str(), m.k_proj, "the keys");
+  check_attention_input(name, v, v.str(), m.v_proj, "the values");
+  FLX_CHECK(q[2] == k[2] && k[2] == v[2], DimensionMismatch, name,
+            ": the queries, keys and values must have the same batch size (dim 2); got ", q, ", ", k, " and ", v);
+  FLX_CHECK(k[1] == v[1], DimensionMismatch, name, ": the keys and values must have the same length (dim 1); got ",
+            k, " and ", v);
+  return Shape{m.out_proj.weight.shape()[0], q[1], q[2]};
+}
+
 std::pair<Tensor, Tensor> MultiHeadAttention::operator()(const Tensor& q, const Tensor& k, const Tensor& v,
                                                          const AttentionOptions& o) const {
   std::ostringstream name;
   show_compact(name, *this);
   const auto check_input = [&](const Tensor& x, const Dense& proj, const char* what) {
-    FLX_CHECK(x.defined() && x.ndims() == 3 && x.shape()[0] == proj.weight.shape()[1], DimensionMismatch,
-              name.str(), ": expected ", what, " of shape (", proj.weight.shape()[1],
-              ", length, batch); got ", shape_of(x));
+    check_attention_input(name.str(), x.defined() ? x.shape() : Shape{}, shape_of(x), proj, what);
   };
   check_input(q, q_proj, "the queries");
   check_input(k, k_proj, "the keys");
@@ -232,15 +251,6 @@ void show_compact(std::ostream& os, const MultiHeadAttention& m) {
   if (m.q_proj.bias.defined()) os << ", bias=true";
   if (m.attn_drop.p > 0) os << ", dropout_prob=" << m.attn_drop.p;
   os << ")";
-}
-
-std::ostream& operator<<(std::ostream& os, const MultiHeadAttention& m) {
-  show_compact(os, m);
-  int64_t n = 0;
-  for (const Dense* d : {&m.q_proj, &m.k_proj, &m.v_proj, &m.out_proj})
-    n += d->weight.numel() + (d->bias.defined() ? d->bias.numel() : 0);
-  detail::show_parameter_count(os, n);
-  return os;
 }
 
 }  // namespace flx

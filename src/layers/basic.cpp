@@ -1,9 +1,12 @@
+// Dense, Scale and Bilinear: construction, checks (one shape rule a layer,
+// shared by the forward pass and outputsize), forward passes and their
+// one-line forms; Chain's index check.
 #include "flx/layers/basic.hpp"
 
-#include "ops/ops_internal.hpp"
-
 #include <cmath>
-#include <cstdio>
+#include <string>
+
+#include "ops/ops_internal.hpp"
 
 namespace flx {
 
@@ -11,6 +14,21 @@ Tensor glorot_uniform(int64_t out, int64_t in) {
   double a = std::sqrt(6.0 / double(in + out));
   return rand(out, in) * (2 * a) - a;
 }
+
+namespace detail {
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) { return ops::broadcast_shape(a, b, op); }
+
+void check_chain_index(size_t i, size_t n) {
+  FLX_CHECK(i < n, ArgumentError, "Chain: index ", i, " is past the end of a Chain of ", n,
+            " layers (indices are 0-based: 0 to ", n == 0 ? std::string("none") : std::to_string(n - 1), ")");
+}
+}  // namespace detail
+
+namespace {
+std::string shape_of(const Tensor& t) { return t.defined() ? t.shape().str() : std::string("undefined"); }
+}  // namespace
+
+// ---- Dense -------------------------------------------------------------------
 
 namespace {
 // Checked before the weight is made (a Shape would reject a negative size in its own words).
@@ -25,15 +43,24 @@ Dense::Dense(int64_t in, int64_t out, Activation a)
 
 Dense::Dense(Tensor w, Tensor b, Activation a) : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
   FLX_CHECK(weight.defined() && weight.ndims() == 2, DimensionMismatch, "Dense: weight must be a matrix (out, in); got ",
-            weight.defined() ? weight.shape().str() : std::string("undefined"));
+            shape_of(weight));
   FLX_CHECK(!bias.defined() || bias.shape() == Shape{weight.shape()[0]}, DimensionMismatch, "Dense: bias must have shape (",
             weight.shape()[0], ") to match weight ", weight.shape(), "; got ", bias.shape());
 }
 
+Shape outputsize(const Dense& d, const Shape& x) {
+  const int64_t in = d.weight.shape()[1], out = d.weight.shape()[0];
+  FLX_CHECK(x.ndims() >= 1 && x[0] == in, DimensionMismatch, "Dense(", in, " => ", out, ") expects input with ", in,
+            " features in dim 0; got shape ", x.str());
+  Shape y = x;
+  y[0] = out;
+  return y;
+}
+
 Tensor Dense::operator()(const Tensor& x) const {
-  FLX_CHECK(x.defined() && x.ndims() >= 1 && x.shape()[0] == weight.shape()[1], DimensionMismatch,
-            "Dense(", weight.shape()[1], " => ", weight.shape()[0], ") expects input with ", weight.shape()[1],
-            " features in dim 0; got shape ", x.defined() ? x.shape().str() : std::string("undefined"));
+  FLX_CHECK(x.defined(), DimensionMismatch, "Dense(", weight.shape()[1], " => ", weight.shape()[0],
+            ") expects input with ", weight.shape()[1], " features in dim 0; got shape undefined");
+  (void)outputsize(*this, x.shape());
   // One GEMM with bias and activation fused where the backend can
   // (src/ops/dense.cpp); else, or for other activations, the ops one by one.
   using Kind = Activation::Kind;
@@ -49,65 +76,114 @@ Tensor Dense::operator()(const Tensor& x) const {
   return act(h);
 }
 
-std::ostream& operator<<(std::ostream& os, const Activation& a) { return os << a.name(); }
-
-namespace detail {
 void show_compact(std::ostream& os, const Dense& d) {
   os << "Dense(" << d.weight.shape()[1] << " => " << d.weight.shape()[0];
   if (!d.act.is_identity()) os << ", " << d.act;
   if (!d.bias.defined()) os << "; bias=false";
   os << ")";
 }
-void show_parameter_count(std::ostream& os, int64_t n) { os << "  # " << underscored(n) << " parameters"; }
 
-std::string underscored(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += '_';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
+// ---- Scale -------------------------------------------------------------------
+
+Scale::Scale(const Shape& size, Activation a) : act(std::move(a)) {
+  bool positive = size.ndims() >= 1;
+  for (int64_t e : size) positive = positive && e >= 1;
+  FLX_CHECK(positive, ArgumentError, "Scale: the size must be one or more positive dims; got ", size);
+  scale = ones(size);
+  bias = zeros(size);
 }
 
-std::string format_bytes(int64_t bytes) {
-  static const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " bytes";
-  double v = double(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.3f %s", v, units[u]);
-  return buf;
+Scale::Scale(Tensor s, Tensor b, Activation a) : scale(std::move(s)), bias(std::move(b)), act(std::move(a)) {
+  FLX_CHECK(scale.defined() && scale.ndims() >= 1, DimensionMismatch,
+            "Scale: the scale must be an array of one or more dims; got ", shape_of(scale));
+  FLX_CHECK(!bias.defined() || bias.shape() == scale.shape(), DimensionMismatch, "Scale: the bias must have the scale's shape (",
+            scale.shape().str(), "); got ", bias.shape());
 }
 
-size_t display_width(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;  // count the first byte of each UTF-8 character
-  return n;
+Shape outputsize(const Scale& l, const Shape& x) {
+  const std::string name = detail::layer_string(l);
+  // Julia's broadcasting: the layer's dims line up with x's leading ones.
+  return ops::broadcast_shape(l.scale.shape(), x, name.c_str());
 }
 
-void show_totals(std::ostream& os, int64_t trainable_arrays, int64_t trainable, int64_t other_arrays, int64_t other,
-                 int64_t bytes) {
-  if (trainable_arrays <= 2) return;  // Flux totals only models of more than two arrays
-  if (other_arrays > 0) {
-    os << std::string(9, ' ') << "# Total: " << trainable_arrays << " trainable arrays, " << underscored(trainable)
-       << " parameters,\n"
-       << std::string(10, ' ') << "# plus " << other_arrays << " non-trainable, " << underscored(other)
-       << " parameters, summarysize " << format_bytes(bytes) << ".";
-  } else {
-    os << std::string(19, ' ') << "# Total: " << trainable_arrays << " arrays, " << underscored(trainable)
-       << " parameters, " << format_bytes(bytes) << ".";
-  }
+Tensor Scale::operator()(const Tensor& x) const {
+  FLX_CHECK(x.defined(), ArgumentError, detail::layer_string(*this), ": the input is an undefined tensor");
+  (void)outputsize(*this, x.shape());
+  Tensor y = scale * x;
+  if (bias.defined()) y = y + bias;
+  return act(y);
 }
-}  // namespace detail
 
-std::ostream& operator<<(std::ostream& os, const Dense& d) {
-  detail::show_compact(os, d);
-  detail::show_parameter_count(os, d.weight.numel() + (d.bias.defined() ? d.bias.numel() : 0));
-  return os;
+void show_compact(std::ostream& os, const Scale& l) {
+  os << "Scale(";
+  for (int k = 0; k < l.scale.ndims(); ++k) os << (k ? ", " : "") << l.scale.shape()[k];
+  if (!l.act.is_identity()) os << ", " << l.act;
+  if (!l.bias.defined()) os << "; bias=false";
+  os << ")";
+}
+
+// ---- Bilinear -----------------------------------------------------------------
+
+namespace {
+Tensor bilinear_weight(int64_t in1, int64_t in2, int64_t out) {
+  FLX_CHECK(in1 > 0 && in2 > 0 && out > 0, ArgumentError, "Bilinear: sizes must be positive; got (", in1, ", ", in2,
+            ") => ", out);
+  // Glorot-uniform with Flux's nfan of an (out, in1, in2) array: fans
+  // out·in1 and out·in2.
+  const double a = std::sqrt(6.0 / (double(out) * double(in1 + in2)));
+  return rand(out, in1, in2) * (2 * a) - a;
+}
+}  // namespace
+
+Bilinear::Bilinear(int64_t in1, int64_t in2, int64_t out, Activation a)
+    : weight(bilinear_weight(in1, in2, out)), bias(zeros(out)), act(std::move(a)) {}
+
+Bilinear::Bilinear(Tensor w, Tensor b, Activation a) : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
+  FLX_CHECK(weight.defined() && weight.ndims() == 3, DimensionMismatch,
+            "Bilinear: the weight must be a 3-dim array (out, in1, in2); got ", shape_of(weight));
+  FLX_CHECK(!bias.defined() || bias.shape() == Shape{weight.shape()[0]}, DimensionMismatch,
+            "Bilinear: the bias must have shape (", weight.shape()[0], ") to match the weight ", weight.shape(),
+            "; got ", bias.shape());
+}
+
+Shape outputsize(const Bilinear& l, const Shape& x, const Shape& y) {
+  const std::string name = detail::layer_string(l);
+  const int64_t out = l.weight.shape()[0], in1 = l.weight.shape()[1], in2 = l.weight.shape()[2];
+  FLX_CHECK(x.ndims() >= 1 && y.ndims() >= 1 && x[0] == in1 && y[0] == in2, DimensionMismatch, name,
+            ": expected x with ", in1, " features in dim 0 and y with ", in2, "; got x of shape ", x.str(),
+            " and y of shape ", y.str());
+  bool same_batch = x.ndims() == y.ndims();
+  for (int k = 1; same_batch && k < x.ndims(); ++k) same_batch = x[k] == y[k];
+  FLX_CHECK(same_batch, DimensionMismatch, name, ": x and y must have the same batch dims (all but the first); got x of shape ",
+            x.str(), " and y of shape ", y.str());
+  Shape z = x;
+  z[0] = out;
+  return z;
+}
+
+Tensor Bilinear::operator()(const Tensor& x, const Tensor& y) const {
+  FLX_CHECK(x.defined() && y.defined(), ArgumentError, detail::layer_string(*this), ": the input ",
+            x.defined() ? "y" : "x", " is an undefined tensor");
+  const Shape zs = outputsize(*this, x.shape(), y.shape());
+  const int64_t out = weight.shape()[0], in1 = weight.shape()[1], in2 = weight.shape()[2];
+  const int64_t n = x.numel() / in1;  // observations (1 for vectors)
+  // Flux's two products: Wy[o, i, s] = Σ_j W[o, i, j] y[j, s], then
+  // z[o, s] = Σ_i Wy[o, i, s] x[i, s] as a batched matrix-vector product.
+  const Tensor wy = reshape(matmul(reshape(weight, Shape{out * in1, in2}), reshape(y, Shape{in2, n})), Shape{out, in1, n});
+  Tensor z = reshape(matmul(wy, reshape(x, Shape{in1, 1, n})), Shape{out, n});
+  if (bias.defined()) z = z + bias;
+  return reshape(act(z), zs);
+}
+
+void show_compact(std::ostream& os, const Bilinear& l) {
+  const int64_t out = l.weight.shape()[0], in1 = l.weight.shape()[1], in2 = l.weight.shape()[2];
+  os << "Bilinear(";
+  if (in1 == in2) os << in1;
+  else os << "(" << in1 << ", " << in2 << ")";
+  os << " => " << out;
+  if (!l.act.is_identity()) os << ", " << l.act;
+  if (!l.bias.defined()) os << "; bias=false";
+  os << ")";
 }
 
 }  // namespace flx

@@ -9,6 +9,7 @@
 #include "flx/error.hpp"
 #include "flx/layers/basic.hpp"
 #include "flx/ops.hpp"
+#include "ops/dnn_internal.hpp"
 
 namespace flx {
 
@@ -120,12 +121,6 @@ std::string label(const L& l) {
   show_compact(os, l);
   return os.str();
 }
-template <class L>
-std::ostream& show_with_count(std::ostream& os, const L& l) {
-  show_compact(os, l);
-  detail::show_parameter_count(os, l.weight.numel() + (l.bias.defined() ? l.bias.numel() : 0));
-  return os;
-}
 
 }  // namespace
 
@@ -217,24 +212,29 @@ Tensor MeanPool::operator()(const Tensor& x) const { return meanpool(x, window, 
 
 namespace {
 // The spatial dims of x (all but the last two), checked to exist.
-std::vector<int64_t> image_size(const Tensor& x, const char* layer) {
-  FLX_CHECK(x.defined() && x.ndims() >= 3 && x.ndims() <= kMaxSpatialDims + 2, DimensionMismatch, layer,
-            ": expected an input (spatial..., channels, batch) with 1 to ", kMaxSpatialDims,
-            " spatial dims; got shape ", x.defined() ? x.shape().str() : std::string("undefined"));
+std::vector<int64_t> image_size(const Shape& x, const char* layer) {
+  FLX_CHECK(x.ndims() >= 3 && x.ndims() <= kMaxSpatialDims + 2, DimensionMismatch, layer,
+            ": expected an input (spatial..., channels, batch) with 1 to ", kMaxSpatialDims, " spatial dims; got shape ",
+            x.str());
   std::vector<int64_t> s;
-  for (int i = 0; i + 2 < x.ndims(); ++i) s.push_back(x.shape()[i]);
+  for (int i = 0; i + 2 < x.ndims(); ++i) s.push_back(x[i]);
   return s;
 }
+std::vector<int64_t> image_size(const Tensor& x, const char* layer) {
+  FLX_CHECK(x.defined(), DimensionMismatch, layer, ": expected an input (spatial..., channels, batch) with 1 to ",
+            kMaxSpatialDims, " spatial dims; got shape undefined");
+  return image_size(x.shape(), layer);
+}
 // Flux's AdaptiveMaxPool windows: stride in ÷ out, window in - (out - 1) stride.
-std::pair<std::vector<int64_t>, PoolOptions> adaptive(const Tensor& x, const std::vector<int64_t>& out,
+std::pair<std::vector<int64_t>, PoolOptions> adaptive(const Shape& x, const std::vector<int64_t>& out,
                                                       const char* layer) {
   const std::vector<int64_t> in = image_size(x, layer);
   FLX_CHECK(in.size() == out.size(), DimensionMismatch, layer, ": an output size of ", out.size(),
-            " dims needs an input with as many spatial dims; got shape ", x.shape());
+            " dims needs an input with as many spatial dims; got shape ", x);
   std::vector<int64_t> window(in.size()), stride(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     FLX_CHECK(out[i] >= 1 && out[i] <= in[i], DimensionMismatch, layer, ": cannot pool spatial dim ", i + 1,
-              " of size ", in[i], " to ", out[i], " (the output must lie in 1:", in[i], ") for input shape ", x.shape());
+              " of size ", in[i], " to ", out[i], " (the output must lie in 1:", in[i], ") for input shape ", x);
     stride[i] = in[i] / out[i];
     window[i] = in[i] - (out[i] - 1) * stride[i];
   }
@@ -254,13 +254,51 @@ AdaptiveMeanPool::AdaptiveMeanPool(std::vector<int64_t> o) : out(std::move(o)) {
 }
 Tensor AdaptiveMaxPool::operator()(const Tensor& x) const {
   const std::string name = label(*this);
-  auto [window, opts] = adaptive(x, out, name.c_str());
+  (void)image_size(x, name.c_str());  // defined, and an image
+  auto [window, opts] = adaptive(x.shape(), out, name.c_str());
   return maxpool(x, window, opts, name.c_str());
 }
 Tensor AdaptiveMeanPool::operator()(const Tensor& x) const {
   const std::string name = label(*this);
-  auto [window, opts] = adaptive(x, out, name.c_str());
+  (void)image_size(x, name.c_str());  // defined, and an image
+  auto [window, opts] = adaptive(x.shape(), out, name.c_str());
   return meanpool(x, window, opts, name.c_str());
+}
+
+// ---- shape rules (outputsize) ---------------------------------------------------------
+
+Shape outputsize(const Conv& l, const Shape& x) {
+  return ops::crosscor_shape(x, l.weight.shape(), l.geometry.options(), label(l).c_str());
+}
+Shape outputsize(const CrossCor& l, const Shape& x) {
+  return ops::crosscor_shape(x, l.weight.shape(), l.geometry.options(), label(l).c_str());
+}
+Shape outputsize(const ConvTranspose& l, const Shape& x) {
+  return ops::conv_transpose_shape(x, l.weight.shape(), l.geometry.options(), {}, label(l).c_str());
+}
+Shape outputsize(const MaxPool& l, const Shape& x) { return ops::pool_shape(x, l.window, l.options, label(l).c_str()); }
+Shape outputsize(const MeanPool& l, const Shape& x) { return ops::pool_shape(x, l.window, l.options, label(l).c_str()); }
+Shape outputsize(const GlobalMaxPool&, const Shape& x) {
+  return ops::pool_shape(x, image_size(x, "GlobalMaxPool()"), {}, "GlobalMaxPool()");
+}
+Shape outputsize(const GlobalMeanPool&, const Shape& x) {
+  return ops::pool_shape(x, image_size(x, "GlobalMeanPool()"), {}, "GlobalMeanPool()");
+}
+Shape outputsize(const AdaptiveMaxPool& l, const Shape& x) {
+  const std::string name = label(l);
+  auto [window, opts] = adaptive(x, l.out, name.c_str());
+  return ops::pool_shape(x, window, opts, name.c_str());
+}
+Shape outputsize(const AdaptiveMeanPool& l, const Shape& x) {
+  const std::string name = label(l);
+  auto [window, opts] = adaptive(x, l.out, name.c_str());
+  return ops::pool_shape(x, window, opts, name.c_str());
+}
+Shape outputsize(const Flatten&, const Shape& x) {
+  FLX_CHECK(x.ndims() >= 1, DimensionMismatch, "flatten: expected at least one dim; got shape ", x);
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < x.ndims(); ++i) rows *= x[i];
+  return Shape{rows, x[x.ndims() - 1]};
 }
 
 // ---- printing -----------------------------------------------------------------------
@@ -307,18 +345,5 @@ void show_compact(std::ostream& os, const AdaptiveMeanPool& l) {
   show_tuple(os, l.out);
   os << ")";
 }
-
-std::ostream& operator<<(std::ostream& os, const Conv& l) { return show_with_count(os, l); }
-std::ostream& operator<<(std::ostream& os, const CrossCor& l) { return show_with_count(os, l); }
-std::ostream& operator<<(std::ostream& os, const ConvTranspose& l) { return show_with_count(os, l); }
-#define FLX_SHOW_PARAMETERLESS_(T) \
-  std::ostream& operator<<(std::ostream& os, const T& l) { show_compact(os, l); return os; }
-FLX_SHOW_PARAMETERLESS_(MaxPool)
-FLX_SHOW_PARAMETERLESS_(MeanPool)
-FLX_SHOW_PARAMETERLESS_(GlobalMaxPool)
-FLX_SHOW_PARAMETERLESS_(GlobalMeanPool)
-FLX_SHOW_PARAMETERLESS_(AdaptiveMaxPool)
-FLX_SHOW_PARAMETERLESS_(AdaptiveMeanPool)
-#undef FLX_SHOW_PARAMETERLESS_
 
 }  // namespace flx

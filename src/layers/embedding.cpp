@@ -58,10 +58,12 @@ void show_compact(std::ostream& os, const Embedding& l) {
   os << "Embedding(" << l.weight.shape()[1] << " => " << l.weight.shape()[0] << ")";
 }
 
-std::ostream& operator<<(std::ostream& os, const Embedding& l) {
-  show_compact(os, l);
-  detail::show_parameter_count(os, l.weight.numel());
-  return os;
+Shape outputsize(const Embedding& l, const Shape& x) {
+  FLX_CHECK(x.ndims() < Shape::max_dims, DimensionMismatch, detail::layer_string(l), ": indices of shape ", x,
+            " give an output of ", x.ndims() + 1, " dims; flx holds at most ", Shape::max_dims);
+  Shape y{l.weight.shape()[0]};
+  for (int64_t e : x) y.push_back(e);
+  return y;
 }
 
 }  // namespace flx

@@ -29,13 +29,19 @@ BatchNorm::BatchNorm(int64_t c, Activation a, const BatchNormOptions& o) : act(s
   }
 }
 
+Shape outputsize(const BatchNorm& l, const Shape& x) {
+  FLX_CHECK(x.ndims() >= 2 && x[x.ndims() - 2] == l.channels, DimensionMismatch, detail::layer_string(l),
+            ": expected ", l.channels, " channels in the second last dim of the input; got shape ", x.str());
+  return x;
+}
+
 Tensor BatchNorm::operator()(const Tensor& x) const {
   std::ostringstream name;
   show_compact(name, *this);
   const std::string layer = name.str();
-  FLX_CHECK(x.defined() && x.ndims() >= 2 && x.shape()[x.ndims() - 2] == channels, DimensionMismatch, layer,
-            ": expected ", channels, " channels in the second last dim of the input; got shape ",
-            x.defined() ? x.shape().str() : std::string("undefined"));
+  FLX_CHECK(x.defined(), DimensionMismatch, layer, ": expected ", channels,
+            " channels in the second last dim of the input; got shape undefined");
+  (void)outputsize(*this, x.shape());
   // Without running statistics the batch's serve in inference too (Flux).
   const bool training = detail::training_now(active) || !options.track_stats;
   return act(batchnorm(x, scale, bias, running_mean, running_var, training, options.momentum, options.epsilon,
@@ -75,6 +81,16 @@ LayerNorm::LayerNorm(const Shape& s, Activation a, const LayerNormOptions& o)
   }
 }
 
+Shape outputsize(const LayerNorm& l, const Shape& x) {
+  bool leading = x.ndims() >= l.size.ndims();
+  for (int k = 0; leading && k < l.size.ndims(); ++k) leading = x[k] == l.size[k];
+  const std::string expected =
+      l.size.ndims() == 1 ? "dim is " + std::to_string(l.size[0]) : "dims are (" + l.size.str() + ")";
+  FLX_CHECK(leading, DimensionMismatch, detail::layer_string(l), ": expected an input whose first ", expected,
+            " (the normalised size), then any others; got shape ", x);
+  return x;
+}
+
 // Composed of differentiable ops (two means, as Flux's normalise), so every
 // device runs it and autodiff gives its backward rule.
 Tensor LayerNorm::operator()(const Tensor& x) const {
@@ -83,12 +99,7 @@ Tensor LayerNorm::operator()(const Tensor& x) const {
   const std::string layer = name.str();
   FLX_CHECK(x.defined(), ArgumentError, layer, ": the input is an undefined tensor");
   FLX_CHECK(is_floating(x.dtype()), TypeError, layer, ": expected a floating input; got ", x.dtype());
-  bool leading = x.ndims() >= size.ndims();
-  for (int k = 0; leading && k < size.ndims(); ++k) leading = x.shape()[k] == size[k];
-  const std::string expected =
-      size.ndims() == 1 ? "dim is " + std::to_string(size[0]) : "dims are (" + size.str() + ")";
-  FLX_CHECK(leading, DimensionMismatch, layer, ": expected an input whose first ", expected,
-            " (the normalised size), then any others; got shape ", x.shape());
+  (void)outputsize(*this, x.shape());
   for (const Tensor* p : {&scale, &bias})
     FLX_CHECK(!p->defined() || p->device() == x.device(), DeviceMismatch, layer, ": the ",
               p == &scale ? "scale (γ)" : "bias (β)", " is on ", p->device(), " but the input is on ", x.device(),
@@ -159,29 +170,6 @@ void show_compact(std::ostream& os, const AlphaDropout& l) {
   os << "AlphaDropout(" << l.p;
   if (l.active) os << ", active=" << (*l.active ? "true" : "false");
   os << ")";
-}
-
-std::ostream& operator<<(std::ostream& os, const BatchNorm& l) {
-  show_compact(os, l);
-  const int64_t trainable = l.scale.defined() ? l.scale.numel() + l.bias.numel() : 0;
-  const int64_t others = l.running_mean.defined() ? l.running_mean.numel() + l.running_var.numel() : 0;
-  detail::show_parameter_count(os, trainable);
-  if (others) os << ", plus " << others << " non-trainable";  // Flux's wording
-  return os;
-}
-std::ostream& operator<<(std::ostream& os, const LayerNorm& l) {
-  show_compact(os, l);
-  // Flux's _layer_show counts parameters only for a layer that holds some.
-  if (l.scale.defined()) detail::show_parameter_count(os, l.scale.numel() + l.bias.numel());
-  return os;
-}
-std::ostream& operator<<(std::ostream& os, const Dropout& l) {
-  show_compact(os, l);
-  return os;
-}
-std::ostream& operator<<(std::ostream& os, const AlphaDropout& l) {
-  show_compact(os, l);
-  return os;
 }
 
 }  // namespace flx

@@ -66,11 +66,18 @@ void check_state0(const std::string& layer, const char* what, const Tensor& s, i
             " must have shape (", out, "); got ", s.shape());
 }
 
-// x: (in) or (in, batch).
-void check_step_input(const std::string& cell, const Tensor& x, int64_t in) {
-  FLX_CHECK(x.defined() && (x.ndims() == 1 || x.ndims() == 2) && x.shape()[0] == in, DimensionMismatch, cell,
-            ": expected an input of ", in, " features, (", in, ") or (", in, ", batch); got shape ", shape_of(x),
+// x: (in) or (in, batch); the output (out) or (out, batch).
+Shape step_shape(const std::string& cell, const Shape& x, int64_t in, int64_t out, const std::string& got) {
+  FLX_CHECK((x.ndims() == 1 || x.ndims() == 2) && x[0] == in, DimensionMismatch, cell, ": expected an input of ", in,
+            " features, (", in, ") or (", in, ", batch); got shape ", got,
             ". A whole sequence (features, time, batch) goes to the layer (RNN, LSTM, GRU) instead");
+  Shape y = x;
+  y[0] = out;
+  return y;
+}
+void check_step_input(const std::string& cell, const Tensor& x, int64_t in) {
+  if (!x.defined()) (void)step_shape(cell, Shape{}, in, 0, "undefined");
+  (void)step_shape(cell, x.shape(), in, 0, x.shape().str());
 }
 
 // A state part of (out) or (out, batch), batch that of x when x has one
@@ -89,11 +96,19 @@ struct Sequence {
   bool batched;
   int64_t T, B;
 };
+// x: (in, time, batch) or (in, time); the output (out, time[, batch]).
+Shape sequence_shape(const std::string& layer, const Shape& x, int64_t in, int64_t out, const std::string& got) {
+  FLX_CHECK((x.ndims() == 2 || x.ndims() == 3) && x[0] == in, DimensionMismatch, layer, ": expected a sequence of ",
+            in, " features, (", in, ", time, batch) or (", in, ", time); got shape ", got,
+            x.ndims() == 1 ? ". One time step goes to the cell (.cell) instead" : "");
+  FLX_CHECK(x[1] > 0, DimensionMismatch, layer, ": expected at least one time step; got shape ", x);
+  Shape y = x;
+  y[0] = out;
+  return y;
+}
 Sequence sequence(const std::string& layer, const Tensor& x, int64_t in) {
-  FLX_CHECK(x.defined() && (x.ndims() == 2 || x.ndims() == 3) && x.shape()[0] == in, DimensionMismatch, layer,
-            ": expected a sequence of ", in, " features, (", in, ", time, batch) or (", in, ", time); got shape ",
-            shape_of(x), x.defined() && x.ndims() == 1 ? ". One time step goes to the cell (.cell) instead" : "");
-  FLX_CHECK(x.shape()[1] > 0, DimensionMismatch, layer, ": expected at least one time step; got shape ", x.shape());
+  if (!x.defined()) (void)sequence_shape(layer, Shape{}, in, 0, "undefined");
+  (void)sequence_shape(layer, x.shape(), in, 0, x.shape().str());
   const bool batched = x.ndims() == 3;
   const int64_t T = x.shape()[1], B = batched ? x.shape()[2] : 1;
   return {batched ? x : reshape(x, {in, T, 1}), batched, T, B};
@@ -186,12 +201,6 @@ void show_options(std::ostream& os, bool bias, bool learned_state, bool recurren
   for (size_t i = 0; i < kw.size(); ++i) os << (i ? ", " : "; ") << kw[i];
 }
 
-template <class L>
-std::ostream& show_with_count(std::ostream& os, const L& l) {
-  show_compact(os, l);
-  detail::show_parameter_count(os, detail::count_of(leaves(l)));
-  return os;
-}
 
 Tensor zeros_like_rows(const Tensor& w, int64_t n) { return zeros(w.dtype(), Shape{n}).to(w.device()); }
 
@@ -412,11 +421,25 @@ void show_compact(std::ostream& os, const GRU& l) {
   show_options(os, l.cell.b.defined(), l.state0.defined(), l.cell.bh.defined());
   os << ")";
 }
-std::ostream& operator<<(std::ostream& os, const RNNCell& l) { return show_with_count(os, l); }
-std::ostream& operator<<(std::ostream& os, const LSTMCell& l) { return show_with_count(os, l); }
-std::ostream& operator<<(std::ostream& os, const GRUCell& l) { return show_with_count(os, l); }
-std::ostream& operator<<(std::ostream& os, const RNN& l) { return show_with_count(os, l); }
-std::ostream& operator<<(std::ostream& os, const LSTM& l) { return show_with_count(os, l); }
-std::ostream& operator<<(std::ostream& os, const GRU& l) { return show_with_count(os, l); }
+// ---- shape rules (outputsize) ----------------------------------------------------
+
+Shape outputsize(const RNNCell& l, const Shape& x) {
+  return step_shape(named(l), x, l.Wi.shape()[1], l.Wh.shape()[1], x.str());
+}
+Shape outputsize(const LSTMCell& l, const Shape& x) {
+  return step_shape(named(l), x, l.Wi.shape()[1], l.Wh.shape()[1], x.str());
+}
+Shape outputsize(const GRUCell& l, const Shape& x) {
+  return step_shape(named(l), x, l.Wi.shape()[1], l.Wh.shape()[1], x.str());
+}
+Shape outputsize(const RNN& l, const Shape& x) {
+  return sequence_shape(named(l), x, l.cell.Wi.shape()[1], l.cell.Wh.shape()[1], x.str());
+}
+Shape outputsize(const LSTM& l, const Shape& x) {
+  return sequence_shape(named(l), x, l.cell.Wi.shape()[1], l.cell.Wh.shape()[1], x.str());
+}
+Shape outputsize(const GRU& l, const Shape& x) {
+  return sequence_shape(named(l), x, l.cell.Wi.shape()[1], l.cell.Wh.shape()[1], x.str());
+}
 
 }  // namespace flx

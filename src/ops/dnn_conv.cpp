@@ -72,27 +72,63 @@ flx_conv_desc conv_desc(const WindowGeometry& g, DType t, int64_t batch, int64_t
   return d;
 }
 
-// Checks shared by every convolution: ranks, a weight (kernel..., a, b)
-// for nspatial = w.ndims() - 2; returns nspatial.
+// The rank checks shared by every convolution, on shapes: a weight
+// (kernel..., a, b) for nspatial = w.ndims() - 2 and an input of as many
+// spatial dims; returns nspatial.
+int check_conv_shapes(const Shape& x, const Shape& w, const char* layer) {
+  FLX_CHECK(w.ndims() >= 3 && w.ndims() <= FLX_DNN_MAX_SPATIAL + 2, DimensionMismatch, layer,
+            ": the weight must be (kernel..., in, out) with 1 to ", FLX_DNN_MAX_SPATIAL, " kernel dims; got shape ",
+            w);
+  const int nsp = w.ndims() - 2;
+  FLX_CHECK(x.ndims() == nsp + 2, DimensionMismatch, layer, ": expected a ", nsp + 2, "-dim input (",
+            nsp == 1 ? "W" : nsp == 2 ? "W, H" : "W, H, D", ", channels, batch) for a weight of shape ", w,
+            "; got shape ", x, nsp + 1 == x.ndims() ? " (add the batch dim: reshape(x, {..., 1}))" : "");
+  return nsp;
+}
+
+// The same on tensors, with their element types and devices.
 int check_conv_ranks(const Tensor& x, const Tensor& w, const char* layer) {
   check_defined(x, layer);
   check_dnn_operand(w, x, "weight", layer);
-  FLX_CHECK(w.ndims() >= 3 && w.ndims() <= FLX_DNN_MAX_SPATIAL + 2, DimensionMismatch, layer,
-            ": the weight must be (kernel..., in, out) with 1 to ", FLX_DNN_MAX_SPATIAL, " kernel dims; got shape ",
-            w.shape());
-  const int nsp = w.ndims() - 2;
-  FLX_CHECK(x.ndims() == nsp + 2, DimensionMismatch, layer, ": expected a ", nsp + 2, "-dim input (",
-            nsp == 1 ? "W" : nsp == 2 ? "W, H" : "W, H, D", ", channels, batch) for a weight of shape ", w.shape(),
-            "; got shape ", x.shape(), nsp + 1 == x.ndims() ? " (add the batch dim: reshape(x, {..., 1}))" : "");
+  const int nsp = check_conv_shapes(x.shape(), w.shape(), layer);
   FLX_CHECK(is_floating(x.dtype()), TypeError, layer, ": expected a floating input; got ", x.dtype());
   return nsp;
 }
 
-std::vector<int64_t> spatial_of(const Tensor& x, int nsp) {
+std::vector<int64_t> spatial_of(const Shape& x, int nsp) {
   std::vector<int64_t> v(static_cast<size_t>(nsp));
-  for (int i = 0; i < nsp; ++i) v[size_t(i)] = x.shape()[i];
+  for (int i = 0; i < nsp; ++i) v[size_t(i)] = x[i];
   return v;
 }
+
+// A cross-correlation's geometry and output sizes, from its input's and
+// weight's shapes (the checks of crosscor on shapes alone).
+struct ConvPlan {
+  WindowGeometry g;
+  std::vector<int64_t> in, out;
+  int64_t cin = 0, cout = 0, batch = 0;
+};
+ConvPlan plan_crosscor(const Shape& x, const Shape& w, const ConvOptions& o, const char* layer) {
+  const int nsp = check_conv_shapes(x, w, layer);
+  const int64_t groups = o.groups, cin = x[nsp], batch = x[nsp + 1];
+  const int64_t cin_g = w[nsp], cout = w[nsp + 1];
+  FLX_CHECK(groups >= 1, ArgumentError, layer, ": groups must be at least 1; got ", groups);
+  FLX_CHECK(cin_g * groups == cin, DimensionMismatch, layer, ": expected ", cin_g * groups,
+            " input channels (dim ", nsp + 1, " of the input; the weight ", w, " with groups=", groups,
+            "); got ", cin, " in an input of shape ", x);
+  FLX_CHECK(cout % groups == 0, DimensionMismatch, layer, ": the ", cout,
+            " output channels of the weight are not a multiple of groups=", groups);
+  ConvPlan p;
+  p.g = conv_geometry(spatial_of(w, nsp), o, layer);
+  p.in = spatial_of(x, nsp);
+  p.out = ops::output_sizes(p.g, x, layer, "kernel");
+  p.cin = cin;
+  p.cout = cout;
+  p.batch = batch;
+  return p;
+}
+
+std::vector<int64_t> spatial_of(const Tensor& x, int nsp) { return spatial_of(x.shape(), nsp); }
 
 // dx of a cross-correlation (d's geometry) from dy and w.
 Tensor conv_input_grad(flx_conv_desc d, const Tensor& dy, const Tensor& w, const Shape& x_shape) {
@@ -129,24 +165,22 @@ Tensor as_dtype(const Tensor& g, DType t) { return g.dtype() == t ? g : g.to(t);
 }  // namespace
 }  // namespace ops
 
+Shape ops::crosscor_shape(const Shape& x, const Shape& w, const ConvOptions& o, const char* layer) {
+  const ops::ConvPlan p = ops::plan_crosscor(x, w, o, layer);
+  return ops::join(p.out, p.cout, p.batch);
+}
+
 Tensor crosscor(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o, const char* layer) {
-  const int nsp = ops::check_conv_ranks(x, w, layer);
-  const int64_t groups = o.groups, cin = x.shape()[nsp], batch = x.shape()[nsp + 1];
-  const int64_t cin_g = w.shape()[nsp], cout = w.shape()[nsp + 1];
-  FLX_CHECK(groups >= 1, ArgumentError, layer, ": groups must be at least 1; got ", groups);
-  FLX_CHECK(cin_g * groups == cin, DimensionMismatch, layer, ": expected ", cin_g * groups,
-            " input channels (dim ", nsp + 1, " of the input; the weight ", w.shape(), " with groups=", groups,
-            "); got ", cin, " in an input of shape ", x.shape());
-  FLX_CHECK(cout % groups == 0, DimensionMismatch, layer, ": the ", cout,
-            " output channels of the weight are not a multiple of groups=", groups);
+  ops::check_conv_ranks(x, w, layer);
+  const ops::ConvPlan p = ops::plan_crosscor(x.shape(), w.shape(), o, layer);
+  const int64_t groups = o.groups, cin = p.cin, cout = p.cout, batch = p.batch;
   if (b.defined()) {
     ops::check_dnn_operand(b, x, "bias", layer);
     FLX_CHECK(b.shape() == Shape{cout}, DimensionMismatch, layer, ": the bias must have shape (", cout,
               ") for ", cout, " output channels; got ", b.shape());
   }
-  std::vector<int64_t> kernel = ops::spatial_of(w, nsp);
-  const WindowGeometry g = conv_geometry(kernel, o, layer);
-  const std::vector<int64_t> in = ops::spatial_of(x, nsp), out = ops::output_sizes(g, x.shape(), layer, "kernel");
+  const WindowGeometry& g = p.g;
+  const std::vector<int64_t>&in = p.in, &out = p.out;
   flx_conv_desc d = ops::conv_desc(g, x.dtype(), batch, cin, cout, groups, in, out);
   Tensor y = empty(x.dtype(), ops::join(out, cout, batch), x.device());
   if (y.numel()) {
@@ -210,22 +244,31 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions
   return crosscor(x, flip_kernel(w, w.ndims() - 2), b, o, layer);
 }
 
-Tensor conv_transpose(const Tensor& x, const Tensor& w0, const Tensor& b, const ConvOptions& o,
-                      const std::vector<int64_t>& out_pad, const char* layer) {
-  const int nsp = ops::check_conv_ranks(x, w0, layer);
-  const int64_t groups = o.groups, cin = x.shape()[nsp], batch = x.shape()[nsp + 1];
-  const int64_t cout_g = w0.shape()[nsp], cin_w = w0.shape()[nsp + 1];
+namespace ops {
+namespace {
+// A transposed convolution's geometry and output sizes, from its input's and
+// weight's shapes (conv_transpose's checks on shapes alone).
+struct TransposePlan {
+  WindowGeometry g;
+  std::vector<int64_t> in, out;
+  int64_t cin = 0, cout_g = 0, batch = 0;
+};
+TransposePlan plan_conv_transpose(const Shape& xs, const Shape& ws, const ConvOptions& o,
+                                  const std::vector<int64_t>& out_pad, const char* layer) {
+  const int nsp = check_conv_shapes(xs, ws, layer);
+  const int64_t groups = o.groups, cin = xs[nsp], batch = xs[nsp + 1];
+  const int64_t cout_g = ws[nsp], cin_w = ws[nsp + 1];
   FLX_CHECK(groups >= 1, ArgumentError, layer, ": groups must be at least 1; got ", groups);
   FLX_CHECK(cin_w == cin, DimensionMismatch, layer, ": expected ", cin_w, " input channels (dim ", nsp + 1,
-            " of the input; the weight ", w0.shape(), " is (kernel..., out / groups, in)); got ", cin,
-            " in an input of shape ", x.shape());
+            " of the input; the weight ", ws, " is (kernel..., out / groups, in)); got ", cin,
+            " in an input of shape ", xs);
   FLX_CHECK(cin % groups == 0, DimensionMismatch, layer, ": the ", cin,
             " input channels are not a multiple of groups=", groups);
-  const WindowGeometry g = conv_geometry(ops::spatial_of(w0, nsp), o, layer, true);
+  const WindowGeometry g = conv_geometry(spatial_of(ws, nsp), o, layer, true);
   std::vector<int64_t> extra = out_pad.empty() ? std::vector<int64_t>(size_t(nsp), 0) : out_pad;
   FLX_CHECK(extra.size() == size_t(nsp), ArgumentError, layer, ": outpad takes one value per spatial dim (", nsp,
             "); got ", extra.size());
-  const std::vector<int64_t> in = ops::spatial_of(x, nsp);
+  const std::vector<int64_t> in = spatial_of(xs, nsp);
   std::vector<int64_t> out(static_cast<size_t>(nsp));
   for (size_t i = 0; i < out.size(); ++i) {
     FLX_CHECK(extra[i] >= 0 && extra[i] < std::max(g.stride[i], g.dilation[i]), ArgumentError, layer,
@@ -237,13 +280,31 @@ Tensor conv_transpose(const Tensor& x, const Tensor& w0, const Tensor& b, const 
     const bool fits = !__builtin_mul_overflow(in[i] - 1, g.stride[i], &grown) &&
                       !__builtin_add_overflow(grown, g.dilation[i] * (g.kernel[i] - 1) + 1, &grown) &&
                       !__builtin_add_overflow(grown, extra[i], &grown);
-    FLX_CHECK(fits, ArgumentError, layer, ": the output of an input of shape ", x.shape(), " with stride ",
+    FLX_CHECK(fits, ArgumentError, layer, ": the output of an input of shape ", xs, " with stride ",
               g.stride[i], " in spatial dim ", i + 1, " would be larger than the largest int64 (",
               std::numeric_limits<int64_t>::max(), "); use a smaller stride");
     if (__builtin_sub_overflow(grown, g.pad_lo[i] + g.pad_hi[i], &out[i])) out[i] = 0;
     FLX_CHECK(out[i] >= 1, DimensionMismatch, layer, ": the padding leaves no output in spatial dim ", i + 1,
-              " for an input of shape ", x.shape());
+              " for an input of shape ", xs);
   }
+  return {g, in, out, cin, cout_g, batch};
+}
+}  // namespace
+}  // namespace ops
+
+Shape ops::conv_transpose_shape(const Shape& x, const Shape& w, const ConvOptions& o,
+                                const std::vector<int64_t>& out_pad, const char* layer) {
+  const ops::TransposePlan p = ops::plan_conv_transpose(x, w, o, out_pad, layer);
+  return ops::join(p.out, p.cout_g * o.groups, p.batch);
+}
+
+Tensor conv_transpose(const Tensor& x, const Tensor& w0, const Tensor& b, const ConvOptions& o,
+                      const std::vector<int64_t>& out_pad, const char* layer) {
+  const int nsp = ops::check_conv_ranks(x, w0, layer);
+  const ops::TransposePlan p = ops::plan_conv_transpose(x.shape(), w0.shape(), o, out_pad, layer);
+  const int64_t groups = o.groups, cin = p.cin, batch = p.batch, cout_g = p.cout_g;
+  const WindowGeometry& g = p.g;
+  const std::vector<int64_t>&in = p.in, &out = p.out;
   // The cross-correlation whose input gradient this is: from the output
   // (cout_g * groups channels) to x (cin channels), kernel flipped as
   // Flux's ConvTranspose (the transpose of a true convolution).

@@ -25,6 +25,14 @@ void resolve_padding(const Padding& p, WindowGeometry& g, const char* layer, boo
 // ArgumentError when the padded input overflows int64.
 std::vector<int64_t> output_sizes(const WindowGeometry& g, const Shape& in, const char* layer, const char* what);
 
+// The output shapes of crosscor (and conv), conv_transpose and the pools for
+// inputs and weights of these shapes, with the ops' own checks on shapes
+// (the same errors, the same words): the layers' shape rules (outputsize).
+Shape crosscor_shape(const Shape& x, const Shape& w, const ConvOptions& o, const char* layer);
+Shape conv_transpose_shape(const Shape& x, const Shape& w, const ConvOptions& o, const std::vector<int64_t>& out_pad,
+                           const char* layer);
+Shape pool_shape(const Shape& x, const std::vector<int64_t>& window, const PoolOptions& o, const char* layer);
+
 // A tensor's backend, device ordinal and memory, checked to be floating and
 // on the device of `ref`.
 void check_dnn_operand(const Tensor& t, const Tensor& ref, const char* what, const char* layer);

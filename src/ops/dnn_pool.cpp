@@ -9,16 +9,15 @@ namespace flx {
 
 namespace {
 
-Tensor pool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o, flx_pool_mode mode,
-            const char* layer) {
-  ops::check_defined(x, layer);
+// A pool's geometry and output sizes from its input's shape (pool's checks
+// on shapes alone).
+std::vector<int64_t> plan_pool(const Shape& x, const std::vector<int64_t>& window, const PoolOptions& o,
+                               const char* layer, WindowGeometry& g) {
   const int nsp = int(window.size());
   FLX_CHECK(nsp >= 1 && nsp <= FLX_DNN_MAX_SPATIAL, ArgumentError, layer, ": the window has ", nsp,
             " dims; flx pools over 1 to ", FLX_DNN_MAX_SPATIAL);
   FLX_CHECK(x.ndims() == nsp + 2, DimensionMismatch, layer, ": expected a ", nsp + 2,
-            "-dim input (spatial..., channels, batch) for a ", nsp, "-dim window; got shape ", x.shape());
-  FLX_CHECK(is_floating(x.dtype()), TypeError, layer, ": expected a floating input; got ", x.dtype());
-  WindowGeometry g;
+            "-dim input (spatial..., channels, batch) for a ", nsp, "-dim window; got shape ", x);
   g.nspatial = nsp;
   g.kernel = window;
   for (int64_t k : window) FLX_CHECK(k >= 1, ArgumentError, layer, ": window sizes must be positive; got ", k);
@@ -29,7 +28,16 @@ Tensor pool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptio
     FLX_CHECK(g.pad_lo[size_t(i)] < window[size_t(i)] && g.pad_hi[size_t(i)] < window[size_t(i)], ArgumentError, layer,
               ": padding must be smaller than the window (a window of padding alone has no value); got ",
               g.pad_lo[size_t(i)], " and ", g.pad_hi[size_t(i)], " for a window of ", window[size_t(i)]);
-  const std::vector<int64_t> out = ops::output_sizes(g, x.shape(), layer, "window");
+  return ops::output_sizes(g, x, layer, "window");
+}
+
+Tensor pool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o, flx_pool_mode mode,
+            const char* layer) {
+  ops::check_defined(x, layer);
+  const int nsp = int(window.size());
+  WindowGeometry g;
+  const std::vector<int64_t> out = plan_pool(x.shape(), window, o, layer, g);
+  FLX_CHECK(is_floating(x.dtype()), TypeError, layer, ": expected a floating input; got ", x.dtype());
   flx_pool_desc d{};
   d.dtype = int32_t(x.dtype());
   d.mode = mode;
@@ -90,6 +98,15 @@ Tensor pool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptio
 }
 
 }  // namespace
+
+Shape ops::pool_shape(const Shape& x, const std::vector<int64_t>& window, const PoolOptions& o, const char* layer) {
+  WindowGeometry g;
+  Shape y;
+  for (int64_t v : plan_pool(x, window, o, layer, g)) y.push_back(v);
+  y.push_back(x[g.nspatial]);
+  y.push_back(x[g.nspatial + 1]);
+  return y;
+}
 
 Tensor maxpool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o, const char* layer) {
   return pool(x, window, o, FLX_POOL_MAX, layer);

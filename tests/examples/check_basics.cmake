@@ -6,7 +6,7 @@ endif()
 foreach(expected
     "basic example: loss = [0-9.]+, by hand = [0-9.]+ \\(agree\\)"
     "dloss/db = 2-element Tensor{Float32} on CPU:"
-    "d = Dense\\(10 => 5, σ\\)  # 55 parameters"
+    "d = Dense\\(10 => 5, σ\\) +# 55 parameters"
     "d\\(x\\) has shape \\(5\\)"
     "m = Chain\\(\n  Dense\\(10 => 5, σ\\), +# 55 parameters\n  Dense\\(5 => 2\\), +# 12 parameters\n  softmax,\n\\) +# Total: 4 arrays, 67 parameters, 268 bytes."
     "m\\(x\\) = 2-element Tensor{Float32} on CPU:"

@@ -90,8 +90,12 @@ struct MultiHeadAttention {
 FLX_FUNCTOR(MultiHeadAttention, q_proj, k_proj, v_proj, attn_drop, out_proj)
 
 // One line, as the other layers: MultiHeadAttention(64 => 64 => 64, nheads=8)
-// (the general form when the input dims differ), then the parameter count.
+// (the general form when the input dims differ); `os << mha` adds the count.
 void show_compact(std::ostream& os, const MultiHeadAttention& m);
-std::ostream& operator<<(std::ostream& os, const MultiHeadAttention& m);
+// The shape of y (the first result) for queries, keys and values of these
+// shapes (outputsize.hpp): (out, q_len, batch).
+Shape outputsize(const MultiHeadAttention& m, const Shape& q, const Shape& k, const Shape& v);
+inline Shape outputsize(const MultiHeadAttention& m, const Shape& q, const Shape& kv) { return outputsize(m, q, kv, kv); }
+inline Shape outputsize(const MultiHeadAttention& m, const Shape& qkv) { return outputsize(m, qkv, qkv, qkv); }
 
 }  // namespace flx

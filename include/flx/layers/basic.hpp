@@ -1,17 +1,21 @@
-// Basic layers (Flux's basic.jl): Dense and Chain. Both are plain structs of
-// tensors, callable on a batch (features × observations), and print as Flux
-// prints them.
+// Basic layers (Flux's basic.jl): Dense, Chain, Scale and Bilinear, and
+// Flux.activations. Each is a plain struct of tensors, callable on a batch
+// (features × observations), printed as Flux prints it (show.hpp). The
+// containers that combine layers otherwise (SkipConnection, Parallel,
+// PairwiseFusion, Maxout) are in containers.hpp.
 #pragma once
 
-#include <algorithm>
+#include <cstddef>
 #include <ostream>
-#include <string>
-#include <vector>
-#include <sstream>
 #include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "flx/activations.hpp"
 #include "flx/functor.hpp"
+#include "flx/layers/outputsize.hpp"
+#include "flx/layers/show.hpp"
 
 namespace flx {
 
@@ -26,152 +30,227 @@ struct Dense {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(Dense, weight, bias)
-std::ostream& operator<<(std::ostream& os, const Dense& d);
+void show_compact(std::ostream& os, const Dense& d);  // Dense(10 => 5, σ)
+Shape outputsize(const Dense& d, const Shape& x);      // (out, x's other dims...)
 
 // Glorot (Xavier) uniform initialisation, as Flux.glorot_uniform.
 Tensor glorot_uniform(int64_t out, int64_t in);
 
+// ---- Chain -----------------------------------------------------------------
+
+namespace detail {
+// h = layers[I](h), then the next: a value may change type on the way (a
+// tuple out of PairwiseFusion into Parallel), as in Flux.
+template <size_t I, class Tuple, class X>
+auto apply_chain(const Tuple& layers, const X& x) {
+  if constexpr (I == std::tuple_size_v<Tuple>) return x;
+  else return apply_chain<I + 1>(layers, std::get<I>(layers)(x));
+}
+void check_chain_index(size_t i, size_t n);
+}  // namespace detail
+
+// Layers applied in order: Chain(Dense(10, 5, relu), Dense(5, 2), softmax).
+// Called with several inputs, the first layer gets them as one std::tuple
+// (Flux's Chain(x, ys...)). The layers are the std::tuple `layers`:
+// std::get<1>(m.layers) is the second.
 template <class... Layers>
 struct Chain {
   std::tuple<Layers...> layers;
 
   explicit Chain(Layers... ls) : layers(std::move(ls)...) {}
-  Tensor operator()(const Tensor& x) const {
-    return std::apply([&](const auto&... l) {
-      Tensor h = x;
-      ((h = l(h)), ...);
-      return h;
-    }, layers);
+  template <class X>
+  auto operator()(const X& x) const {
+    return detail::apply_chain<0>(layers, x);
   }
+  template <class X, class Y, class... Ys>
+  auto operator()(const X& x, const Y& y, const Ys&... ys) const {
+    return (*this)(std::make_tuple(x, y, ys...));
+  }
+  static constexpr size_t size() { return sizeof...(Layers); }
 };
 template <class... Layers>
 Chain(Layers...) -> Chain<Layers...>;
 
+// A Chain of run-time length, of layers of one type (Flux's
+// Chain([layer1, layer2, ...])): a transformer of `depth` blocks,
+//   std::vector<Block> blocks; for (...) blocks.emplace_back(dim);
+//   auto trunk = Chain(std::move(blocks));   // trunk[0], trunk.size()
+// `layers` is the std::vector; checkpoint names are "layers.0.weight", ...,
+// as a tuple Chain's.
+template <class L, class A>
+struct Chain<std::vector<L, A>> {
+  std::vector<L, A> layers;
+
+  explicit Chain(std::vector<L, A> ls) : layers(std::move(ls)) {}
+  template <class X>
+  X operator()(const X& x) const {
+    X h = x;
+    for (const L& l : layers) h = l(h);
+    return h;
+  }
+  // The layer at 0-based index i; an ArgumentError past the end.
+  const L& operator[](size_t i) const {
+    detail::check_chain_index(i, layers.size());
+    return layers[i];
+  }
+  L& operator[](size_t i) {
+    detail::check_chain_index(i, layers.size());
+    return layers[i];
+  }
+  size_t size() const { return layers.size(); }
+  auto begin() const { return layers.begin(); }
+  auto end() const { return layers.end(); }
+};
+
 template <class... Layers>
 auto flx_functor_fields(detail::tag<Chain<Layers...>>) {
-  return std::make_tuple(detail::Field<Chain<Layers...>, std::tuple<Layers...>>{"layers", &Chain<Layers...>::layers});
+  using C = Chain<Layers...>;
+  return std::make_tuple(detail::Field<C, decltype(C::layers)>{"layers", &C::layers});
+}
+// Printing (show.hpp): Chain(Dense(2 => 3), relu); a run-time Chain shows its
+// list as Flux does, Chain([Dense(2 => 3), Dense(3 => 4)]).
+template <class... Layers>
+const char* flx_show_name(const Chain<Layers...>&) {
+  return "Chain";
+}
+template <class... Layers, class F>
+void flx_for_each_child(const Chain<Layers...>& c, F&& f) {
+  if constexpr (detail::is_std_vector<std::decay_t<decltype(c.layers)>>::value)
+    f(c.layers);  // the list itself: Flux flattens tuples, not vectors
+  else std::apply([&](const auto&... l) { (f(l), ...); }, c.layers);
 }
 
 namespace detail {
-void show_parameter_count(std::ostream& os, int64_t n);
-std::string underscored(int64_t n);         // 200_960, as Flux prints counts
-std::string format_bytes(int64_t bytes);    // 744 bytes, 3.004 KiB: Julia's Base.format_bytes
-size_t display_width(const std::string& s);  // in characters (UTF-8: σ is one)
-void show_compact(std::ostream& os, const Dense& d);
-template <class... Layers>
-void show_compact(std::ostream& os, const Chain<Layers...>& c);
-
-// The compact one-line form of a layer, without the parameter summary.
-template <class L>
-void show_layer(std::ostream& os, const L& l) {
-  if constexpr (requires { show_compact(os, l); }) show_compact(os, l);
-  else if constexpr (requires { L::name(); }) os << L::name();
-  else if constexpr (requires { os << l; }) os << l;
-  else os << "#layer";
-}
-
-template <class... Layers>
-void show_compact(std::ostream& os, const Chain<Layers...>& c) {
-  os << "Chain(";
-  std::apply([&](const auto&... l) {
-    int i = 0;
-    ((os << (i++ ? ", " : ""), show_layer(os, l)), ...);
-  }, c.layers);
-  os << ")";
+template <size_t I, class Tuple, class S>
+auto chain_shape(const Tuple& layers, const S& s) {
+  if constexpr (I == std::tuple_size_v<Tuple>) return s;
+  else return chain_shape<I + 1>(layers, outputsize(std::get<I>(layers), s));
 }
 }  // namespace detail
-
-namespace detail {
-inline int64_t count_of(const std::vector<Tensor>& ts) {
-  int64_t n = 0;
-  for (const auto& t : ts) n += t.numel();
-  return n;
-}
-template <class L>
-bool has_arrays(const L& l) {
-  return !leaves(l).empty();
-}
-template <class L>
-struct is_chain : std::false_type {};
-template <class... Layers>
-struct is_chain<Chain<Layers...>> : std::true_type {};
-// How many layers below c hold arrays: two or more make Chain print big.
-template <class... Layers>
-int layers_with_arrays(const Chain<Layers...>& c);
-template <class L>
-int arrays_in(const L& l) {
-  if constexpr (is_chain<L>::value) return layers_with_arrays(l);
-  else return has_arrays(l) ? 1 : 0;
-}
-template <class... Layers>
-int layers_with_arrays(const Chain<Layers...>& c) {
-  return std::apply([](const auto&... l) { return (0 + ... + arrays_in(l)); }, c.layers);
-}
-
-// One layer of a big Chain (Flux's _layer_show): its one-line form and, for
-// a layer with arrays, its count at column 40 (`, plus N` for arrays that
-// do not train, such as BatchNorm's statistics).
-template <class L>
-void show_layer_line(std::ostream& os, const L& l, int indent) {
-  std::ostringstream one;
-  show_layer(one, l);
-  const std::string str = one.str();
-  os << std::string(size_t(indent), ' ') << str << ",";
-  const auto all = leaves(l);
-  if (!all.empty()) {
-    const int64_t trainable = count_of(leaves(l, true)), total = count_of(all);
-    const int pad = std::max(2, 39 - indent - int(display_width(str)));
-    os << std::string(size_t(pad), ' ') << "# " << underscored(trainable) << " parameters";
-    if (total > trainable) os << ", plus " << underscored(total - trainable);
+// Each layer's shape rule in turn (outputsize.hpp); several shapes go to the
+// first layer as one std::tuple, as a Chain passes several inputs.
+template <class... Layers, class S>
+auto outputsize(const Chain<Layers...>& c, const S& x) {
+  if constexpr (detail::is_std_vector<std::decay_t<decltype(c.layers)>>::value) {
+    S h = x;
+    for (const auto& l : c.layers) h = outputsize(l, h);
+    return h;
+  } else {
+    return detail::chain_shape<0>(c.layers, x);
   }
-  os << "\n";
 }
+template <class... Layers, class X, class Y, class... Ys>
+auto outputsize(const Chain<Layers...>& c, const X& x, const Y& y, const Ys&... ys) {
+  return outputsize(c, std::make_tuple(x, y, ys...));
+}
+
+// Flux.activations: the output of every layer of a Chain, in order (the last
+// is the Chain's output). Each layer must return a Tensor.
 template <class... Layers>
-void show_big(std::ostream& os, const Chain<Layers...>& c, int indent) {
-  os << std::string(size_t(indent), ' ') << "Chain(\n";
-  std::apply([&](const auto&... l) {
-    auto one = [&](const auto& layer) {
-      using T = std::decay_t<decltype(layer)>;
-      if constexpr (is_chain<T>::value) {
-        if (layers_with_arrays(layer) > 0) {
-          show_big(os, layer, indent + 2);
-          return;
-        }
-      }
-      show_layer_line(os, layer, indent + 2);
+std::vector<Tensor> activations(const Chain<Layers...>& c, const Tensor& x) {
+  std::vector<Tensor> out;
+  if constexpr (detail::is_std_vector<std::decay_t<decltype(c.layers)>>::value) {
+    Tensor h = x;
+    for (const auto& l : c.layers) out.push_back(h = l(h));
+  } else {
+    Tensor h = x;
+    auto one = [&](const auto& l) {
+      static_assert(std::is_convertible_v<decltype(l(h)), Tensor>,
+                    "flx::activations: every layer of the Chain must return a Tensor");
+      out.push_back(h = l(h));
     };
-    (one(l), ...);
-  }, c.layers);
-  if (indent > 0) os << std::string(size_t(indent), ' ') << "),\n";
+    std::apply([&](const auto&... l) { (one(l), ...); }, c.layers);
+  }
+  return out;
 }
-// Flux's _big_finale: the totals, with the arrays that do not train apart.
-void show_totals(std::ostream& os, int64_t trainable_arrays, int64_t trainable, int64_t other_arrays, int64_t other,
-                 int64_t bytes);
+
+// ---- Scale -----------------------------------------------------------------
+
+namespace detail {
+// Scale's arguments: sizes, then an optional activation.
+template <class... A>
+struct ScaleArgs;
 }  // namespace detail
 
-// Chain(Dense(10 => 5, σ), softmax)  # 55 parameters
-// and, with two or more layers holding arrays, as Flux displays a model:
-// Chain(
-//   Dense(1 => 256, tanh),                # 512 parameters
-//   Dense(256 => 1),                      # 257 parameters
-// )                   # Total: 4 arrays, 769 parameters, 3.004 KiB.
-// The same on every device (bytes: the tensors' own).
-template <class... Layers>
-std::ostream& operator<<(std::ostream& os, const Chain<Layers...>& c) {
-  const auto all = leaves(c), trainable = leaves(c, true);
-  if (detail::layers_with_arrays(c) < 2) {
-    detail::show_compact(os, c);
-    detail::show_parameter_count(os, detail::count_of(all));
-    return os;
+// y = act.(scale .* x .+ bias), elementwise with broadcasting (Flux's Scale;
+// LayerNorm's affine part): scale and bias have the layer's size, which
+// lines up with x's leading dims. Scale(2), Scale(4, 3), Scale(5, relu):
+// scale ones, bias zeros. Scale(scale, bias[, act]) takes the arrays (an
+// undefined bias for none: Flux's bias=false).
+struct Scale {
+  Tensor scale;
+  Tensor bias;
+  Activation act;
+
+  template <class... A>
+    requires(sizeof...(A) >= 1 && detail::ScaleArgs<A...>::ok)
+  explicit Scale(const A&... args) : Scale(detail::ScaleArgs<A...>::size(args...), detail::ScaleArgs<A...>::act(args...)) {}
+  Scale(const Shape& size, Activation act);
+  Scale(Tensor scale, Tensor bias, Activation act = {});
+  Tensor operator()(const Tensor& x) const;
+};
+FLX_FUNCTOR(Scale, scale, bias)
+void show_compact(std::ostream& os, const Scale& l);  // Scale(4, 3, relu; bias=false)
+Shape outputsize(const Scale& l, const Shape& x);      // broadcast of the layer's size with x's
+
+namespace detail {
+template <class... A>
+struct ScaleArgs {
+  static constexpr size_t n = sizeof...(A);
+  using Last = std::tuple_element_t<n - 1, std::tuple<A...>>;
+  static constexpr bool last_is_size = std::is_integral_v<Last>;
+  template <size_t... I>
+  static constexpr bool sizes_integral(std::index_sequence<I...>) {
+    return (std::is_integral_v<std::tuple_element_t<I, std::tuple<A...>>> && ...);
   }
-  detail::show_big(os, c, 0);
-  os << ")";
-  int64_t bytes = 0;
-  for (const auto& t : all) bytes += t.numel() * int64_t(dtype_size(t.dtype()));
-  const int64_t n_train = detail::count_of(trainable);
-  detail::show_totals(os, int64_t(trainable.size()), n_train, int64_t(all.size() - trainable.size()),
-                      detail::count_of(all) - n_train, bytes);
-  return os;
+  static constexpr bool ok = sizes_integral(std::make_index_sequence<last_is_size ? n : n - 1>{}) &&
+                             (last_is_size || std::is_constructible_v<Activation, const Last&>) &&
+                             (last_is_size || n >= 2);
+  static Shape size(const A&... args) {
+    Shape s;
+    size_t i = 0;
+    auto one = [&](const auto& a) {
+      if constexpr (std::is_integral_v<std::decay_t<decltype(a)>>) {
+        if (last_is_size || i + 1 < n) s.push_back(int64_t(a));
+      }
+      ++i;
+    };
+    (one(args), ...);
+    return s;
+  }
+  static Activation act(const A&... args) {
+    if constexpr (last_is_size) return {};
+    else return Activation(std::get<n - 1>(std::tie(args...)));
+  }
+};
+}  // namespace detail
+
+// ---- Bilinear --------------------------------------------------------------
+
+// z = act.(x' W[o, :, :] y .+ bias[o]) for each output o (Flux's Bilinear):
+// weight (out, in1, in2), bias (out). b(x, y) takes x (in1, batch...) and y
+// (in2, batch...) with the same batch dims, or vectors (in1), (in2); b(x) is
+// b(x, x), and b(std::tuple{x, y}) is b(x, y) (what a Chain or Parallel
+// passes on). Bilinear(in1, in2, out[, act]) draws a Glorot-uniform weight
+// and a zero bias; Bilinear(in, out[, act]) is Bilinear(in, in, out).
+struct Bilinear {
+  Tensor weight;
+  Tensor bias;
+  Activation act;
+
+  Bilinear(int64_t in1, int64_t in2, int64_t out, Activation act = {});
+  Bilinear(int64_t in, int64_t out, Activation act = {}) : Bilinear(in, in, out, std::move(act)) {}
+  Bilinear(Tensor weight, Tensor bias, Activation act = {});  // bias may be undefined
+  Tensor operator()(const Tensor& x, const Tensor& y) const;
+  Tensor operator()(const Tensor& x) const { return (*this)(x, x); }
+  Tensor operator()(const std::tuple<Tensor, Tensor>& xy) const { return (*this)(std::get<0>(xy), std::get<1>(xy)); }
+};
+FLX_FUNCTOR(Bilinear, weight, bias)
+void show_compact(std::ostream& os, const Bilinear& l);  // Bilinear(5 => 7), Bilinear((5, 4) => 3, tanh)
+Shape outputsize(const Bilinear& l, const Shape& x, const Shape& y);
+inline Shape outputsize(const Bilinear& l, const Shape& x) { return outputsize(l, x, x); }
+inline Shape outputsize(const Bilinear& l, const std::tuple<Shape, Shape>& xy) {
+  return outputsize(l, std::get<0>(xy), std::get<1>(xy));
 }
 
 }  // namespace flx

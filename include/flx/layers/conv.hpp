@@ -12,6 +12,7 @@
 #include "flx/activations.hpp"
 #include "flx/dnn.hpp"
 #include "flx/functor.hpp"
+#include "flx/layers/show.hpp"
 
 namespace flx {
 
@@ -116,8 +117,8 @@ struct Flatten {
   static const char* name() { return "flatten"; }
 };
 
-// The one-line forms, without the parameter count (Chain prints these; in
-// namespace flx, where Chain's printing finds them by argument lookup).
+// The one-line forms, as Flux prints them: Conv((3, 3), 1 => 16, relu, pad=1)
+// (`os << layer` adds the parameter count: show.hpp).
 void show_compact(std::ostream& os, const Conv& l);
 void show_compact(std::ostream& os, const CrossCor& l);
 void show_compact(std::ostream& os, const ConvTranspose& l);
@@ -128,14 +129,16 @@ void show_compact(std::ostream& os, const GlobalMeanPool& l);
 void show_compact(std::ostream& os, const AdaptiveMaxPool& l);
 void show_compact(std::ostream& os, const AdaptiveMeanPool& l);
 
-std::ostream& operator<<(std::ostream& os, const Conv& l);
-std::ostream& operator<<(std::ostream& os, const CrossCor& l);
-std::ostream& operator<<(std::ostream& os, const ConvTranspose& l);
-std::ostream& operator<<(std::ostream& os, const MaxPool& l);
-std::ostream& operator<<(std::ostream& os, const MeanPool& l);
-std::ostream& operator<<(std::ostream& os, const GlobalMaxPool& l);
-std::ostream& operator<<(std::ostream& os, const GlobalMeanPool& l);
-std::ostream& operator<<(std::ostream& os, const AdaptiveMaxPool& l);
-std::ostream& operator<<(std::ostream& os, const AdaptiveMeanPool& l);
+// Shape rules (outputsize.hpp): the ops' own checks and sizes, without the ops.
+Shape outputsize(const Conv& l, const Shape& x);
+Shape outputsize(const CrossCor& l, const Shape& x);
+Shape outputsize(const ConvTranspose& l, const Shape& x);
+Shape outputsize(const MaxPool& l, const Shape& x);
+Shape outputsize(const MeanPool& l, const Shape& x);
+Shape outputsize(const GlobalMaxPool& l, const Shape& x);
+Shape outputsize(const GlobalMeanPool& l, const Shape& x);
+Shape outputsize(const AdaptiveMaxPool& l, const Shape& x);
+Shape outputsize(const AdaptiveMeanPool& l, const Shape& x);
+Shape outputsize(const Flatten& l, const Shape& x);  // (prod of all dims but the last, the last)
 
 }  // namespace flx

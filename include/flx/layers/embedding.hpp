@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "flx/functor.hpp"
+#include "flx/layers/show.hpp"
 
 namespace flx {
 
@@ -30,7 +31,10 @@ struct Embedding {
 };
 FLX_FUNCTOR(Embedding, weight)
 
-void show_compact(std::ostream& os, const Embedding& l);  // for Chain: Embedding(n => d)
-std::ostream& operator<<(std::ostream& os, const Embedding& l);
+void show_compact(std::ostream& os, const Embedding& l);  // Embedding(n => d)
+// The shape rule (outputsize.hpp) for indices of shape x: (d, x...). (The
+// shape does not say whether x is one-hot; for a one-hot (n, rest...) input,
+// ask for the indices' shape (rest...).)
+Shape outputsize(const Embedding& l, const Shape& x);
 
 }  // namespace flx

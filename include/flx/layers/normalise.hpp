@@ -18,6 +18,7 @@
 #include "flx/activations.hpp"
 #include "flx/dnn.hpp"
 #include "flx/functor.hpp"
+#include "flx/layers/show.hpp"
 
 namespace flx {
 
@@ -105,10 +106,17 @@ struct AlphaDropout {
 };
 FLX_LEAF(AlphaDropout)
 
-void show_compact(std::ostream& os, const BatchNorm& l);  // for Chain (see conv.hpp)
+// One line each, as Flux prints them (`os << layer` adds the counts: show.hpp).
+void show_compact(std::ostream& os, const BatchNorm& l);
 void show_compact(std::ostream& os, const LayerNorm& l);
 void show_compact(std::ostream& os, const Dropout& l);
 void show_compact(std::ostream& os, const AlphaDropout& l);
+
+// Shape rules (outputsize.hpp): each keeps the input's shape, once checked.
+Shape outputsize(const BatchNorm& l, const Shape& x);  // channels in the second last dim
+Shape outputsize(const LayerNorm& l, const Shape& x);  // the normalised size first
+inline Shape outputsize(const Dropout&, const Shape& x) { return x; }
+inline Shape outputsize(const AlphaDropout&, const Shape& x) { return x; }
 
 namespace detail {
 // Whether a layer with this mode setting trains now.
@@ -154,10 +162,5 @@ M automode(M model) {
   detail::set_mode(model, std::nullopt);
   return model;
 }
-
-std::ostream& operator<<(std::ostream& os, const BatchNorm& l);
-std::ostream& operator<<(std::ostream& os, const LayerNorm& l);
-std::ostream& operator<<(std::ostream& os, const Dropout& l);
-std::ostream& operator<<(std::ostream& os, const AlphaDropout& l);
 
 }  // namespace flx

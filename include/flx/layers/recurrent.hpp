@@ -24,6 +24,7 @@
 
 #include "flx/activations.hpp"
 #include "flx/functor.hpp"
+#include "flx/layers/show.hpp"
 
 namespace flx {
 
@@ -167,11 +168,14 @@ void show_compact(std::ostream& os, const GRUCell& l);
 void show_compact(std::ostream& os, const RNN& l);
 void show_compact(std::ostream& os, const LSTM& l);
 void show_compact(std::ostream& os, const GRU& l);
-std::ostream& operator<<(std::ostream& os, const RNNCell& l);
-std::ostream& operator<<(std::ostream& os, const LSTMCell& l);
-std::ostream& operator<<(std::ostream& os, const GRUCell& l);
-std::ostream& operator<<(std::ostream& os, const RNN& l);
-std::ostream& operator<<(std::ostream& os, const LSTM& l);
-std::ostream& operator<<(std::ostream& os, const GRU& l);
+
+// Shape rules (outputsize.hpp): a cell's output (out) or (out, batch) for an
+// input (in) or (in, batch); a layer's (out, time[, batch]).
+Shape outputsize(const RNNCell& l, const Shape& x);
+Shape outputsize(const LSTMCell& l, const Shape& x);
+Shape outputsize(const GRUCell& l, const Shape& x);
+Shape outputsize(const RNN& l, const Shape& x);
+Shape outputsize(const LSTM& l, const Shape& x);
+Shape outputsize(const GRU& l, const Shape& x);
 
 }  // namespace flx

@@ -1,0 +1,530 @@
+// The containers (SkipConnection, Parallel, PairwiseFusion, Maxout), the
+// layers Bilinear and Scale, and the run-time Chain: each against a closed
+// form, Float64 finite differences, a step of training, checkpoint names and
+// a load, printing as Flux prints it, and the errors of misuse. Moves between
+// devices and outputsize are in test_containers_devices.cpp and
+// test_outputsize.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "flx/flx.hpp"
+#include "test_util.hpp"
+
+using namespace flx;
+using flx::testing::check_gradients;
+using flx::testing::error_message;
+using flx::testing::expect_close;
+using flx::testing::expect_values;
+using flx::testing::has;
+using flx::testing::rand64;
+using flx::testing::shown;
+using V = std::vector<Tensor>;
+
+namespace {
+
+Tensor t64(std::vector<double> v, Shape s) { return tensor(v, s); }
+
+// sum(y .* w) for a fixed random w of y's shape: a loss whose gradient is w.
+Tensor weighted(const Tensor& y, uint64_t seed) {
+  set_seed(seed);
+  return sum(y * rand(Float64, y.shape()).to(y.dtype()).to(y.device()));
+}
+
+// Dense layers of known Float64 weights.
+Dense dense64(std::vector<double> w, int64_t out, int64_t in, std::vector<double> b, Activation act = {}) {
+  return Dense(t64(std::move(w), {out, in}), t64(std::move(b), {out}), std::move(act));
+}
+
+// Every tensor of a model as doubles, in walk order.
+std::vector<double> values_of(const auto& model) {
+  std::vector<double> out;
+  for (const Tensor& t : leaves(model))
+    for (double v : t.to(Device::cpu()).to_vector<double>()) out.push_back(v);
+  return out;
+}
+
+std::vector<std::string> names_of(const State& s) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : s) out.push_back(name);
+  return out;
+}
+
+// One step of Descent(0.1) on sum(m(x)): every trainable leaf moves by -0.1 × its gradient.
+template <class M, class... X>
+void expect_one_step_moves_every_leaf(M& m, const X&... x) {
+  const std::vector<Tensor> before = leaves(m, true);
+  std::vector<std::vector<double>> old;
+  for (const Tensor& t : before) old.push_back(t.to_vector<double>());
+  auto opt = setup(Descent(0.1), m);
+  auto [g] = gradient([&](const M& mm) { return weighted(mm(x...), 11); }, m);
+  const std::vector<Tensor> grads = leaves(g, true);
+  ASSERT_EQ(grads.size(), before.size());
+  update(opt, m, g);
+  const std::vector<Tensor> after = leaves(m, true);
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t k = 0; k < after.size(); ++k) {
+    const auto now = after[k].to_vector<double>(), gk = grads[k].to_vector<double>();
+    bool moved = false;
+    for (size_t i = 0; i < now.size(); ++i) {
+      EXPECT_NEAR(now[i], old[k][i] - 0.1 * gk[i], 1e-6) << "leaf " << k << " element " << i;
+      moved = moved || now[i] != old[k][i];
+    }
+    EXPECT_TRUE(moved) << "leaf " << k << " did not move";
+  }
+}
+
+// save, load into a copy whose tensors were zeroed, and compare.
+template <class M>
+void expect_checkpoint_round_trip(const M& m, const std::vector<std::string>& names) {
+  EXPECT_EQ(names_of(state(m)), names);
+  flx::testing::TempDir dir;
+  save(dir / "m.safetensors", m);
+  const M blank = fmap([](const Tensor& t) { return zeros(t.dtype(), t.shape()); }, m);
+  EXPECT_NE(values_of(blank), values_of(m));
+  loadmodel(blank, load(dir / "m.safetensors"));
+  EXPECT_EQ(values_of(blank), values_of(m));
+}
+
+}  // namespace
+
+// ---- SkipConnection --------------------------------------------------------------------
+
+TEST(SkipConnection, AddsTheLayersOutputToItsInput) {
+  // W = [1 2; 3 4], b = [0.5, -1]: W x + b + x.
+  auto m = SkipConnection(dense64({1, 3, 2, 4}, 2, 2, {0.5, -1}), std::plus<>{});
+  expect_values(m(t64({1, 2, -1, 0}, {2, 2})), {5.5 + 1, 10 + 2, -0.5 - 1, -4 + 0});
+  // Any binary callable: a captureless lambda, a function object.
+  auto prod = SkipConnection(dense64({2}, 1, 1, {0}), [](const Tensor& a, const Tensor& b) { return a * b; });
+  expect_values(prod(t64({3}, {1})), {18});
+}
+
+TEST(SkipConnection, GradientsMatchFiniteDifferences) {
+  check_gradients(
+      [](const V& v) {
+        auto m = SkipConnection(Dense(v[0], v[1], flx::tanh), std::plus<>{});
+        return weighted(m(v[2]), 3);
+      },
+      {rand64({3, 3}), rand64({3}), rand64({3, 4})}, 1e-6, 1e-6, "SkipConnection(Dense, +)");
+}
+
+TEST(SkipConnection, ABilinearConnectionTrainsAndSavesAsConnection) {
+  // Flux's docstring: Bilinear as the recombinator, the skip as its second input.
+  set_seed(1);
+  auto sc = SkipConnection(Chain(Dense(5, 20, flx::tanh), Dense(20, 9, flx::tanh)),
+                           Bilinear(rand(3, 9, 5), Tensor()));
+  EXPECT_EQ(sc(rand(5, 32)).shape(), (Shape{3, 32}));
+  expect_checkpoint_round_trip(sc, {"layers.layers.0.weight", "layers.layers.0.bias", "layers.layers.1.weight",
+                                    "layers.layers.1.bias", "connection.weight"});
+  expect_one_step_moves_every_leaf(sc, rand(5, 4));
+}
+
+TEST(SkipConnection, TrainsSavesAndLoads) {
+  set_seed(2);
+  auto m = SkipConnection(Dense(3, 3, relu), std::plus<>{});
+  expect_one_step_moves_every_leaf(m, rand(3, 5));
+  expect_checkpoint_round_trip(m, {"layers.weight", "layers.bias"});
+}
+
+TEST(SkipConnection, PrintsAsFlux) {
+  EXPECT_EQ(shown(SkipConnection(Dense(2, 2), std::plus<>{})), "SkipConnection(Dense(2 => 2), +)  # 6 parameters");
+  EXPECT_EQ(shown(SkipConnection(Chain(Dense(2, 3), Dense(3, 2)), std::plus<>{})),
+            "SkipConnection(\n"
+            "  Chain(\n"
+            "    Dense(2 => 3),                      # 9 parameters\n"
+            "    Dense(3 => 2),                      # 8 parameters\n"
+            "  ),\n"
+            "  +,\n"
+            ")                   # Total: 4 arrays, 17 parameters, 68 bytes.");
+  EXPECT_EQ(shown(SkipConnection(Dense(2, 2), [](const Tensor& a, const Tensor& b) { return a - b; })),
+            "SkipConnection(Dense(2 => 2), #callable)  # 6 parameters");
+}
+
+TEST(SkipConnection, ALayerThatChangesTheShapeIsNamedWithTheShapes) {
+  auto m = SkipConnection(Dense(2, 3), std::plus<>{});
+  const std::string e = error_message<DimensionMismatch>([&] { (void)m(rand(2, 5)); });
+  EXPECT_TRUE(has(e, "SkipConnection(Dense(2 => 3), +): its connection + cannot combine values of shapes 3×5, 2×5"))
+      << e;
+  EXPECT_TRUE(has(e, "cannot be broadcast together")) << e;  // the operator's own words follow
+}
+
+// ---- Parallel -------------------------------------------------------------------------
+
+TEST(Parallel, GivesOneInputToEveryLayerOrOneInputEach) {
+  auto a = dense64({2}, 1, 1, {1});   // 2x + 1
+  auto b = dense64({-1}, 1, 1, {0});  // -x
+  auto p = Parallel(std::plus<>{}, a, b);
+  expect_values(p(t64({3, 4}, {1, 2})), {3 + 1, 4 + 1});              // (2x + 1) - x
+  expect_values(p(t64({3}, {1}), t64({10}, {1})), {7 - 10});          // a(x) + b(y)
+  expect_values(p(std::make_tuple(t64({3}, {1}), t64({10}, {1}))), {-3});  // a tuple is splatted
+  // One layer, several inputs: that layer on each.
+  expect_values(Parallel(std::plus<>{}, a)(t64({1}, {1}), t64({2}, {1}), t64({3}, {1})), {3 + 5 + 7});
+  // A binary connection folds from the left; one that takes them all gets them all.
+  auto c = dense64({10}, 1, 1, {0});
+  expect_values(Parallel(std::minus<>{}, a, b, c)(t64({1}, {1})), {3 + 1 - 10});
+  auto all = Parallel([](const Tensor& x, const Tensor& y, const Tensor& z) { return x * y + z; }, a, b, c);
+  expect_values(all(t64({2}, {1})), {5 * -2 + 20});
+  // Multiple inputs through a Chain arrive as one tuple (Flux's Chain(x, ys...)).
+  expect_values(Chain(Parallel(std::plus<>{}, a, b))(t64({3}, {1}), t64({10}, {1})), {-3});
+  EXPECT_EQ(p.size(), 2u);
+}
+
+TEST(Parallel, GradientsMatchFiniteDifferences) {
+  check_gradients(
+      [](const V& v) {
+        auto p = Parallel(std::multiplies<>{}, Dense(v[0], v[1], flx::tanh), Dense(v[2], Tensor()));
+        return weighted(p(v[3]), 4) + weighted(p(v[3], v[4]), 5);
+      },
+      {rand64({2, 3}), rand64({2}), rand64({2, 3}), rand64({3, 4}), rand64({3, 4})}, 1e-6, 1e-6,
+      "Parallel(*, Dense, Dense)");
+}
+
+TEST(Parallel, TrainsSavesAndLoads) {
+  set_seed(3);
+  auto p = Parallel(std::plus<>{}, Dense(3, 2), Chain(Dense(3, 4, relu), Dense(4, 2)));
+  expect_one_step_moves_every_leaf(p, rand(3, 6));
+  expect_checkpoint_round_trip(p, {"layers.0.weight", "layers.0.bias", "layers.1.layers.0.weight",
+                                   "layers.1.layers.0.bias", "layers.1.layers.1.weight", "layers.1.layers.1.bias"});
+}
+
+TEST(Parallel, PrintsAsFlux) {
+  EXPECT_EQ(shown(Parallel(std::plus<>{}, Dense(2, 2), flx::relu)), "Parallel(+, Dense(2 => 2), relu)  # 6 parameters");
+  // Flux's docstring (its model2, with positional layers).
+  EXPECT_EQ(shown(Parallel(std::plus<>{}, Dense(10, 2, flx::tanh), Dense(5, 2))),
+            "Parallel(\n"
+            "  +,\n"
+            "  Dense(10 => 2, tanh),                 # 22 parameters\n"
+            "  Dense(5 => 2),                        # 12 parameters\n"
+            ")                   # Total: 4 arrays, 34 parameters, 136 bytes.");
+  // Nested: a Chain holding a Parallel holding a Chain.
+  auto model = Chain(Dense(3, 5), Parallel(std::plus<>{}, Dense(5, 4), Chain(Dense(5, 7), Dense(7, 4))), Dense(4, 17));
+  EXPECT_EQ(shown(model),
+            "Chain(\n"
+            "  Dense(3 => 5),                        # 20 parameters\n"
+            "  Parallel(\n"
+            "    +,\n"
+            "    Dense(5 => 4),                      # 24 parameters\n"
+            "    Chain(\n"
+            "      Dense(5 => 7),                    # 42 parameters\n"
+            "      Dense(7 => 4),                    # 32 parameters\n"
+            "    ),\n"
+            "  ),\n"
+            "  Dense(4 => 17),                       # 85 parameters\n"
+            ")                   # Total: 10 arrays, 203 parameters, 812 bytes.");
+  EXPECT_EQ(model(rand(3, 2)).shape(), (Shape{17, 2}));
+}
+
+TEST(Parallel, TheWrongNumberOfInputsIsAnArgumentErrorNamingItAndTheShapes) {
+  auto p = Parallel(std::plus<>{}, Dense(2, 3), Dense(2, 3));
+  const std::string e = error_message<ArgumentError>([&] { p(rand(2, 4), rand(2, 4), rand(2, 4)); });
+  EXPECT_TRUE(has(e, "Parallel(+, Dense(2 => 3), Dense(2 => 3)) with 2 sub-layers can take one input or 2 inputs "
+                     "(one a layer), but got 3 inputs of shapes 2×4, 2×4, 2×4"))
+      << e;
+  const std::string t = error_message<ArgumentError>([&] { p(std::make_tuple(rand(2, 4), rand(2, 4), rand(2))); });
+  EXPECT_TRUE(has(t, "but got 3 inputs of shapes 2×4, 2×4, 2")) << t;
+  // Outputs the connection cannot combine: the Parallel and the shapes.
+  auto q = Parallel(std::plus<>{}, Dense(2, 3), Dense(2, 4));
+  const std::string c = error_message<DimensionMismatch>([&] { q(rand(2, 5)); });
+  EXPECT_TRUE(has(c, "Parallel(+, Dense(2 => 3), Dense(2 => 4)): its connection + cannot combine values of shapes "
+                     "3×5, 4×5"))
+      << c;
+}
+
+// ---- PairwiseFusion ---------------------------------------------------------------------
+
+TEST(PairwiseFusion, FeedsEachLayerTheLastOutputFusedWithItsInput) {
+  auto a = dense64({2}, 1, 1, {0});   // 2x
+  auto b = dense64({1}, 1, 1, {1});   // x + 1
+  auto c = dense64({-1}, 1, 1, {0});  // -x
+  auto pf = PairwiseFusion(std::plus<>{}, a, b, c);
+  // Inputs 1, 10, 100: y1 = 2, y2 = (2 + 10) + 1 = 13, y3 = -(13 + 100).
+  auto [y1, y2, y3] = pf(t64({1}, {1}), t64({10}, {1}), t64({100}, {1}));
+  expect_values(y1, {2});
+  expect_values(y2, {13});
+  expect_values(y3, {-113});
+  // One input x = 3 for every step: y1 = 6, y2 = (6 + 3) + 1 = 10, y3 = -(10 + 3).
+  auto [z1, z2, z3] = pf(t64({3}, {1}));
+  expect_values(z1, {6});
+  expect_values(z2, {10});
+  expect_values(z3, {-13});
+  auto [w1, w2, w3] = pf(std::make_tuple(t64({1}, {1}), t64({10}, {1}), t64({100}, {1})));
+  expect_values(w3, {-113});
+  // Its tuple goes on to the next layer of a Chain.
+  expect_values(Chain(pf, Parallel(std::plus<>{}, identity, identity, identity))(t64({3}, {1})), {6 + 10 - 13});
+}
+
+TEST(PairwiseFusion, GradientsMatchFiniteDifferences) {
+  check_gradients(
+      [](const V& v) {
+        auto pf = PairwiseFusion(std::multiplies<>{}, Dense(v[0], v[1], flx::tanh), Dense(v[2], Tensor(), sigmoid));
+        auto [y1, y2] = pf(v[3], v[4]);
+        return weighted(y1, 6) + weighted(y2, 7);
+      },
+      {rand64({2, 2}), rand64({2}), rand64({2, 2}), rand64({2, 3}), rand64({2, 3})}, 1e-6, 1e-6,
+      "PairwiseFusion(*, Dense, Dense)");
+}
+
+TEST(PairwiseFusion, TrainsSavesLoadsAndPrints) {
+  set_seed(4);
+  auto pf = PairwiseFusion(std::plus<>{}, Dense(2, 2), Dense(2, 2, relu));
+  auto summed = Chain(pf, Parallel(std::plus<>{}, identity, identity));
+  expect_one_step_moves_every_leaf(summed, rand(2, 3));
+  expect_checkpoint_round_trip(pf, {"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"});
+  EXPECT_EQ(shown(PairwiseFusion(std::plus<>{}, Dense(2, 2))), "PairwiseFusion(+, Dense(2 => 2))  # 6 parameters");
+  EXPECT_EQ(shown(pf),
+            "PairwiseFusion(\n"
+            "  +,\n"
+            "  Dense(2 => 2),                        # 6 parameters\n"
+            "  Dense(2 => 2, relu),                  # 6 parameters\n"
+            ")                   # Total: 4 arrays, 12 parameters, 48 bytes.");
+}
+
+TEST(PairwiseFusion, TheWrongNumberOfInputsIsAnArgumentError) {
+  auto pf = PairwiseFusion(std::plus<>{}, Dense(2, 2), Dense(2, 2), Dense(2, 2));
+  const std::string e = error_message<ArgumentError>([&] { pf(rand(2, 1), rand(2, 1)); });
+  EXPECT_TRUE(has(e, "PairwiseFusion(+, Dense(2 => 2), Dense(2 => 2), Dense(2 => 2)) with 3 sub-layers can take one "
+                     "input or 3 inputs (one a layer), but got 2 inputs of shapes 2×1, 2×1"))
+      << e;
+}
+
+// ---- Maxout ----------------------------------------------------------------------------
+
+TEST(Maxout, TakesTheElementwiseMaximumOfItsLayers) {
+  auto m = Maxout(dense64({1}, 1, 1, {0}), dense64({3}, 1, 1, {0}), dense64({-2}, 1, 1, {1}));
+  // Flux's docstring x .^ 2 and x .* 3 become x, 3x and 1 - 2x here.
+  expect_values(m(t64({-2, -1, 0, 1, 2}, {1, 5})), {5, 3, 1, 3, 6});
+  // NaN wins, as Julia's max.
+  EXPECT_TRUE(std::isnan(m(t64({NAN}, {1})).item<double>()));
+}
+
+TEST(Maxout, GradientsMatchFiniteDifferences) {
+  check_gradients(
+      [](const V& v) { return weighted(Maxout(Dense(v[0], v[1]), Dense(v[2], v[3]))(v[4]), 8); },
+      {rand64({3, 2}), rand64({3}), rand64({3, 2}), rand64({3}), rand64({2, 5})}, 1e-6, 1e-6, "Maxout(Dense, Dense)");
+}
+
+TEST(Maxout, MadeOfAFunctionAndACountAsFlux) {
+  set_seed(5);
+  auto m3 = Maxout([] { return Dense(5, 7, flx::tanh); }, 3);
+  static_assert(std::is_same_v<decltype(m3.layers), std::vector<Dense>>);
+  ASSERT_EQ(m3.layers.size(), 3u);
+  const Tensor x = rand(5, 11);
+  EXPECT_EQ(m3(x).shape(), (Shape{7, 11}));
+  expect_close(m3(x), maximum(maximum(m3.layers[0](x), m3.layers[1](x)), m3.layers[2](x)), 0);
+  // Flux's docstring, with the tensors' own bytes (Flux counts Julia's summarysize).
+  EXPECT_EQ(shown(m3),
+            "Maxout(\n"
+            "  Dense(5 => 7, tanh),                  # 42 parameters\n"
+            "  Dense(5 => 7, tanh),                  # 42 parameters\n"
+            "  Dense(5 => 7, tanh),                  # 42 parameters\n"
+            ")                   # Total: 6 arrays, 126 parameters, 504 bytes.");
+  EXPECT_EQ(shown(Maxout(Dense(2, 3), relu)), "Maxout(Dense(2 => 3), relu)  # 9 parameters");
+  expect_one_step_moves_every_leaf(m3, rand(5, 2));
+  expect_checkpoint_round_trip(m3, {"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias",
+                                    "layers.2.weight", "layers.2.bias"});
+  const std::string e =
+      error_message<ArgumentError>([] { Maxout<std::vector<Dense>>(std::vector<Dense>{}); });
+  EXPECT_TRUE(has(e, "Maxout: needs at least one layer; got none")) << e;
+  const std::string s = error_message<DimensionMismatch>([] { Maxout(Dense(2, 3), Dense(2, 4))(rand(2, 1)); });
+  EXPECT_TRUE(has(s, "Maxout(Dense(2 => 3), Dense(2 => 4)): its connection max cannot combine values of shapes 3×1, 4×1"))
+      << s;
+}
+
+// ---- Bilinear ------------------------------------------------------------------------
+
+TEST(Bilinear, ComputesXTransposeWYPerOutput) {
+  set_seed(6);
+  const Tensor w = rand64({2, 3, 4}), b = rand64({2}), x = rand64({3, 5}), y = rand64({4, 5});
+  auto bl = Bilinear(w, b, flx::tanh);
+  const auto W = w.to_vector<double>(), B = b.to_vector<double>(), X = x.to_vector<double>(), Y = y.to_vector<double>();
+  std::vector<double> want;
+  for (int s = 0; s < 5; ++s)
+    for (int o = 0; o < 2; ++o) {
+      double z = B[size_t(o)];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j) z += X[size_t(s * 3 + i)] * W[size_t(o + 2 * (i + 3 * j))] * Y[size_t(s * 4 + j)];
+      want.push_back(std::tanh(z));
+    }
+  expect_values(bl(x, y), want, 1e-12);
+  expect_values(bl(std::make_tuple(x, y)), want, 1e-12);
+  // Vectors give a vector; b(x) is b(x, x).
+  const Tensor xv = rand64({3}), yv = rand64({4});
+  expect_close(bl(xv, yv), reshape(bl(reshape(xv, {3, 1}), reshape(yv, {4, 1})), {2}), 1e-12);
+  auto square_form = Bilinear(rand64({2, 3, 3}), Tensor());
+  expect_close(square_form(x), square_form(x, x), 0);
+  // Batch dims past the first: the same per observation.
+  const Tensor x3 = reshape(x, {3, 5, 1}), y3 = reshape(y, {4, 5, 1});
+  EXPECT_EQ(bl(x3, y3).shape(), (Shape{2, 5, 1}));
+  expect_values(bl(x3, y3), want, 1e-12);
+}
+
+TEST(Bilinear, GradientsMatchFiniteDifferences) {
+  check_gradients([](const V& v) { return weighted(Bilinear(v[0], v[1], sigmoid)(v[2], v[3]), 9); },
+                  {rand64({2, 3, 4}), rand64({2}), rand64({3, 2}), rand64({4, 2})}, 1e-6, 1e-6, "Bilinear");
+}
+
+TEST(Bilinear, InitialisesAsFluxTrainsAndPrints) {
+  set_seed(7);
+  auto bl = Bilinear(5, 5, 7);
+  EXPECT_EQ(bl.weight.shape(), (Shape{7, 5, 5}));
+  EXPECT_EQ(bl.weight.dtype(), Float32);
+  expect_values(bl.bias, std::vector<double>(7, 0.0));
+  const double a = std::sqrt(6.0 / (7.0 * 10.0));  // Glorot over fans 7·5 and 7·5
+  for (float v : bl.weight.to_vector<float>()) EXPECT_LE(std::fabs(v), a);
+  EXPECT_EQ(shown(bl), "Bilinear(5 => 7)    # 182 parameters");  // Flux's docstring
+  EXPECT_EQ(shown(Bilinear(rand(4, 8, 16), Tensor(), flx::tanh)), "Bilinear((8, 16) => 4, tanh; bias=false)  # 512 parameters");
+  EXPECT_EQ(shown(Bilinear(3, 2, relu)), "Bilinear(3 => 2, relu)  # 20 parameters");
+  expect_one_step_moves_every_leaf(bl, rand(5, 3));
+  expect_checkpoint_round_trip(bl, {"weight", "bias"});
+}
+
+TEST(Bilinear, ShapesThatDoNotFitNameTheLayerAndBoth) {
+  auto bl = Bilinear(5, 4, 3);
+  const std::string f = error_message<DimensionMismatch>([&] { bl(rand(6, 2), rand(4, 2)); });
+  EXPECT_TRUE(has(f, "Bilinear((5, 4) => 3): expected x with 5 features in dim 0 and y with 4; got x of shape 6×2 and "
+                     "y of shape 4×2"))
+      << f;
+  const std::string n = error_message<DimensionMismatch>([&] { bl(rand(5, 3), rand(4, 2)); });
+  EXPECT_TRUE(has(n, "Bilinear((5, 4) => 3): x and y must have the same batch dims (all but the first); got x of shape "
+                     "5×3 and y of shape 4×2"))
+      << n;
+  EXPECT_THROW(Bilinear(rand(2, 3), Tensor()), DimensionMismatch);
+  EXPECT_THROW(Bilinear(rand(2, 3, 4), rand(3)), DimensionMismatch);
+  EXPECT_THROW(Bilinear(0, 3, 2), ArgumentError);
+}
+
+// ---- Scale -----------------------------------------------------------------------------
+
+TEST(Scale, ScalesAndShiftsElementwiseWithBroadcasting) {
+  auto a = Scale(2);
+  EXPECT_EQ(a.scale.shape(), (Shape{2}));
+  expect_values(a.scale, {1, 1});
+  expect_values(a.bias, {0, 0});
+  // Flux's docstring: a([1 2 3]) is 2×3.
+  expect_values(a(tensor({1.0f, 2.0f, 3.0f}, {1, 3})), {1, 1, 2, 2, 3, 3});
+  // Scale(Float32[1 2 3 4], false, abs2)([1, 10]): 2×4.
+  auto b = Scale(tensor({1.0f, 2.0f, 3.0f, 4.0f}, {1, 4}), Tensor(), [](const Tensor& t) { return square(t); });
+  expect_values(b(tensor({1.0f, 10.0f})), {1, 100, 4, 400, 9, 900, 16, 1600});
+  auto c = Scale(t64({2, -1}, {2}), t64({1, 1}, {2}), relu);
+  expect_values(c(t64({1, 3, -1, -4}, {2, 2})), {3, 0, 0, 5});
+  EXPECT_EQ(Scale(4, 3, relu).scale.shape(), (Shape{4, 3}));
+  EXPECT_EQ(Scale({4, 3}, relu).scale.shape(), (Shape{4, 3}));
+}
+
+TEST(Scale, GradientsMatchFiniteDifferences) {
+  check_gradients([](const V& v) { return weighted(Scale(v[0], v[1], flx::tanh)(v[2]), 10); },
+                  {rand64({3, 2}), rand64({3, 2}), rand64({3, 2, 4})}, 1e-6, 1e-6, "Scale");
+}
+
+TEST(Scale, TrainsSavesPrintsAndChecks) {
+  auto s = Scale(3, relu);
+  expect_one_step_moves_every_leaf(s, rand(3, 4));
+  expect_checkpoint_round_trip(s, {"scale", "bias"});
+  EXPECT_EQ(shown(Scale(2)), "Scale(2)            # 4 parameters");  // Flux's docstring
+  EXPECT_EQ(shown(Scale(tensor({1.0f, 2.0f, 3.0f, 4.0f}, {1, 4}), Tensor(), relu)),
+            "Scale(1, 4, relu; bias=false)  # 4 parameters");
+  const std::string e = error_message<DimensionMismatch>([] { Scale(3)(rand(2, 5)); });
+  EXPECT_TRUE(has(e, "Scale(3): shapes (3) and (2×5) cannot be broadcast together")) << e;
+  EXPECT_THROW(Scale(0), ArgumentError);
+  EXPECT_THROW(Scale(rand(2), rand(3)), DimensionMismatch);
+}
+
+// ---- Chain of run-time length, activations ------------------------------------------------
+
+TEST(RuntimeChain, AppliesItsLayersInOrderAndIndexes) {
+  set_seed(8);
+  std::vector<Dense> blocks;
+  for (int i = 0; i < 4; ++i) blocks.emplace_back(3, 3, flx::tanh);
+  auto trunk = Chain(std::move(blocks));
+  static_assert(std::is_same_v<decltype(trunk.layers), std::vector<Dense>>);
+  ASSERT_EQ(trunk.size(), 4u);
+  const Tensor x = rand(3, 2);
+  expect_close(trunk(x), trunk[3](trunk[2](trunk[1](trunk[0](x)))), 0);
+  const auto acts = activations(trunk, x);
+  ASSERT_EQ(acts.size(), 4u);
+  expect_close(acts[0], trunk[0](x), 0);
+  expect_close(acts[3], trunk(x), 0);
+  const std::string e = error_message<ArgumentError>([&] { (void)trunk[4]; });
+  EXPECT_TRUE(has(e, "Chain: index 4 is past the end of a Chain of 4 layers (indices are 0-based: 0 to 3)")) << e;
+  trunk[0].weight = zeros(3, 3);  // a layer is a reference into the Chain
+  expect_values(trunk[0](x), std::vector<double>(6, 0.0));
+}
+
+TEST(RuntimeChain, GradientsTrainingCheckpointsAndPrinting) {
+  check_gradients(
+      [](const V& v) { return weighted(Chain(std::vector<Dense>{Dense(v[0], v[1], flx::tanh), Dense(v[2], v[3])})(v[4]), 12); },
+      {rand64({3, 2}), rand64({3}), rand64({2, 3}), rand64({2}), rand64({2, 4})}, 1e-6, 1e-6, "Chain([Dense, Dense])");
+  set_seed(9);
+  auto c = Chain(std::vector<Dense>{Dense(2, 3), Dense(3, 4)});
+  expect_one_step_moves_every_leaf(c, rand(2, 5));
+  expect_checkpoint_round_trip(c, {"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"});
+  EXPECT_EQ(shown(c),
+            "Chain(\n"
+            "  [\n"
+            "    Dense(2 => 3),                      # 9 parameters\n"
+            "    Dense(3 => 4),                      # 16 parameters\n"
+            "  ],\n"
+            ")                   # Total: 4 arrays, 25 parameters, 100 bytes.");
+  EXPECT_EQ(shown(Chain(std::vector<Dense>{Dense(2, 3)})), "Chain([Dense(2 => 3)])  # 9 parameters");
+}
+
+TEST(Activations, GivesEveryLayersOutput) {
+  set_seed(10);
+  auto m = Chain(Dense(3, 4, relu), Scale(4), softmax);
+  const Tensor x = rand(3, 2);
+  const auto acts = activations(m, x);
+  ASSERT_EQ(acts.size(), 3u);
+  expect_close(acts[0], std::get<0>(m.layers)(x), 0);
+  expect_close(acts[1], std::get<1>(m.layers)(acts[0]), 0);
+  expect_close(acts[2], m(x), 0);
+  EXPECT_EQ(m.size(), 3u);
+}
+
+// ---- every container on every device ------------------------------------------------------
+
+TEST(Containers, MoveToEveryDeviceComputeTrainThereAndComeBack) {
+  const auto devices = flx::testing::accelerator_devices();
+  if (devices.empty()) GTEST_SKIP() << "no device besides the CPU is functional: nothing to move the containers to";
+  set_seed(13);
+  const auto model = Chain(SkipConnection(Dense(4, 4, flx::tanh), std::plus<>{}),
+                           Parallel(std::plus<>{}, Dense(4, 3), Chain(Dense(4, 3), Scale(3, relu))),
+                           Maxout(Dense(3, 5), Dense(3, 5)), SkipConnection(Dense(5, 5), Bilinear(5, 5, 2)),
+                           Chain(std::vector<Dense>{Dense(2, 2, sigmoid), Dense(2, 2)}),
+                           PairwiseFusion(std::plus<>{}, Dense(2, 2), Dense(2, 2)),
+                           Parallel(std::plus<>{}, identity, identity));
+  const Tensor x = rand(4, 6);
+  auto loss = [](const auto& m, const Tensor& in) { return weighted(m(in), 14); };
+  auto [g_cpu] = gradient([&](const auto& m) { return loss(m, x); }, model);
+  for (const Device& dev : devices) {
+    SCOPED_TRACE(dev.str());
+    const auto on = model | dev;
+    EXPECT_EQ(get_device(on), dev);
+    EXPECT_EQ(shown(on), shown(model));
+    EXPECT_EQ(outputsize(on, x.shape()), model(x).shape());
+    const Tensor y = on(x | dev);
+    EXPECT_EQ(y.device(), dev);
+    expect_close(y, model(x), 1e-5, "output");
+    auto [g_dev] = gradient([&](const auto& m) { return loss(m, x | dev); }, on);
+    EXPECT_EQ(get_device(g_dev), dev);
+    const auto gd = leaves(g_dev), gc = leaves(g_cpu);
+    ASSERT_EQ(gd.size(), gc.size());
+    for (size_t k = 0; k < gd.size(); ++k) expect_close(gd[k], gc[k], 1e-4, "gradient " + std::to_string(k));
+    // A step of training there moves every leaf, there.
+    auto trained = model | dev;
+    auto opt = setup(Descent(0.1), trained);
+    update(opt, trained, g_dev);
+    EXPECT_EQ(get_device(trained), dev);
+    const auto before = leaves(on), after = leaves(trained);
+    for (size_t k = 0; k < after.size(); ++k)
+      EXPECT_NE(after[k].to(Device::cpu()).to_vector<float>(), before[k].to(Device::cpu()).to_vector<float>())
+          << "leaf " << k;
+    // Back on the CPU, the same values, and the same names.
+    const auto back = on | cpu;
+    EXPECT_EQ(get_device(back), Device::cpu());
+    EXPECT_EQ(values_of(back), values_of(model));
+    EXPECT_EQ(names_of(state(on)), names_of(state(model)));
+  }
+}
