@@ -1,12 +1,15 @@
 // DataLoader: batching, shuffling, tuples, mapobs, bad input, and
 // `loader | device` (background prefetch) on every available device.
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
+#include <new>
 #include <numeric>
 #include <random>
 #include <set>
 
+#include "backend/pinned_pool.hpp"
 #include "tensor_impl.hpp"
 #include "test_util.hpp"
 
@@ -330,4 +333,56 @@ TEST_P(DeviceLoaderTest, GpuStyleMovesTurnFloat64IntoFloat32) {
     EXPECT_EQ(b.device(), dev);
   }
   for (const Tensor& b : loader | dev) EXPECT_EQ(b.dtype(), Float64) << "device objects keep element types";
+}
+
+// ---- the pinned-block cache behind Backend::host_alloc ---------------------------------------
+
+TEST(PinnedPool, ReusesAFreedBlockOfTheSameSizeClass) {
+  using detail::PinnedPool;
+  EXPECT_EQ(PinnedPool::size_class(1), 256u);
+  EXPECT_EQ(PinnedPool::size_class(300), 512u);
+  EXPECT_EQ(PinnedPool::size_class((1 << 20) + 1), 2u << 20);
+  PinnedPool pool;
+  std::map<void*, size_t> live;  // what the "backend" has handed out, and its size
+  int allocs = 0, frees = 0;
+  auto alloc = [&](size_t n) {
+    ++allocs;
+    void* p = std::malloc(n);
+    live[p] = n;
+    return p;
+  };
+  auto release = [&](void* p) {
+    ++frees;
+    live.erase(p);
+    std::free(p);
+  };
+  void* a = pool.take(25'000'000, alloc, release);
+  EXPECT_GE(live.at(a), 25'000'000u);
+  pool.give(a, release);
+  EXPECT_EQ(pool.cached_bytes(), PinnedPool::size_class(25'000'000));
+  // The same class again: the same block, no new allocation; another class: a new one.
+  EXPECT_EQ(pool.take(24'900'000, alloc, release), a);
+  void* b = pool.take(1000, alloc, release);
+  EXPECT_NE(b, a);
+  EXPECT_EQ(allocs, 2);
+  EXPECT_EQ(frees, 0);
+  pool.give(a, release);
+  pool.give(b, release);
+  // A failed allocation releases the cache and tries once more.
+  int failures = 1;
+  auto flaky = [&](size_t n) {
+    if (failures-- > 0) throw std::bad_alloc();
+    return alloc(n);
+  };
+  void* c = pool.take(100'000'000, flaky, release);
+  EXPECT_EQ(frees, 2);  // both cached blocks went back first
+  EXPECT_EQ(pool.cached_bytes(), 0u);
+  // Past the cap, a freed block goes back to the backend.
+  void* d = pool.take(PinnedPool::kMaxCachedBytes, alloc, release);
+  pool.give(c, release);
+  pool.give(d, release);
+  EXPECT_EQ(frees, 3);
+  EXPECT_EQ(pool.cached_bytes(), PinnedPool::size_class(100'000'000));
+  EXPECT_EQ(live.size(), 1u);
+  for (auto& [p, n] : std::map<void*, size_t>(live)) release(p);
 }

@@ -11,10 +11,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "backend/pinned_pool.hpp"
 #include "backend/scratch.hpp"
 #include "backend/streams.hpp"
 #include "common/backend_tables.hpp"
@@ -149,8 +151,11 @@ class Backend {
   // report them (minor 2).
   bool memory_info(int dev, flx_memory_info* out) const;
   void* host_address(int dev, flx_buffer buf) const;  // null when not host memory
-  void* host_alloc(size_t bytes) const;               // pinned; OutOfMemory
+  // Pinned host memory, cached (pinned_pool.hpp): host_free keeps the block
+  // for the next host_alloc of its size class. OutOfMemory when it cannot.
+  void* host_alloc(size_t bytes) const;
   void host_free(void* p) const noexcept;
+  size_t host_cached_bytes() const { return pinned_->cached_bytes(); }
 
   // ---- streams and events
   flx_stream stream_create(int dev) const;
@@ -299,6 +304,7 @@ class Backend {
   const flx_backend* core_;
   uint32_t abi_minor_;
   std::string origin_;
+  std::shared_ptr<PinnedPool> pinned_ = std::make_shared<PinnedPool>();
   // One slot per table of FLX_OP_TABLES (compute_, ...) and its accessor.
 #define FLX_TABLE_SLOT_(id, T, ...) \
   LoadedTable<T> id##_;             \

@@ -56,14 +56,17 @@ bool Backend::memory_info(int dev, flx_memory_info* out) const {
 }
 void* Backend::host_address(int dev, flx_buffer buf) const { return core_->host_address(core_->ctx, dev, buf); }
 void* Backend::host_alloc(size_t bytes) const {
-  void* p = nullptr;
-  int st = core_->host_alloc(core_->ctx, bytes, &p);
-  if (st == FLX_OK && !p && bytes) st = FLX_ERR_OUT_OF_MEMORY;
-  check(st, "pinned host allocation");
-  return p;
+  const auto alloc = [this](size_t n) {
+    void* p = nullptr;
+    int st = core_->host_alloc(core_->ctx, n, &p);
+    if (st == FLX_OK && !p && n) st = FLX_ERR_OUT_OF_MEMORY;
+    check(st, "pinned host allocation");
+    return p;
+  };
+  return pinned_->take(bytes, alloc, [this](void* p) { core_->host_free(core_->ctx, p); });
 }
 void Backend::host_free(void* p) const noexcept {
-  if (p) core_->host_free(core_->ctx, p);
+  pinned_->give(p, [this](void* q) { core_->host_free(core_->ctx, q); });
 }
 
 // ---- streams and events ---------------------------------------------------------
