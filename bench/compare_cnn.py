@@ -26,7 +26,17 @@ with FLX_CUDA_ALLOW_TF32=1, so PyTorch's TF32 is turned off unless --tf32
 turns it on for both. Missed targets are reported, not failures (exit
 status 0).
 
+With --precision bf16, flx's side runs bench_cnn --precision bf16 (the
+model converted as flx-train --precision bf16 converts it, Adam under
+MixedPrecision) and PyTorch's trains under torch.autocast(dtype=bfloat16)
+(Float32 parameters, the layers cast per call), the convolutions and the
+products on BFloat16 operands on both sides; oneDNN's own program runs
+Float32 only and is left out, and the targets (set for Float32) are only
+shown. Both sides also time the products of bench_cnn's gemm_* benchmarks
+(1024^3, and the MLP's products at batch 64 and 512).
+
   python3 bench/compare_cnn.py --build build --rounds 7            # --threads 2 by default
+  python3 bench/compare_cnn.py --build build --rounds 7 --precision bf16
   python3 bench/compare_cnn.py --build build --device cuda [--tf32]
 """
 import argparse
@@ -44,8 +54,9 @@ SMALL = dict(n=2, c=8, k=8, hw=12)
 
 # ---- PyTorch side ----------------------------------------------------------
 
-def torch_benches(torch, dev, small):
+def torch_benches(torch, dev, small, bf16=False):
     nn, F = torch.nn, torch.nn.functional
+    dt = torch.bfloat16 if bf16 else torch.float32
 
     def step(batch):
         torch.manual_seed(42)
@@ -62,15 +73,16 @@ def torch_benches(torch, dev, small):
             x, y = pool[k[0]]
             k[0] = (k[0] + 1) % len(pool)
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(x), y)
+            with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=bf16):
+                loss = F.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
         return body
 
     s = SMALL if small else SIZE
     torch.manual_seed(7)
-    x = torch.randn(s["n"], s["c"], s["hw"], s["hw"], device=dev)
-    w = (torch.randn(s["k"], s["c"], 3, 3) * 0.05).to(dev)
+    x = torch.randn(s["n"], s["c"], s["hw"], s["hw"], device=dev).to(dt)
+    w = (torch.randn(s["k"], s["c"], 3, 3) * 0.05).to(dev).to(dt)
 
     def fwd():
         with torch.no_grad():
@@ -81,8 +93,23 @@ def torch_benches(torch, dev, small):
     def fwd_bwd():
         torch.autograd.grad(F.conv2d(xg, wg, padding=1).sum(), (xg, wg))
 
+    def gemms(shapes):  # (m, n, k) products, as bench_cnn's gemm_* (row-major here: C^T = B^T A^T)
+        ps = [((torch.rand(n, k) - 0.5).to(dev).to(dt), (torch.rand(k, m) - 0.5).to(dev).to(dt)) for m, n, k in shapes]
+
+        def body():
+            with torch.no_grad():
+                for a, b in ps:
+                    torch.matmul(a, b)
+        return body
+
+    def mlp(b):
+        dims = ((784, 256), (256, 256), (256, 10))
+        return ([(o, b, i) for i, o in dims] + [(o, i, b) for i, o in dims] + [(i, b, o) for i, o in dims[1:]])
+
+    n = 64 if small else 1024
     return {"cnn_step_b16": step(2 if small else 16), "cnn_step_b128": step(4 if small else 128),
-            "conv3x3_fwd": fwd, "conv3x3_fwd_bwd": fwd_bwd}
+            "conv3x3_fwd": fwd, "conv3x3_fwd_bwd": fwd_bwd, "gemm_1024": gemms([(n, n, n)]),
+            "gemm_mlp_b64": gemms(mlp(8 if small else 64)), "gemm_mlp_b512": gemms(mlp(16 if small else 512))}
 
 
 
@@ -99,6 +126,8 @@ def main():
     ap.add_argument("--small", action="store_true", help="tiny sizes (a check that everything runs)")
     ap.add_argument("--tf32", action="store_true",
                     help="on CUDA, let both use TF32 tensor cores (flx: FLX_CUDA_ALLOW_TF32=1); default: neither")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="bf16: flx's model in BFloat16 with MixedPrecision, PyTorch's under autocast (see above)")
     ap.add_argument("--json", default=None, help="write the medians and ratios here")
     ap.add_argument("--flx-env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for flx only, e.g. FLX_ADAPTIVE_THREADS=0")
@@ -113,16 +142,17 @@ def main():
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     bench_cnn = find(args.build, "bench_cnn", "compare_cnn", "bench_cnn onednn_conv")
-    onednn = find(args.build, "onednn_conv", "compare_cnn", "bench_cnn onednn_conv") if dev == "cpu" else None
+    bf16 = args.precision == "bf16"
+    onednn = find(args.build, "onednn_conv", "compare_cnn", "bench_cnn onednn_conv") if dev == "cpu" and not bf16 else None
     env = dict(os.environ, FLX_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
     flx_env = dict(env, **dict(kv.partition("=")[::2] for kv in args.flx_env))
     if args.tf32:
         flx_env["FLX_CUDA_ALLOW_TF32"] = "1"
     common = ["--repeats", "1", "--min-time", str(args.min_time)] + (["--small"] if args.small else [])
-    flx_cmd = [str(bench_cnn), "--device", "CUDA:0" if dev == "cuda" else "CPU"] + common
+    flx_cmd = [str(bench_cnn), "--device", "CUDA:0" if dev == "cuda" else "CPU", "--precision", args.precision] + common
     one_cmd = [str(onednn), "--threads", str(args.threads)] + common if onednn else None
 
-    tb = torch_benches(torch, dev, args.small)
+    tb = torch_benches(torch, dev, args.small, bf16)
     titers = {}
     flx, one, pt = {}, {}, {}
 
@@ -131,6 +161,7 @@ def main():
 
     def do_flx():
         for name, d in run_json(flx_cmd, flx_env).items():
+            name = name.removesuffix("_bf16")
             add(flx, name, d["ns_per_iter"])
             add(flx, name + ":threads_in_use", d["threads_in_use"])
 
@@ -160,13 +191,14 @@ def main():
     gf = 2.0 * s["n"] * s["k"] * s["c"] * 9 * s["hw"] ** 2 / 1e9  # GFLOP of one pass
 
     print(f"flx {bench_cnn} vs PyTorch {torch.__version__} (mkldnn {torch.backends.mkldnn.is_available()}) on "
-          f"{dev}{(', TF32 ' + ('on' if args.tf32 else 'off') + ' for both') if dev == 'cuda' else ''}, "
+          f"{dev}, {'BFloat16 (PyTorch: autocast)' if bf16 else 'Float32'}{(', TF32 ' + ('on' if args.tf32 else 'off') + ' for both') if dev == 'cuda' else ''}, "
           f"{args.threads} threads, medians of {args.rounds} interleaved rounds"
           f"{' (--small)' if args.small else ''}{' flx env ' + ' '.join(args.flx_env) if args.flx_env else ''}")
     print(threads_in_use_note(flx, args.threads))
     print(f"{'benchmark':<18}{'flx ms':>10}{'PyTorch ms':>12}{'flx/PyTorch':>13}{'target':>10}  met   "
           f"flx range / PyTorch range (ms)")
     result = {"rounds": args.rounds, "threads": args.threads, "device": dev, "torch": torch.__version__,
+              "precision": args.precision,
               "tf32": args.tf32 if dev == "cuda" else None}
     for name, limit in (("cnn_step_b16", 0.8), ("cnn_step_b128", 1.0)):
         f, p = med(flx[name]), med(pt[name])
@@ -193,6 +225,16 @@ def main():
         result[name] = {"flx_gflops": rate(med(flx[name])), "ref": ref_name, "ref_gflops": rate(med(ref)),
                         "torch_gflops": rate(med(pt[name])), "ratio": ratio, "target": 0.9, "met": ok,
                         "onednn_with_reorders_gflops": rate(med(plain)) if plain else None}
+    print(f"\nproducts{' (BFloat16 operands)' if bf16 else ''}: GFLOP/s (median time)")
+    print(f"{'benchmark':<18}{'flx':>20}{'PyTorch':>20}{'flx/PyTorch time':>18}")
+    for name, flops in (("gemm_1024", 2 * (64 if args.small else 1024) ** 3),
+                        ("gemm_mlp_b64", None), ("gemm_mlp_b512", None)):
+        if name not in flx or name not in pt:
+            continue
+        f, p = med(flx[name]), med(pt[name])
+        cell = lambda ns: (f"{flops / ns:7.1f} ({ns / 1e6:7.2f}ms)" if flops else f"{ns / 1e6:7.2f}ms")  # noqa: E731
+        print(f"{name:<18}{cell(f):>20}{cell(p):>20}{f / p:>18.3f}")
+        result[name] = {"flx_ns": f, "torch_ns": p, "ratio": f / p}
     print("\n(bwd = data + filter gradients; flx's includes the sum and its gradient's fill, a few ms, as its "
           "fwd_bwd - fwd. oneDNN+reorders: the same primitives with plain nchw/oihw operands reordered in and out "
           "at each call, as flx's CPU backend does)")

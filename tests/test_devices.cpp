@@ -80,6 +80,12 @@ TEST(PluginLoader, PluginOfAnOlderMinorVersionLoadsAndWorks) {
   EXPECT_TRUE(has(out, "fill 0 0 0 0\n")) << out;     // the one function its compute table has
   EXPECT_TRUE(has(out, "NotImplemented: add of Float32 cannot run on CUDA: its backend (plugin ")) << out;
   EXPECT_TRUE(has(out, "ABI 2.0) has no `map` in its \"compute\" table")) << out;
+  // precision_path came with ABI 2.9: a plugin of 2.0 is not asked, and says nothing.
+  out = probe(plugin_dir("old_minor"), "CUDA precision");
+  EXPECT_TRUE(has(out, "precision_paths=0\n")) << out;
+  // Nor does one of 2.9 without the call (it is optional).
+  out = probe(plugin_dir("release"), "CUDA precision");
+  EXPECT_TRUE(has(out, "precision_paths=0\n")) << out;
 }
 
 // Minor 1's release_cached: an allocation that fails as out of memory is

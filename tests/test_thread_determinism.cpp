@@ -6,6 +6,8 @@
 // whose bits once changed with the thread count, batched, transposed (the
 // backward rules' products), in every floating dtype, Dense's fused
 // epilogue forward and backward, big reductions, softmax and Adam steps;
+// BFloat16 products and convolutions in oneDNN's own kernels (each piece
+// single-threaded over the whole sum, as the Float32 ones);
 // and conv nets, whose filter gradients and batch statistics the CPU's dnn
 // table sums in pieces fixed by the batch (cpu_dnn_conv.cpp), as it does an
 // LSTM's weight gradients (cpu_dnn_rnn.cpp), and attention (its tasks
@@ -15,6 +17,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cpu/cpu_load.hpp"
@@ -131,6 +134,31 @@ void convnet(Work& w) {
   w.add("grouped conv db", db);
 }
 
+// Convolutions in a half type, forward with a bias and both gradients, at
+// batches cut into pieces of two sizes (the filter's and bias's gradients
+// summed over them).
+void half_convs(Work& w, DType t) {
+  const ConvOptions plain{.pad = 1}, grouped{.stride = {2, 1}, .pad = 1, .groups = 2};
+  for (auto [x_shape, k_shape, o] : {std::tuple{Shape{14, 14, 32, 37}, Shape{3, 3, 32, 64}, plain},
+                                     std::tuple{Shape{28, 28, 1, 20}, Shape{3, 3, 1, 8}, plain},
+                                     std::tuple{Shape{19, 17, 4, 37}, Shape{3, 3, 2, 6}, grouped}}) {
+    set_seed(uint64_t(x_shape.numel()));
+    Tensor x = (rand(Float64, x_shape) - 0.5).to(t), k = (rand(Float64, k_shape) - 0.5).to(t);
+    Tensor b = (rand(Float64, {k_shape[3]}) - 0.5).to(t);
+    const std::string name = std::string(dtype_name(t)) + " conv " + std::to_string(k_shape[2]) + "=>" +
+                             std::to_string(k_shape[3]) + " batch " + std::to_string(x_shape[3]);
+    const Tensor y = conv(x, k, b, o);
+    Tensor c = (rand(Float64, y.shape()) - 0.5).to(t);
+    w.add(name + " forward", y);
+    auto [dx, dk, db] = gradient([&](const Tensor& xx, const Tensor& kk, const Tensor& bb) {
+      return sum(conv(xx, kk, bb, o) * c);
+    }, x, k, b);
+    w.add(name + " dx", dx);
+    w.add(name + " dw", dk);
+    w.add(name + " db", db);
+  }
+}
+
 // Training steps of recurrent layers at a batch of 37: the CPU's oneDNN LSTM
 // (the dnn table's rnn_*, two pieces of unequal sizes whose weight gradients
 // it sums in piece order), then a GRU and an RNN on flx's own kernels; the
@@ -209,6 +237,15 @@ std::vector<Result> compute() {
     products(w, t, 64, 80, 96, 5);
     reductions(w, t);
   }
+  // BFloat16 in oneDNN's own kernels where the CPU has them
+  // (cpu_native_halves.hpp): products of several tiles, Dense, and
+  // convolutions whose filter gradients are summed over pieces.
+  products(w, BFloat16, 784, 256, 512);
+  products(w, BFloat16, 300, 30, 3000);
+  products(w, BFloat16, 37, 53, 71);
+  products(w, BFloat16, 16, 16, 64, 40);
+  dense(w, BFloat16, relu, "relu");
+  half_convs(w, BFloat16);
   for (DType t : {Float32, Float64, BFloat16}) attention(w, t);
   training(w);
   convnet(w);

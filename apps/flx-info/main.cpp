@@ -1,10 +1,13 @@
 // flx-info: what is installed, what is functional on this machine, and why
-// not; the devices of each backend; and the GPU preference in force.
+// not; the devices of each backend, with which of their Float16 and
+// BFloat16 paths are fast, emulated or missing; and the GPU preference in
+// force.
 #include <flx/flx.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace {
 std::string show(double gbps) {  // "n/a" where the backend cannot copy that way
@@ -37,6 +40,30 @@ void print_bandwidth(size_t bytes) {
   if (!any) std::printf("  no functional GPU device\n");
 }
 
+// How the device runs Float16 and BFloat16 work, a family of ops a line:
+//           BFloat16: GEMM fast (oneDNN brg:avx512_core_bf16)
+//                     convolution fast (oneDNN jit_bf16:avx512_core_bf16)
+//                     batch norm emulated (Float32 copies, direct loops)
+void print_precision_paths(const flx::Device& d) {
+  std::vector<flx::PrecisionPath> paths;
+  try {
+    paths = flx::precision_paths(d);
+  } catch (const flx::Error& e) {
+    std::printf("          half precision: the backend failed to say (%s)\n", e.what());
+    return;
+  }
+  if (paths.empty()) {
+    std::printf("          half precision: not reported (its plugin predates precision_path, ABI 2.9)\n");
+    return;
+  }
+  flx::DType last = flx::Float32;
+  for (const auto& p : paths) {
+    const std::string label = p.dtype == last ? "" : std::string(flx::dtype_name(p.dtype)) + ":";
+    last = p.dtype;
+    std::printf("          %-10s%s %s (%s)\n", label.c_str(), p.op.c_str(), p.speed.c_str(), p.how.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,7 +72,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       std::printf("usage: flx-info [--bandwidth[=MIB]]\nLists flx's backends, whether each is installed and "
-                  "functional (and why not),\ntheir devices, and the GPU backend preference in force.\n"
+                  "functional (and why not),\ntheir devices (with which of their Float16 and BFloat16 paths are fast, emulated\n"
+                  "or missing), and the GPU backend preference in force.\n"
                   "--bandwidth also measures host<->device (pinned and pageable) and device<->device copy\n"
                   "rates of every GPU device, with copies of MIB MiB (default 256).\n");
       return 0;
@@ -89,6 +117,7 @@ int main(int argc, char** argv) {
       if (d.total_memory) std::printf(", %s", flx::format_bytes(int64_t(d.total_memory)).c_str());
       if (d.free_memory) std::printf(" (%s free)", flx::format_bytes(int64_t(d.free_memory)).c_str());
       std::printf("\n");
+      print_precision_paths(d.device);
     }
   }
   try {

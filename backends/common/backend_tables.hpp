@@ -71,7 +71,12 @@
 #else
 #define FLX_SINCE_8(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 8, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 9
+#define FLX_SINCE_9(...) __VA_ARGS__
+#else
+#define FLX_SINCE_9(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 9, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off
@@ -90,7 +95,8 @@ static_assert(FLX_BACKEND_ABI_MINOR == 8, "a new ABI minor version: add its FLX_
   X(release_cached, 1, optional, __VA_ARGS__) \
   X(memory_info, 2, optional, __VA_ARGS__) \
   X(list_tables, 3, required, __VA_ARGS__) \
-  X(event_query, 4, optional, __VA_ARGS__) X(device_address, 4, optional, __VA_ARGS__)
+  X(event_query, 4, optional, __VA_ARGS__) X(device_address, 4, optional, __VA_ARGS__) \
+  X(precision_path, 9, optional, __VA_ARGS__)
 
 #define FLX_COMPUTE_CALLS(X, ...) \
   X(fill, 0, required, __VA_ARGS__) X(random, 0, required, __VA_ARGS__) X(cast, 0, required, __VA_ARGS__) \

@@ -18,6 +18,7 @@
 #include "cpu_backend.hpp"
 #include "cpu_common.hpp"
 #include "cpu_dnn.hpp"
+#include "cpu_native_halves.hpp"
 
 namespace flx::cpu_backend {
 namespace {
@@ -321,6 +322,7 @@ const flx_backend* core() {
     FLX_SET_CORE_CALLS(f, cpu_backend)
     f.release_cached = release_cached;
     f.event_query = event_query;  // device_address stays NULL: CPU memory has host addresses only
+    f.precision_path = precision_path;  // minor 9, optional: which half ops run natively
     return f;
   }();
   return &b;

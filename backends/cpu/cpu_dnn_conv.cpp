@@ -4,6 +4,14 @@
 // NCHW), with reorders to and from flx's layouts; Float64, and any case
 // oneDNN refuses, as direct loops (cpu_dnn_direct.cpp).
 //
+// BFloat16 (Float16 where oneDNN computes it) runs in oneDNN's own half
+// kernels where the CPU has the instructions (cpu_native_halves.hpp): x, w,
+// y and their gradients in the half type, products accumulated in Float32,
+// each output rounded once; the filter's and the bias's gradients come out
+// of each piece in Float32, are added in Float32 in the pieces' order, and
+// are rounded once at the end. Elsewhere halves run the Float32 pass on
+// widened copies (conv_halves).
+//
 // Layouts: x (spatial..., C, N) column-major is row-major N, C, D, H, W;
 // w (kernel..., cin / groups, cout) is row-major O, I, D, H, W, and with
 // groups, O splits into (groups, cout / groups): oneDNN's G, O, I, D, H, W.
@@ -22,6 +30,7 @@
 
 #include "cpu_dnn.hpp"
 #include "cpu_dnn_engine.hpp"
+#include "cpu_native_halves.hpp"
 
 namespace flx::cpu_backend {
 namespace {
@@ -42,24 +51,32 @@ const char* call_name(int32_t pass) {
 }
 
 struct ConvMds {
-  dnnl::memory::desc x, w, y, b;           // flx's plain layouts
-  dnnl::memory::desc x_any, w_any, y_any;  // the primitive's choice
+  dnnl::memory::desc x, w, y, b, b_grad;               // flx's plain layouts
+  dnnl::memory::desc x_any, w_any, y_any, w_grad_any;  // the primitive's choice
   dims strides, dilates, pad_l, pad_r;
 };
 
-ConvMds conv_mds(const DnnGeometry& g) {
+// The descriptors of g in dtype (FLX_F32 or a half type): for halves x, w,
+// y and the forward's bias in it; the filter's and bias's gradients of the
+// primitive (w_grad_any, b_grad) in Float32 (the partial sums of the
+// pieces), the filter's gradient in flx's layout (w) in the half type,
+// which the reorder out of the primitive's layout rounds to.
+ConvMds conv_mds(const DnnGeometry& g, int32_t dtype) {
   ConvMds m;
   const int ns = g.nspatial;
+  const dt t = data_type(dtype);
   const dims xd = activation_dims(ns, g.batch, g.cin, g.in), yd = activation_dims(ns, g.batch, g.cout, g.out);
   dims wd = g.groups > 1 ? dims{g.groups, g.cout / g.groups, g.cin / g.groups} : dims{g.cout, g.cin};
   for (int i = ns - 1; i >= 0; --i) wd.push_back(g.kernel[i]);
-  m.x = plain_f32(xd);
-  m.y = plain_f32(yd);
-  m.w = plain_f32(wd);
-  m.b = plain_f32({g.cout});
-  m.x_any = dnnl::memory::desc(xd, dt::f32, tag::any);
-  m.y_any = dnnl::memory::desc(yd, dt::f32, tag::any);
-  m.w_any = dnnl::memory::desc(wd, dt::f32, tag::any);
+  m.x = dnnl::memory::desc(xd, t, plain_tag(xd.size()));
+  m.y = dnnl::memory::desc(yd, t, plain_tag(yd.size()));
+  m.w = dnnl::memory::desc(wd, t, plain_tag(wd.size()));
+  m.b = dnnl::memory::desc({g.cout}, t, tag::a);
+  m.b_grad = plain_f32({g.cout});
+  m.x_any = dnnl::memory::desc(xd, t, tag::any);
+  m.y_any = dnnl::memory::desc(yd, t, tag::any);
+  m.w_any = dnnl::memory::desc(wd, t, tag::any);
+  m.w_grad_any = dnnl::memory::desc(wd, dt::f32, tag::any);
   m.strides = spatial_dims(ns, g.stride);
   m.dilates = spatial_dims(ns, g.dilation, 1);  // oneDNN counts the gaps: flx's dilation - 1
   m.pad_l = spatial_dims(ns, g.pad_lo);
@@ -79,41 +96,55 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvMds& m, bool bias
 
 // The weights (or their gradient) come last among a plan's arguments, so
 // that their reorder buffer is the last of its scratch, which a piece does
-// without when the weights come reordered (conv_f32).
-Planned make_plan(const DnnGeometry& g, int32_t pass, bool bias) {
+// without when the weights come reordered (conv_onednn). A half plan that
+// oneDNN would not run natively is refused: the caller widens.
+Planned make_plan(const DnnGeometry& g, int32_t dtype, int32_t pass, bool bias) {
+  auto checked = [&](const dnnl::primitive_desc& pd, dnnl::primitive prim, const std::vector<ArgSpec>& args) {
+    Planned p;
+    if (dtype != FLX_F32) p.why = emulation_reason(pd, dtype);
+    p.impl = describe(pd);
+    if (!p.why.empty()) {
+      p.refused = true;
+      return p;
+    }
+    const std::string impl = p.impl;
+    p = plan(pd, std::move(prim), args);
+    p.impl = impl;
+    return p;
+  };
   try {
-    const ConvMds m = conv_mds(g);
+    const ConvMds m = conv_mds(g, dtype);
     if (pass == FLX_CONV_FORWARD) {
       const auto pd = forward_pd(m, bias);
       std::vector<ArgSpec> args{{DNNL_ARG_SRC, m.x, false}, {DNNL_ARG_DST, m.y, true}};
       if (bias) args.push_back({DNNL_ARG_BIAS, m.b, false});
       args.push_back({DNNL_ARG_WEIGHTS, m.w, false});
-      return plan(pd, dnnl::convolution_forward(pd), args);
+      return checked(pd, dnnl::convolution_forward(pd), args);
     }
     if (pass == FLX_CONV_BACKWARD_DATA) {
       const auto hint = forward_pd(m, false);
       const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, m.x_any, m.w_any, m.y_any,
                                                        m.strides, m.dilates, m.pad_l, m.pad_r);
       const dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), engine(), hint);
-      return plan(pd, dnnl::convolution_backward_data(pd),
-                  {{DNNL_ARG_DIFF_DST, m.y, false}, {DNNL_ARG_DIFF_SRC, m.x, true}, {DNNL_ARG_WEIGHTS, m.w, false}});
+      return checked(pd, dnnl::convolution_backward_data(pd),
+                     {{DNNL_ARG_DIFF_DST, m.y, false}, {DNNL_ARG_DIFF_SRC, m.x, true}, {DNNL_ARG_WEIGHTS, m.w, false}});
     }
     const auto hint = forward_pd(m, bias);
     const auto desc =
-        bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.x_any, m.w_any, m.b,
-                                                        m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
-             : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.x_any, m.w_any, m.y_any,
-                                                        m.strides, m.dilates, m.pad_l, m.pad_r);
+        bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.x_any, m.w_grad_any,
+                                                        m.b_grad, m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
+             : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.x_any, m.w_grad_any,
+                                                        m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r);
     const dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), engine(), hint);
     std::vector<ArgSpec> args{{DNNL_ARG_SRC, m.x, false}, {DNNL_ARG_DIFF_DST, m.y, false}};
-    if (bias) args.push_back({DNNL_ARG_DIFF_BIAS, m.b, true});
+    if (bias) args.push_back({DNNL_ARG_DIFF_BIAS, m.b_grad, true});
     args.push_back({DNNL_ARG_DIFF_WEIGHTS, m.w, true});
-    return plan(pd, dnnl::convolution_backward_weights(pd), args);
+    return checked(pd, dnnl::convolution_backward_weights(pd), args);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_out_of_memory) throw;
-    Planned refused;  // no oneDNN implementation for this case: the direct loops run it
+    Planned refused;  // no oneDNN implementation for this case: the direct loops (or widened copies) run it
     refused.refused = true;
-    refused.why = e.what();
+    refused.why = dtype == FLX_F32 ? std::string(e.what()) : no_kernel("convolution", dtype, e);
     return refused;
   }
 }
@@ -123,15 +154,15 @@ Cache<Planned>& cache() {
   return c;
 }
 
-// The cached plan of pass `pass` of g (bias: with the bias or its
+// The cached plan of pass `pass` of g in dtype (bias: with the bias or its
 // gradient), for the calling thread's oneDNN thread count (one: see
 // piece_plans).
-std::shared_ptr<const Planned> planned(const DnnGeometry& g, int32_t pass, bool bias) {
+std::shared_ptr<const Planned> planned(const DnnGeometry& g, int32_t dtype, int32_t pass, bool bias) {
   Key key("conv");
-  key.add(pass).add(bias).add(g.nspatial).add(g.batch).add(g.cin).add(g.cout).add(g.groups);
+  key.add(dtype).add(pass).add(bias).add(g.nspatial).add(g.batch).add(g.cin).add(g.cout).add(g.groups);
   key.add_array(g.in).add_array(g.out).add_array(g.kernel).add_array(g.stride).add_array(g.dilation);
   key.add_array(g.pad_lo).add_array(g.pad_hi);
-  return cache().get(key, [&] { return make_plan(g, pass, bias); });
+  return cache().get(key, [&] { return make_plan(g, dtype, pass, bias); });
 }
 
 // ---- pieces of the batch --------------------------------------------------------
@@ -161,14 +192,14 @@ struct ConvPieces {
 // 4 to 6, the filter's partial gradients being as large as the weights.
 constexpr int64_t kPiecePoints = 256;
 
-ConvPieces conv_pieces(const DnnGeometry& g, int32_t pass, bool bias) {
+ConvPieces conv_pieces(const DnnGeometry& g, int32_t dtype, int32_t pass, bool bias) {
   const int64_t macs = g.cout * (g.cin / g.groups) * g.kernel_numel() * g.out_numel();  // per image
   const BatchPieces pieces(g.batch, macs, g.batch * g.out_numel() / kPiecePoints);
   ConvPieces c{piece_plans(pieces,
                            [&](int64_t n) {
                              DnnGeometry piece = g;
                              piece.batch = n;
-                             return planned(piece, pass, bias);
+                             return planned(piece, dtype, pass, bias);
                            }),
                pass == FLX_CONV_BACKWARD_FILTER ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS};
   if (c.plans.refused) return c;
@@ -176,6 +207,12 @@ ConvPieces conv_pieces(const DnnGeometry& g, int32_t pass, bool bias) {
   c.shared = w->reordered;
   for (const auto& p : c.plans.plan)
     if (p && p->arg(c.weights_id)->inner != w->inner) c.shared = false;
+  // Half filter gradients are summed in Float32 in the primitives' layout
+  // (the reorder to flx's rounds them): pieces that disagree on it widen.
+  if (dtype != FLX_F32 && pass == FLX_CONV_BACKWARD_FILTER && !c.shared) {
+    c.plans.refused = true;
+    return c;
+  }
   if (c.shared) c.weights = aligned(w->inner.get_size());
   for (const auto& p : c.plans.plan)
     if (p) c.each = std::max(c.each, aligned(c.shared ? p->scratch_without(c.weights_id) : p->scratch_bytes));
@@ -199,17 +236,19 @@ void add_pieces(float* dst, int64_t n, int64_t count, Part part) {
   });
 }
 
-// Pass `pass` of d in Float32 through oneDNN, piece by piece on flx's pool;
-// false when oneDNN refuses a piece's shape.
-bool conv_f32(const DnnGeometry& g, const flx_conv_desc* d, int32_t pass, bool bias) {
-  const ConvPieces c = conv_pieces(g, pass, bias);
+// Pass `pass` of d through oneDNN in d's dtype (Float32, or a half type it
+// computes natively), piece by piece on flx's pool; false when oneDNN
+// refuses a piece's shape (or would emulate the half type).
+bool conv_onednn(const DnnGeometry& g, const flx_conv_desc* d, int32_t pass, bool bias) {
+  const ConvPieces c = conv_pieces(g, d->dtype, pass, bias);
   if (c.plans.refused) return false;
   Scratch scratch(d->workspace, d->workspace_bytes, c.bytes());
   const bool filter = pass == FLX_CONV_BACKWARD_FILTER;
   char* const weights = scratch.at(0);
   if (c.shared && !filter) reorder_arg(c.first_plan(), c.weights_id, addr(d->w), weights);
-  const uint64_t x_image = uint64_t(g.cin * g.in_numel()) * sizeof(float);
-  const uint64_t y_image = uint64_t(g.cout * g.out_numel()) * sizeof(float);
+  const uint64_t es = d->dtype == FLX_F32 ? sizeof(float) : 2;
+  const uint64_t x_image = uint64_t(g.cin * g.in_numel()) * es;
+  const uint64_t y_image = uint64_t(g.cout * g.out_numel()) * es;
   run_pieces(c.plans.pieces, [&](int64_t k, int64_t first) {
     const Planned& p = c.plans.of(k);
     const uint64_t n0 = uint64_t(first);
@@ -243,8 +282,19 @@ bool conv_f32(const DnnGeometry& g, const flx_conv_desc* d, int32_t pass, bool b
   add_pieces(sum_w, c.shared ? int64_t(c.partial_w / sizeof(float)) : plain_w, count,
              [&](int64_t k) { return partial(c.w_at(k)); });
   if (c.shared) reorder_arg(c.first_plan(), c.weights_id, addr(d->dw), weights);
-  if (bias)
-    add_pieces(reinterpret_cast<float*>(addr(d->db)), g.cout, count, [&](int64_t k) { return partial(c.b_at(k)); });
+  if (bias) {
+    auto sum_b = [&](float* db) { add_pieces(db, g.cout, count, [&](int64_t k) { return partial(c.b_at(k)); }); };
+    if (d->dtype == FLX_F32) {
+      sum_b(reinterpret_cast<float*>(addr(d->db)));
+    } else {  // summed in Float32, rounded once
+      std::vector<float> db(size_t(g.cout));
+      sum_b(db.data());
+      for (int64_t i = 0; i < g.cout; ++i) {
+        if (d->dtype == FLX_BF16) reinterpret_cast<BHalf*>(addr(d->db))[i] = BHalf(db[size_t(i)]);
+        else reinterpret_cast<Half*>(addr(d->db))[i] = Half(db[size_t(i)]);
+      }
+    }
+  }
   return true;
 }
 
@@ -281,7 +331,8 @@ int conv_halves(const DnnGeometry& g, const flx_conv_desc* d, int32_t pass) {
 }
 
 // One pass of d: checks, then oneDNN for Float32, else the direct loops;
-// halves through the Float32 pass.
+// halves natively in oneDNN where it computes them, else through the
+// Float32 pass.
 int conv_pass(const flx_conv_desc* d, int32_t pass) {
   const char* call = call_name(pass);
   DnnGeometry g;
@@ -300,9 +351,13 @@ int conv_pass(const flx_conv_desc* d, int32_t pass) {
       for (auto [what, m] : {std::pair{"x", d->x}, {"dy", d->dy}, {"dw", d->dw}})
         if (int st = need_buffer(call, what, m)) return st;
   }
-  if (is_half_dtype(d->dtype)) return guarded(call, [&] { return conv_halves(g, d, pass); });
+  if (is_half_dtype(d->dtype))
+    return guarded(call, [&] {
+      if (native_halves_enabled() && conv_onednn(g, d, pass, bias)) return int(FLX_OK);
+      return conv_halves(g, d, pass);
+    });
   return guarded(call, [&] {
-    if (d->dtype == FLX_F32 && conv_f32(g, d, pass, bias)) return FLX_OK;
+    if (d->dtype == FLX_F32 && conv_onednn(g, d, pass, bias)) return FLX_OK;
     auto direct = [&](auto tag) {
       using T = decltype(tag);
       auto ptr = [](flx_mem m) { return m.buf ? reinterpret_cast<T*>(addr(m)) : nullptr; };
@@ -332,23 +387,56 @@ int conv_workspace(void*, int, const flx_conv_desc* d, int32_t pass, uint64_t* b
                                               "FLX_CONV_BACKWARD_FILTER (0, 1 or 2)");
   DnnGeometry g;
   if (int st = conv_geometry(call_name(pass), d, &g)) return st;
-  if (is_half_dtype(d->dtype)) {  // the Float32 pass's (conv_halves)
-    flx_conv_desc f = *d;
-    f.dtype = FLX_F32;
-    return conv_workspace(nullptr, 0, &f, pass, bytes);
-  }
-  if (d->dtype != FLX_F32) return FLX_OK;  // the direct loops need none
+  if (d->dtype != FLX_F32 && !is_half_dtype(d->dtype)) return FLX_OK;  // the direct loops need none
   // backend.h leaves d's memory fields unset here, but libflx's dispatch
   // passes them: the bias's buffer picks the plan the call will use. Where
   // it guessed wrong, the call makes its plan then and, should that plan
   // need more scratch than this one, allocates it itself (Scratch).
   const bool bias =
       (pass == FLX_CONV_FORWARD ? d->b.buf : pass == FLX_CONV_BACKWARD_FILTER ? d->db.buf : nullptr) != nullptr;
-  return guarded(call_name(pass), [&] {
-    const ConvPieces c = conv_pieces(g, pass, bias);
-    *bytes = c.plans.refused ? 0 : c.bytes();
-    return FLX_OK;
+  return guarded(call_name(pass), [&]() -> int {
+    const bool half = is_half_dtype(d->dtype);
+    if (!half || native_halves_enabled()) {
+      const ConvPieces c = conv_pieces(g, d->dtype, pass, bias);
+      if (!c.plans.refused) {
+        *bytes = c.bytes();
+        return FLX_OK;
+      }
+      if (!half) return FLX_OK;  // the direct loops need none
+    }
+    flx_conv_desc f = *d;  // the Float32 pass's, which conv_halves runs
+    f.dtype = FLX_F32;
+    return conv_workspace(nullptr, 0, &f, pass, bytes);
   });
+}
+
+HalfPath conv_half_path(int32_t dtype) {
+  if (!native_halves_enabled()) return {false, "FLX_CPU_NATIVE_HALVES=0"};
+  // A typical layer, as conv_pass would plan it: 3x3, 32 => 64 channels,
+  // pad 1, with a bias, on a batch of 16 images of 14x14 (flx-train's CNN's
+  // second convolution); its three passes must all run natively.
+  DnnGeometry g;
+  g.nspatial = 2;
+  g.batch = 16;
+  g.cin = 32;
+  g.cout = 64;
+  for (int i = 0; i < 2; ++i) {
+    g.in[i] = g.out[i] = 14;
+    g.kernel[i] = 3;
+    g.pad_lo[i] = g.pad_hi[i] = 1;
+  }
+  std::string how;
+  for (int32_t pass : {FLX_CONV_FORWARD, FLX_CONV_BACKWARD_DATA, FLX_CONV_BACKWARD_FILTER}) {
+    const ConvPieces c = conv_pieces(g, dtype, pass, true);
+    if (c.plans.refused) {
+      for (const auto& p : c.plans.plan)
+        if (p && p->refused) return {false, p->why};
+      return {false, "the pieces of the batch disagree on the filter gradient's layout"};
+    }
+    const std::string& impl = c.first_plan().impl;
+    if (how.find(impl) == std::string::npos) how += (how.empty() ? "" : ", ") + impl;
+  }
+  return {true, how};
 }
 
 int conv_forward(void*, int, const flx_conv_desc* d, flx_stream) { return conv_pass(d, FLX_CONV_FORWARD); }

@@ -179,6 +179,7 @@ struct Planned {
   };
   bool refused = false;
   std::string why;
+  std::string impl;  // oneDNN's implementation (onednn::describe), where it made one
   dnnl::primitive prim;
   std::vector<Arg> args;
   dnnl::memory::desc scratchpad;

@@ -1,4 +1,7 @@
-// CPU batched GEMM: OpenBLAS per tile, tiles on the thread pool.
+// CPU batched GEMM: OpenBLAS per tile, tiles on the thread pool; BFloat16
+// (and Float16 where oneDNN computes it) in oneDNN's own kernels on the same
+// tiles where the CPU has the instructions (cpu_gemm_onednn.cpp), else in
+// Float32 on widened copies.
 #include <cblas.h>
 
 #include <algorithm>
@@ -9,7 +12,9 @@
 #include <vector>
 
 #include "cpu_common.hpp"
+#include "cpu_dnn_engine.hpp"
 #include "cpu_gemm_tiles.hpp"
+#include "cpu_native_halves.hpp"
 #include "cpu_vector_math.hpp"
 
 namespace flx::cpu_backend {
@@ -69,9 +74,10 @@ void gemm_tiled(const flx_gemm_desc& d, const T* A, const T* B, T* C, const E& e
   else parallel_for(tiles.count(), 1, run);
 }
 
+// Halves that oneDNN does not compute natively go through float: convert
+// each operand, sgemm, convert back (each output rounded once).
 template <class T>
 void gemm_halves(const flx_gemm_desc& d) {
-  // Halves go through float: convert each operand, sgemm, convert back.
   auto rows_a = d.trans_a ? d.k : d.m, cols_a = d.trans_a ? d.m : d.k;
   auto rows_b = d.trans_b ? d.n : d.k, cols_b = d.trans_b ? d.k : d.n;
   std::vector<float> a(size_t(rows_a * cols_a)), b(size_t(rows_b * cols_b)), c(size_t(d.m * d.n));
@@ -234,11 +240,14 @@ int gemm(void*, int, const flx_gemm_desc* dp, flx_stream) {
                          reinterpret_cast<double*>(addr(d.c)));
       return FLX_OK;
     case FLX_F16:
-      gemm_halves<Half>(d);
-      return FLX_OK;
     case FLX_BF16:
-      gemm_halves<BHalf>(d);
-      return FLX_OK;
+      return onednn::guarded("gemm", [&] {
+        if (!gemm_half_native(d)) {
+          if (d.dtype == FLX_F16) gemm_halves<Half>(d);
+          else gemm_halves<BHalf>(d);
+        }
+        return FLX_OK;
+      });
   }
   return fail(FLX_ERR_UNSUPPORTED, "gemm: needs a floating dtype");
 }

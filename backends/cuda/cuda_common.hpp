@@ -68,6 +68,9 @@ int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes);
 FLX_DECLARE_CALL(flx_backend, event_query)     // minor 4, optional
 FLX_DECLARE_CALL(flx_backend, device_address)  // minor 4, optional
 #endif
+#if FLX_BACKEND_TARGET_MINOR >= 9
+FLX_DECLARE_CALL(flx_backend, precision_path)  // minor 9, optional (cuda_precision.cpp)
+#endif
 #if FLX_CUDA_HAVE_NCCL
 FLX_DECLARE_REQUIRED_CALLS(FLX_COMM_CALLS, flx_comm_table)  // cuda_comm.cpp, on NCCL
 #endif

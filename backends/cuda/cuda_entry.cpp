@@ -66,6 +66,9 @@ const flx_backend core_table = [] {
   f.event_query = event_query;
   f.device_address = device_address;
 #endif
+#if FLX_BACKEND_TARGET_MINOR >= 9
+  f.precision_path = precision_path;  // which half ops run on the tensor cores (cuda_precision.cpp)
+#endif
   return f;
 }();
 

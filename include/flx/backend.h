@@ -83,7 +83,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 8u
+#define FLX_BACKEND_ABI_MINOR 9u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
@@ -387,6 +387,42 @@ typedef struct flx_table_ref {
   const char* name; /* as get_table takes it: "compute" */
   uint32_t version;
 } flx_table_ref;
+
+/* ---- how a device runs half work (minor 9), for listings -------------------
+ * For a half dtype (FLX_F16, FLX_BF16) and a family of ops, whether the
+ * device runs them fast (in the type, on hardware made for it: tensor
+ * cores, AVX512-BF16, AMX), emulated (correct, each output rounded once,
+ * but computed through Float32 copies or Float32 kernels, so no faster than
+ * Float32), or not at all (the ops raise NotImplemented), and what runs
+ * them. The answer must be what the backend dispatches on that device (a
+ * backend that decides per call answers for a typical case). flx-info
+ * lists it; flx::precision_paths returns it. */
+typedef enum flx_precision_op {
+  FLX_PRECISION_GEMM = 0,      /* matmul, Dense, batched products: the compute table's gemm */
+  FLX_PRECISION_CONV = 1,      /* convolutions, forward and backward: conv_* */
+  FLX_PRECISION_BATCHNORM = 2, /* batchnorm_* */
+  FLX_PRECISION_ATTENTION = 3, /* attention without its scores: attention_* */
+  FLX_PRECISION_RNN = 4,       /* recurrent layers (rnn_*, or their GEMMs and maps) */
+  FLX_PRECISION_OP_COUNT = 5   /* later minors may add families: a backend answers
+                                  FLX_ERR_INVALID_ARGUMENT for one it does not know */
+} flx_precision_op;
+
+typedef enum flx_precision_speed {
+  FLX_PRECISION_MISSING = 0,  /* not run in this dtype: NotImplemented */
+  FLX_PRECISION_EMULATED = 1, /* correct, through Float32 */
+  FLX_PRECISION_FAST = 2      /* in the type itself, on hardware made for it */
+} flx_precision_speed;
+
+typedef struct flx_precision_path {
+  uint32_t struct_size; /* sizeof, as the caller was built */
+  int32_t dtype;        /* in: FLX_F16 or FLX_BF16 */
+  int32_t op;           /* in: a flx_precision_op */
+  int32_t speed;        /* out: a flx_precision_speed */
+  /* out, NUL-terminated: what runs it ("oneDNN brg:avx512_core_bf16",
+   * "cuBLAS on the tensor cores") or, when not fast, why ("Float32 copies:
+   * oneDNN's ISA, avx2, has no BFloat16 arithmetic") */
+  char how[200];
+} flx_precision_path;
 
 /* ---- collectives: the comm table, get_table("comm", 1) (minor 4) ---------
  * A communicator joins one device in each of nranks processes (or threads)
@@ -816,6 +852,12 @@ typedef struct flx_backend {
    * not pointers leaves the call NULL). Does not check that bytes past the
    * offset exist; a buffer that is not of dev is FLX_ERR_INVALID_ARGUMENT. */
   int (*device_address)(void* ctx, int dev, flx_mem m, void** out);
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 9
+  /* minor 9, optional: how dev runs p->op in p->dtype (flx_precision_path:
+   * fills speed and how). FLX_ERR_INVALID_ARGUMENT for an op or dtype the
+   * backend does not know. */
+  int (*precision_path)(void* ctx, int dev, flx_precision_path* p);
 #endif
 } flx_backend;
 

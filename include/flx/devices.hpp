@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "flx/device.hpp"
+#include "flx/dtype.hpp"
 #include "flx/functor.hpp"
 
 namespace flx {
@@ -82,6 +83,22 @@ struct DeviceInfo {
 };
 // The devices of a functional backend (empty when not functional).
 std::vector<DeviceInfo> devices(std::string_view backend);
+
+// How a device runs Float16 or BFloat16 work, one family of ops at a time
+// (flx-info lists them): "fast" (in the type, on hardware made for it:
+// tensor cores, AVX512-BF16, AMX), "emulated" (correct, through Float32,
+// so no faster than Float32) or "missing" (NotImplemented), and what runs
+// it or why it is not fast. The backend's own answer, from what it
+// dispatches on that device.
+struct PrecisionPath {
+  DType dtype;
+  std::string op;     // "GEMM", "convolution", "batch norm", "attention", "recurrent layers"
+  std::string speed;  // "fast", "emulated", "missing"
+  std::string how;    // "oneDNN brg:avx512_core_bf16", "Float32 copies: ..."
+};
+// Every family in Float16 and in BFloat16 on device d; empty when its
+// backend does not say (a plugin built before ABI 2.9 brought the call).
+std::vector<PrecisionPath> precision_paths(const Device& d);
 
 struct MemoryStats {
   int64_t in_use = 0;       // bytes held by live tensors now

@@ -260,6 +260,11 @@ class Backend {
   // MPI); nullptr when the backend has no such call or m has no device pointer.
   void* device_address(int dev, flx_mem m) const;
 
+  // ---- core call of minor 9 (optional)
+  // How dev runs op (a flx_precision_op) in half dtype `dtype` into *out;
+  // false when the backend does not say (no call, or an op it does not know).
+  bool precision_path(int dev, int32_t dtype, int32_t op, flx_precision_path* out) const;
+
  private:
   bool attention(int dev, flx_attention_desc d, int32_t pass) const;
   bool rnn_knows(const flx_rnn_desc& d) const;

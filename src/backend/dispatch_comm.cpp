@@ -1,6 +1,7 @@
 // The dispatch layer's collectives (the "comm" table, ABI minor 4) and the
-// optional core calls of minor 4 (event_query, device_address): see
-// backend.hpp. The rest of the dispatch layer is in dispatch.cpp.
+// optional core calls of minor 4 (event_query, device_address) and 9
+// (precision_path): see backend.hpp. The rest of the dispatch layer is in
+// dispatch.cpp.
 #include <atomic>
 #include <string>
 
@@ -98,6 +99,22 @@ void* Backend::device_address(int dev, flx_mem m) const {
   void* p = nullptr;
   check(core_->device_address(core_->ctx, dev, m, &p), "device_address");
   return p;
+}
+
+// ---- core call of minor 9 ------------------------------------------------------------
+
+bool Backend::precision_path(int dev, int32_t dtype, int32_t op, flx_precision_path* out) const {
+  // Only a plugin of minor 9 or later has the call (its table must hold it too).
+  if (abi_minor_ < 9 || !FLX_HAS_FN(core_, flx_backend, precision_path)) return false;
+  *out = flx_precision_path{};
+  out->struct_size = sizeof *out;
+  out->dtype = dtype;
+  out->op = op;
+  const int st = core_->precision_path(core_->ctx, dev, out);
+  if (st == FLX_ERR_INVALID_ARGUMENT) return false;  // an op (or dtype) this backend does not know
+  check(st, "precision_path");
+  out->how[sizeof out->how - 1] = '\0';
+  return true;
 }
 
 }  // namespace flx::detail

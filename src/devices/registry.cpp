@@ -268,6 +268,23 @@ MemoryStats memory_stats(const Device& d) {
   return m;
 }
 
+std::vector<PrecisionPath> precision_paths(const Device& d) {
+  const detail::Backend& be = detail::backend_of(d);
+  static const char* const names[FLX_PRECISION_OP_COUNT] = {"GEMM", "convolution", "batch norm", "attention",
+                                                           "recurrent layers"};
+  std::vector<PrecisionPath> out;
+  for (DType t : {BFloat16, Float16})
+    for (int32_t op = 0; op < FLX_PRECISION_OP_COUNT; ++op) {
+      flx_precision_path p{};
+      if (!be.precision_path(d.ordinal(), int32_t(t), op, &p)) continue;
+      const char* speed = p.speed == FLX_PRECISION_FAST       ? "fast"
+                          : p.speed == FLX_PRECISION_EMULATED ? "emulated"
+                                                              : "missing";
+      out.push_back({t, names[op], speed, p.how});
+    }
+  return out;
+}
+
 void synchronize(const Device& d) { detail::backend_of(d).synchronize(d.ordinal()); }
 
 }  // namespace flx

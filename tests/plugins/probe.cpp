@@ -1,10 +1,11 @@
 // Prints what flx knows of one backend, for tests that must run in a fresh
 // process (the registry loads each plugin once per process).
-//   probe_backend NAME [gpu|cu|get_device|force|set|abi|ops|memory|devices|vendor_maps]
+//   probe_backend NAME [gpu|cu|get_device|force|set|abi|ops|memory|precision|devices|vendor_maps]
 // set: gpu_backend(NAME), writing the preference. abi: the ABI version and
 // op tables. ops: a round trip through NAME:0, then zeros and x + x there.
 // devices: how many devices NAME has.
 // memory: memory_stats of NAME:0 with and without a 1000-float tensor there.
+// precision: precision_paths of NAME:0 (how it runs half work), a line each.
 // vendor_maps: "tables=<its op tables>" (libflx looked each up when it
 // loaded the plugin: the comm table too), NAME's devices where it is
 // functional (as flx-info lists them), then "plugin <path>" for each
@@ -90,6 +91,13 @@ int main(int argc, char** argv) {
         for (const auto& d : flx::devices(argv[1]))
           std::printf("device %s: %s\n", d.device.str().c_str(), d.name.c_str());
       print_vendor_maps(s.plugin_path);
+    }
+    if (what == "precision") {  // precision_paths of NAME:0, a line each
+      const auto paths = flx::precision_paths(flx::get_device(argv[1], 0));
+      std::printf("precision_paths=%zu\n", paths.size());
+      for (const auto& p : paths)
+        std::printf("%s %s: %s (%s)\n", std::string(flx::dtype_name(p.dtype)).c_str(), p.op.c_str(), p.speed.c_str(),
+                    p.how.c_str());
     }
     if (what == "memory") {
       flx::Device d = flx::get_device(argv[1], 0);

@@ -1,0 +1,239 @@
+// The CPU's half GEMMs and convolutions (cpu_native_halves.hpp): BFloat16
+// in oneDNN's own kernels where oneDNN's ISA has BFloat16 arithmetic
+// (avx512_core_bf16, AMX), Float32 on widened copies elsewhere; either way
+// the products are summed in Float32 and each output is rounded once. And
+// what the CPU answers to precision_paths (flx-info's listing).
+//
+// The tolerance, from BFloat16's format: the inputs are BFloat16, so every
+// product a*b (8 + 8 significant bits) is exact in Float32 (24); a sum of k
+// of them in Float32, in any order, is within k * 2^-24 * S of the exact
+// sum (S = sum of |a*b|, the reference computed in Float64 on |a| and |b|);
+// rounding that once to BFloat16 (8 significant bits, round to nearest)
+// adds at most 2^-8 of the value. So |c - exact| <= 2^-8 |exact| +
+// (1 + 2^-8) k 2^-24 S, for every element. A BFloat16 accumulator (k
+// roundings at 2^-8) or a second rounding would be far outside it for the
+// k used here, and almost every output (99 %) must be exactly the exact
+// sum rounded to BFloat16: Float32's summation error is 2^16 times smaller
+// than BFloat16's half ulp, so only outputs within that of a rounding
+// boundary may round the other way.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_native_halves.hpp"
+#include "flx/flx.hpp"
+#include "test_util.hpp"
+
+using namespace flx;
+
+namespace {
+
+// a and b as Float64 vectors (exact: every floating dtype converts exactly).
+std::vector<double> f64(const Tensor& t) { return t.to(Float64).to(Device::cpu()).to_vector<double>(); }
+
+// x rounded to BFloat16 (or Float16), as flx converts.
+double rounded(double x, DType t) { return tensor(std::vector<double>{x}).to(t).to_vector<double>()[0]; }
+
+// Checks got (dtype t) against exact (Float64) with the bound of the file's
+// comment, k terms whose absolute values sum to abs_sum.
+void expect_rounded_once(const std::string& what, const Tensor& got, const Tensor& exact, const Tensor& abs_sum,
+                         int64_t k, DType t) {
+  ASSERT_EQ(got.dtype(), t) << what;
+  ASSERT_EQ(got.shape(), exact.shape()) << what;
+  const std::vector<double> g = f64(got), e = f64(exact), s = f64(abs_sum);
+  const double u = t == BFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);  // half an ulp, relative
+  const double sum_err = double(k) * std::ldexp(1.0, -24);
+  std::vector<double> as_rounded(e.size());
+  {
+    const std::vector<double> r = f64(exact.to(t));  // each exact value rounded once, in one conversion
+    as_rounded = r;
+  }
+  size_t same = 0, bad = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double bound = u * std::fabs(e[i]) + (1 + u) * sum_err * s[i] + 1e-30;
+    if (!(std::fabs(g[i] - e[i]) <= bound) && ++bad <= 5)
+      ADD_FAILURE() << what << " element " << i << ": " << g[i] << " against exact " << e[i] << " (bound " << bound
+                    << ")";
+    same += g[i] == as_rounded[i];
+  }
+  EXPECT_EQ(bad, 0u) << what;
+  EXPECT_GE(double(same), 0.99 * double(g.size())) << what << ": only " << same << " of " << g.size()
+                                                    << " outputs are the exact result rounded once";
+}
+
+// Values in [-0.5, 0.5) made exact in t.
+Tensor values(Shape s, DType t) { return (rand(Float64, s) - 0.5).to(t); }
+
+struct GemmCase {
+  int64_t m, n, k, batch;
+};
+
+}  // namespace
+
+// matmul in BFloat16 on the CPU (oneDNN's matmul on flx's tiles where the
+// CPU computes BFloat16, else sgemm on widened copies), and the backward
+// rule's transposed products, against the exact product in Float64.
+TEST(CpuHalves, BFloat16GemmIsTheExactProductRoundedOnce) {
+  const DType t = BFloat16;
+  // The MLP's layers at batch 64 (flx-train), products cut into several
+  // tiles, odd and thin shapes, and batched products.
+  for (const GemmCase& c : {GemmCase{256, 64, 784, 1}, GemmCase{784, 256, 512, 1}, GemmCase{10, 64, 256, 1},
+                            GemmCase{300, 30, 3000, 1}, GemmCase{37, 53, 71, 1}, GemmCase{517, 3, 130, 1},
+                            GemmCase{64, 80, 96, 5}, GemmCase{16, 16, 64, 40}}) {
+    set_seed(uint64_t(c.m * 7 + c.n * 5 + c.k * 3 + c.batch));
+    const bool batched = c.batch > 1;
+    const Shape sa = batched ? Shape{c.m, c.k, c.batch} : Shape{c.m, c.k};
+    const Shape sb = batched ? Shape{c.k, c.n, c.batch} : Shape{c.k, c.n};
+    const Shape sc = batched ? Shape{c.m, c.n, c.batch} : Shape{c.m, c.n};
+    const Tensor a = values(sa, t), b = values(sb, t), g = values(sc, t);
+    const std::string name = std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                             (batched ? " batch " + std::to_string(c.batch) : "");
+    const Tensor a64 = a.to(Float64), b64 = b.to(Float64), g64 = g.to(Float64);
+    expect_rounded_once(name + " A*B", matmul(a, b), matmul(a64, b64), matmul(abs(a64), abs(b64)), c.k, t);
+    // The backward rule's products: dA = G Bᵀ (sums of n terms), dB = Aᵀ G (m terms).
+    auto [da, db] = gradient([&](const Tensor& x, const Tensor& y) { return sum(matmul(x, y) * g); }, a, b);
+    auto [da64, db64] = gradient([&](const Tensor& x, const Tensor& y) { return sum(matmul(x, y) * g64); }, a64, b64);
+    auto [sa64, sb64] =
+        gradient([&](const Tensor& x, const Tensor& y) { return sum(matmul(x, y) * abs(g64)); }, abs(a64), abs(b64));
+    expect_rounded_once(name + " G*B'", da, da64, sa64, c.n, t);
+    expect_rounded_once(name + " A'*G", db, db64, sb64, c.m, t);
+  }
+}
+
+// Dense in BFloat16 (its GEMM, the bias added after the product's one
+// rounding: a second rounding, so half an ulp more).
+TEST(CpuHalves, BFloat16DenseIsCloseToTheExactLayer) {
+  set_seed(5);
+  const DType t = BFloat16;
+  const Tensor w = values({256, 784}, t), b = values({256}, t), x = values({784, 64}, t);
+  const Tensor y = Dense(w, b)(x);
+  const Tensor y64 = Dense(w.to(Float64), b.to(Float64))(x.to(Float64));
+  const Tensor s64 = Dense(abs(w.to(Float64)), abs(b.to(Float64)))(abs(x.to(Float64)));
+  const std::vector<double> g = f64(y), e = f64(y64), s = f64(s64);
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_LE(std::fabs(g[i] - e[i]), std::ldexp(1.0, -7) * std::fabs(e[i]) + 785 * std::ldexp(1.0, -23) * s[i])
+        << i;
+}
+
+// conv in BFloat16 (oneDNN's BFloat16 convolution on pieces of the batch
+// where the CPU computes BFloat16, else oneDNN's Float32 one on widened
+// copies), forward with a bias and both gradients, against Float64 (the
+// CPU's direct loops). A forward output sums cin * kernel products and the
+// bias; dx sums cout * kernel; dw sums batch * output points (in Float32
+// per piece of the batch, the pieces added in Float32, rounded once); db
+// sums batch * output points.
+TEST(CpuHalves, BFloat16ConvolutionIsTheExactResultRoundedOnce) {
+  const DType t = BFloat16;
+  struct ConvCase {
+    std::string name;
+    Shape x, w;
+    ConvOptions o;
+  };
+  const std::vector<ConvCase> cases{
+      {"3x3 32=>64 pad 1, batch 16", {14, 14, 32, 16}, {3, 3, 32, 64}, {.pad = 1}},
+      {"3x3 1=>8 pad 1, batch 20", {28, 28, 1, 20}, {3, 3, 1, 8}, {.pad = 1}},
+      {"5x5 8=>16 stride 2, batch 37", {19, 17, 8, 37}, {5, 5, 8, 16}, {.stride = 2}},
+      {"3x3 grouped 4=>6 stride (2, 1), batch 9", {19, 17, 4, 9}, {3, 3, 2, 6}, {.stride = {2, 1}, .pad = 1, .groups = 2}},
+  };
+  for (const ConvCase& c : cases) {
+    set_seed(uint64_t(c.x.numel() + c.w.numel()));
+    const Tensor x = values(c.x, t), w = values(c.w, t), b = values({c.w[3]}, t);
+    const Tensor y = conv(x, w, b, c.o);
+    const Tensor g = values(y.shape(), t);
+    const Tensor x64 = x.to(Float64), w64 = w.to(Float64), b64 = b.to(Float64), g64 = g.to(Float64);
+    const int64_t kernel = c.w[0] * c.w[1];
+    const int64_t out_points = y.shape()[0] * y.shape()[1] * y.shape()[3];
+    expect_rounded_once(c.name + " forward", y, conv(x64, w64, b64, c.o), conv(abs(x64), abs(w64), abs(b64), c.o),
+                        c.w[2] * kernel + 1, t);
+    auto grads = [&](const Tensor& xx, const Tensor& ww, const Tensor& bb, const Tensor& gg) {
+      return gradient([&](const Tensor& x1, const Tensor& w1, const Tensor& b1) { return sum(conv(x1, w1, b1, c.o) * gg); },
+                      xx, ww, bb);
+    };
+    auto [dx, dw, db] = grads(x, w, b, g);
+    auto [dx64, dw64, db64] = grads(x64, w64, b64, g64);
+    auto [sx64, sw64, sb64] = grads(abs(x64), abs(w64), abs(b64), abs(g64));
+    expect_rounded_once(c.name + " dx", dx, dx64, sx64, c.w[3] / (c.o.groups) * kernel, t);
+    expect_rounded_once(c.name + " dw", dw, dw64, sw64, out_points, t);
+    expect_rounded_once(c.name + " db", db, db64, sb64, out_points, t);
+  }
+}
+
+// precision_paths(CPU): every family in BFloat16 and Float16; GEMM and
+// convolution in BFloat16 fast exactly where oneDNN's ISA has BFloat16
+// arithmetic (cpuid: AVX512 F, BW, VL, DQ and AVX512-BF16, unless
+// ONEDNN_MAX_CPU_ISA/DNNL_MAX_CPU_ISA or FLX_CPU_NATIVE_HALVES=0 hold it
+// back), emulated elsewhere; Float16 emulated (oneDNN 2.6's CPU kernels
+// have no Float16), the other families emulated; nothing missing.
+TEST(PrecisionPaths, TheCpuSaysWhatItRuns) {
+  const std::vector<PrecisionPath> paths = precision_paths(Device::cpu());
+  ASSERT_EQ(paths.size(), 10u);
+  const bool cpu_bf16 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                        __builtin_cpu_supports("avx512bf16");
+  const bool held_back = std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA") ||
+                         !cpu_backend::onednn::native_halves_enabled();
+  const std::string isa = cpu_backend::onednn::isa_name();
+  const bool onednn_bf16 = isa == "avx512_core_bf16" || isa == "avx512_core_amx";
+  if (!held_back) EXPECT_EQ(onednn_bf16, cpu_bf16) << "oneDNN's ISA " << isa;
+  const bool fast = onednn_bf16 && cpu_backend::onednn::native_halves_enabled();
+  int n = 0;
+  for (const PrecisionPath& p : paths) {
+    SCOPED_TRACE(std::string(dtype_name(p.dtype)) + " " + p.op + ": " + p.speed + " (" + p.how + ")");
+    EXPECT_TRUE(p.dtype == BFloat16 || p.dtype == Float16);
+    EXPECT_FALSE(p.how.empty());
+    const bool native_family = p.op == "GEMM" || p.op == "convolution";
+    if (p.dtype == BFloat16 && native_family) {
+      EXPECT_EQ(p.speed, fast ? "fast" : "emulated");
+      if (fast) EXPECT_EQ(p.how.rfind("oneDNN ", 0), 0u);  // names oneDNN's kernel
+      if (fast) EXPECT_NE(p.how.find("avx512_core"), std::string::npos);
+    } else {
+      EXPECT_EQ(p.speed, "emulated");
+    }
+    n += native_family;
+  }
+  EXPECT_EQ(n, 4);
+  // The families in order, BFloat16 first.
+  EXPECT_EQ(paths[0].dtype, BFloat16);
+  EXPECT_EQ(paths[0].op, "GEMM");
+  EXPECT_EQ(paths[1].op, "convolution");
+  EXPECT_EQ(paths[5].dtype, Float16);
+}
+
+// The OpenCL plugin (PoCL here) says its half work is emulated (through
+// Float32 kernels and CLBlast's SGEMM) on every device.
+TEST(PrecisionPaths, OpenClSaysItsHalvesAreEmulated) {
+  if (!backend_status("OpenCL").functional) GTEST_SKIP() << "no functional OpenCL backend";
+  const auto devs = devices("OpenCL");
+  ASSERT_FALSE(devs.empty());
+  for (const auto& d : devs) {
+    const std::vector<PrecisionPath> paths = precision_paths(d.device);
+    ASSERT_EQ(paths.size(), 10u) << d.device.str();
+    for (const PrecisionPath& p : paths) EXPECT_EQ(p.speed, "emulated") << d.device.str() << " " << p.op;
+  }
+}
+
+// The CUDA plugin answers from the device's compute capability and its
+// build (cuda_precision.cpp): on this project's GPUs (sm_80 and later, the
+// architectures it is built for) GEMMs in both half types on the tensor
+// cores; convolution and batch norm fast on cuDNN, or missing in a plugin
+// built without it; nothing of GEMM missing.
+TEST(PrecisionPaths, CudaSaysWhatItsDevicesRun) {
+  if (!backend_status("CUDA").functional) GTEST_SKIP() << "no functional CUDA backend";
+  for (const auto& d : devices("CUDA")) {
+    const std::vector<PrecisionPath> paths = precision_paths(d.device);
+    ASSERT_EQ(paths.size(), 10u) << d.device.str();
+    for (const PrecisionPath& p : paths) {
+      SCOPED_TRACE(d.device.str() + " " + std::string(dtype_name(p.dtype)) + " " + p.op + ": " + p.speed + " (" +
+                   p.how + ")");
+      EXPECT_FALSE(p.how.empty());
+      if (p.op == "GEMM") EXPECT_EQ(p.speed, "fast");
+      if (p.op == "convolution" || p.op == "batch norm") EXPECT_NE(p.speed, "emulated");
+      if (p.op == "recurrent layers") EXPECT_EQ(p.speed, "emulated");
+    }
+  }
+}
