@@ -395,6 +395,26 @@ TEST_P(Conformance, ArrayOpsMatchTheCpuForwardAndBackward) {
   }
 }
 
+// GroupNorm, InstanceNorm, Upsample, PixelShuffle, DepthwiseConv and
+// ConvTranspose's outpad (tests/conformance_layer_cases.cpp, which argues
+// their half tolerances).
+TEST_P(Conformance, NormUpsampleAndConvLayersMatchTheCpu) {
+  skip_without_accelerator(GetParam());
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
+  const DType t = GetParam().dtype;
+  const auto& ulps = flx::testing::layer_half_ulps();
+  const auto all = flx::testing::layer_cases();
+  for (const auto& entry : ulps)  // every entry names a case
+    EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const Case& c) { return c.name == entry.first; }))
+        << entry.first;
+  set_seed(15);
+  for (const Case& c : all) {
+    const auto it = ulps.find(c.name);
+    const HalfUlps half = it == ulps.end() ? HalfUlps{} : it->second;
+    check_case(c, GetParam().device, t, tolerance(t) * 5, &half);
+  }
+}
+
 namespace {
 // Convolution, pooling and batch normalisation (the dnn table), and
 // dropout, in every floating type. Float16 and BFloat16 are optional in the

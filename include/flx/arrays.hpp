@@ -10,6 +10,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "flx/tensor.hpp"
@@ -105,7 +106,10 @@ Tensor pad_circular(const Tensor& x, int64_t pad);
 // (NNlib's default, true) maps the corner pixels' centres onto each other;
 // false maps the corners of the image (PyTorch's default). Integer inputs
 // interpolate in Float32.
+// .mode is the Upsample layer's ("nearest" when empty, "bilinear",
+// "trilinear"; layers/upsample.hpp); each function takes its own or none.
 struct UpsampleOptions {
+  std::string mode = {};
   std::vector<double> scale = {};
   std::vector<int64_t> size = {};
   bool align_corners = true;

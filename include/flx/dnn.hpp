@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "flx/initialisers.hpp"
 #include "flx/tensor.hpp"
 
 namespace flx {
@@ -52,11 +53,21 @@ struct Padding {
   bool operator==(const Padding&) const = default;
 };
 
+// A convolution's options, Flux's keywords in Flux's order (outpad after
+// groups, so that older spellings keep theirs): outpad, one value or one per
+// spatial dim, adds to a transposed convolution's output (ConvTranspose
+// only; each below the stride or the dilation); init and bias are the
+// layers' (Conv, CrossCor, ConvTranspose, DepthwiseConv): the weight's
+// initialiser (empty: glorot_uniform) and whether it has a bias. The ops
+// read stride, pad, dilation, groups and outpad.
 struct ConvOptions {
   PerDim stride = 1;
   Padding pad = 0;
   PerDim dilation = 1;
   int64_t groups = 1;
+  PerDim outpad = 0;
+  InitFn init = {};
+  bool bias = true;
 };
 
 // The resolved geometry of one convolution or pooling window over nspatial

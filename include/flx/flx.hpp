@@ -13,6 +13,7 @@
 #include "flx/dtype.hpp"
 #include "flx/error.hpp"
 #include "flx/functor.hpp"
+#include "flx/initialisers.hpp"
 #include "flx/layers.hpp"
 #include "flx/loss_scaling.hpp"
 #include "flx/losses.hpp"

@@ -1,5 +1,5 @@
 // Layers, one family a header as Flux keeps them apart (basic.jl, conv.jl,
-// normalise.jl, recurrent.jl, attention.jl): include this for all of them.
+// normalise.jl, upsample.jl, recurrent.jl, attention.jl): include this for all of them.
 // Their printing is in show.hpp, their shape rules' entry point
 // (outputsize) in outputsize.hpp; docs/layers.md says how to add a layer.
 #pragma once
@@ -11,5 +11,6 @@
 #include "flx/layers/conv.hpp"
 #include "flx/layers/embedding.hpp"
 #include "flx/layers/normalise.hpp"
+#include "flx/layers/upsample.hpp"
 #include "flx/layers/recurrent.hpp"
 #include "flx/layers/attention.hpp"

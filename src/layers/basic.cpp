@@ -10,11 +10,6 @@
 
 namespace flx {
 
-Tensor glorot_uniform(int64_t out, int64_t in) {
-  double a = std::sqrt(6.0 / double(in + out));
-  return rand(out, in) * (2 * a) - a;
-}
-
 namespace detail {
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) { return ops::broadcast_shape(a, b, op); }
 
@@ -38,8 +33,13 @@ int64_t dense_in(int64_t in, int64_t out) {
 }
 }  // namespace
 
-Dense::Dense(int64_t in, int64_t out, Activation a)
-    : weight(glorot_uniform(out, dense_in(in, out))), bias(zeros(out)), act(std::move(a)) {}
+Dense::Dense(int64_t in, int64_t out, Activation a, const DenseOptions& o) : act(std::move(a)) {
+  const Shape dims{out, dense_in(in, out)};
+  weight = o.init ? o.init(dims) : glorot_uniform(dims);
+  FLX_CHECK(weight.defined() && weight.shape() == dims, DimensionMismatch, "Dense: the .init function must return ",
+            "an array of the dims it is given, ", dims, "; got ", shape_of(weight));
+  if (o.bias) bias = zeros(out);
+}
 
 Dense::Dense(Tensor w, Tensor b, Activation a) : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
   FLX_CHECK(weight.defined() && weight.ndims() == 2, DimensionMismatch, "Dense: weight must be a matrix (out, in); got ",

@@ -2,6 +2,7 @@
 // forward passes through flx/dnn.hpp, and Flux's printing.
 #include "flx/layers/conv.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -15,20 +16,14 @@ namespace flx {
 
 namespace {
 
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t e : v) p *= e;
-  return p;
-}
-
-// Glorot-uniform over a convolution weight of `shape` (kernel..., a, b):
-// fans prod(kernel)·a and prod(kernel)·b, as Flux's nfan.
-Tensor glorot_conv(const std::vector<int64_t>& shape) {
-  const std::vector<int64_t> kernel(shape.begin(), shape.end() - 2);
-  const double k = double(product(kernel));
-  const double fan_in = k * double(shape[shape.size() - 2]), fan_out = k * double(shape.back());
-  const double a = std::sqrt(6.0 / (fan_in + fan_out));
-  return rand(Shape(shape)) * (2 * a) - a;
+// A new weight of `shape` (kernel..., a, b): the options' initialiser, or
+// Glorot-uniform (fans prod(kernel)·a and prod(kernel)·b, as Flux's nfan).
+Tensor init_weight(const std::vector<int64_t>& shape, const InitFn& init, const char* layer) {
+  if (!init) return glorot_uniform(Shape(shape));
+  Tensor w = init(Shape(shape));
+  FLX_CHECK(w.defined() && w.shape() == Shape(shape), DimensionMismatch, layer, ": the .init function must return ",
+            "an array of the dims it is given, ", Shape(shape), "; got ", w.defined() ? w.shape().str() : "undefined");
+  return w;
 }
 
 void check_sizes(const std::vector<int64_t>& kernel, int64_t in, int64_t out, int64_t groups, const char* layer) {
@@ -51,6 +46,15 @@ ConvGeometry resolve(const std::vector<int64_t>& kernel, const ConvOptions& o, c
     c.pad.push_back(g.pad_hi[i]);
   }
   c.groups = o.groups;
+  c.outpad = o.outpad.expand(int(kernel.size()), "outpad", layer, 0);
+  for (size_t i = 0; i < kernel.size(); ++i) {
+    FLX_CHECK(transposed || c.outpad[i] == 0, ArgumentError, layer,
+              ": outpad applies to ConvTranspose only (the rows a strided convolution drops); got outpad=",
+              c.outpad[i], " for spatial dim ", i + 1);
+    FLX_CHECK(c.outpad[i] < std::max(c.stride[i], c.dilation[i]), ArgumentError, layer,
+              ": outpad must be below the stride or the dilation; got outpad=", c.outpad[i], " with stride ",
+              c.stride[i], " and dilation ", c.dilation[i], " in spatial dim ", i + 1);
+  }
   return c;
 }
 
@@ -112,6 +116,10 @@ void show_conv(std::ostream& os, const char* name, const Tensor& w, int64_t in, 
   }
   if (g.groups != 1) os << ", groups=" << g.groups;
   if (!has_bias) os << ", bias=false";
+  if (!all_equal_to(g.outpad, 0)) {  // Flux prints the tuple as it is
+    os << ", outpad=";
+    show_tuple(os, g.outpad);
+  }
   os << ")";
 }
 
@@ -125,7 +133,8 @@ std::string label(const L& l) {
 }  // namespace
 
 ConvOptions ConvGeometry::options() const {
-  return ConvOptions{PerDim(stride), Padding(pad), PerDim(dilation), groups};
+  return ConvOptions{PerDim(stride), Padding(pad), PerDim(dilation), groups,
+                     outpad.empty() ? PerDim(0) : PerDim(outpad)};
 }
 
 // ---- Conv, CrossCor, ConvTranspose ---------------------------------------------------
@@ -137,10 +146,10 @@ namespace {
 Tensor new_weight(std::vector<int64_t> kernel, int64_t in, int64_t out, const ConvOptions& o, const char* layer,
                   bool transposed) {
   check_sizes(kernel, in, out, o.groups, layer);
-  (void)conv_geometry(kernel, o, layer, transposed);
+  (void)resolve(kernel, o, layer, transposed);  // every option checked before a draw
   kernel.push_back(transposed ? out / o.groups : in / o.groups);
   kernel.push_back(transposed ? in : out);
-  return glorot_conv(kernel);
+  return init_weight(kernel, o.init, layer);
 }
 // The size of w's dim `back` places before its last (0: the last); 0 when w has none.
 int64_t dim_from_end(const Tensor& w, int back) {
@@ -150,10 +159,10 @@ int64_t dim_from_end(const Tensor& w, int back) {
 
 Conv::Conv(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a, const ConvOptions& o)
     : Conv(new_weight(std::move(kernel), in, out, o, "Conv", false), Tensor(), std::move(a), o) {
-  bias = zeros(out);  // after new_weight has checked `out`
+  if (o.bias) bias = zeros(out);  // after new_weight has checked `out`
 }
 Conv::Conv(Tensor w, Tensor b, Activation a, const ConvOptions& o)
-    : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
+    : weight(std::move(w)), bias(o.bias ? std::move(b) : Tensor()), act(std::move(a)) {
   check_weight(weight, bias, dim_from_end(weight, 0), "Conv");
   geometry = resolve(spatial_shape(weight), o, "Conv");
 }
@@ -163,10 +172,10 @@ Tensor Conv::operator()(const Tensor& x) const {
 
 CrossCor::CrossCor(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a, const ConvOptions& o)
     : CrossCor(new_weight(std::move(kernel), in, out, o, "CrossCor", false), Tensor(), std::move(a), o) {
-  bias = zeros(out);  // after new_weight has checked `out`
+  if (o.bias) bias = zeros(out);  // after new_weight has checked `out`
 }
 CrossCor::CrossCor(Tensor w, Tensor b, Activation a, const ConvOptions& o)
-    : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
+    : weight(std::move(w)), bias(o.bias ? std::move(b) : Tensor()), act(std::move(a)) {
   check_weight(weight, bias, dim_from_end(weight, 0), "CrossCor");
   geometry = resolve(spatial_shape(weight), o, "CrossCor");
 }
@@ -177,15 +186,41 @@ Tensor CrossCor::operator()(const Tensor& x) const {
 ConvTranspose::ConvTranspose(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a,
                              const ConvOptions& o)
     : ConvTranspose(new_weight(std::move(kernel), in, out, o, "ConvTranspose", true), Tensor(), std::move(a), o) {
-  bias = zeros(out);  // after new_weight has checked `out`
+  if (o.bias) bias = zeros(out);  // after new_weight has checked `out`
 }
 ConvTranspose::ConvTranspose(Tensor w, Tensor b, Activation a, const ConvOptions& o)
-    : weight(std::move(w)), bias(std::move(b)), act(std::move(a)) {
+    : weight(std::move(w)), bias(o.bias ? std::move(b) : Tensor()), act(std::move(a)) {
   check_weight(weight, bias, dim_from_end(weight, 1) * o.groups, "ConvTranspose");
   geometry = resolve(spatial_shape(weight), o, "ConvTranspose", true);
 }
 Tensor ConvTranspose::operator()(const Tensor& x) const {
-  return act(conv_transpose(x, weight, bias, geometry.options(), {}, label(*this).c_str()));
+  return act(conv_transpose(x, weight, bias, geometry.options(), geometry.outpad, label(*this).c_str()));
+}
+
+// ---- DepthwiseConv (a Conv with groups = in) --------------------------------------
+
+Conv DepthwiseConv(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation act, ConvOptions o) {
+  FLX_CHECK(in >= 1 && out >= 1, ArgumentError, "DepthwiseConv: channel counts must be positive; got ", in, " => ",
+            out);
+  FLX_CHECK(o.groups == 1 || o.groups == in, ArgumentError, "DepthwiseConv: groups is the input channel count (",
+            in, "); got groups=", o.groups, " (use Conv for other groups)");
+  FLX_CHECK(out % in == 0, ArgumentError, "DepthwiseConv: the output channels must be a multiple of the input ",
+            "channels (each input channel gives out / in of them); got ", in, " => ", out);
+  o.groups = in;
+  return Conv(std::move(kernel), in, out, std::move(act), o);
+}
+
+Conv DepthwiseConv(const Tensor& w, const Tensor& b, Activation act, ConvOptions o) {
+  FLX_CHECK(w.defined() && w.ndims() >= 3 && w.ndims() <= kMaxSpatialDims + 2, DimensionMismatch,
+            "DepthwiseConv: the weight must be (kernel..., multiplier, in) with 1 to ", kMaxSpatialDims,
+            " kernel dims; got ", w.defined() ? w.shape().str() : std::string("undefined"));
+  const int64_t mult = dim_from_end(w, 1), in = dim_from_end(w, 0);
+  Shape s;
+  for (int i = 0; i + 2 < w.ndims(); ++i) s.push_back(w.shape()[i]);
+  s.push_back(1);
+  s.push_back(mult * in);
+  o.groups = in;
+  return Conv(reshape(w, s), b, std::move(act), o);
 }
 
 // ---- pools ------------------------------------------------------------------------
@@ -274,7 +309,7 @@ Shape outputsize(const CrossCor& l, const Shape& x) {
   return ops::crosscor_shape(x, l.weight.shape(), l.geometry.options(), label(l).c_str());
 }
 Shape outputsize(const ConvTranspose& l, const Shape& x) {
-  return ops::conv_transpose_shape(x, l.weight.shape(), l.geometry.options(), {}, label(l).c_str());
+  return ops::conv_transpose_shape(x, l.weight.shape(), l.geometry.options(), l.geometry.outpad, label(l).c_str());
 }
 Shape outputsize(const MaxPool& l, const Shape& x) { return ops::pool_shape(x, l.window, l.options, label(l).c_str()); }
 Shape outputsize(const MeanPool& l, const Shape& x) { return ops::pool_shape(x, l.window, l.options, label(l).c_str()); }

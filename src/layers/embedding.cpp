@@ -10,10 +10,13 @@
 
 namespace flx {
 
-Embedding::Embedding(int64_t n, int64_t d) {
+Embedding::Embedding(int64_t n, int64_t d, const EmbeddingOptions& o) {
   FLX_CHECK(n > 0 && d > 0, ArgumentError,
             "Embedding: the vocabulary size n and the embedding size d must be positive; got ", n, " => ", d);
-  weight = randn(Float32, {d, n});
+  weight = o.init ? o.init(Shape{d, n}) : randn(Float32, {d, n});
+  FLX_CHECK(weight.defined() && weight.shape() == Shape({d, n}), DimensionMismatch,
+            "Embedding: the .init function must return an array of the dims it is given, ", Shape({d, n}), "; got ",
+            weight.defined() ? weight.shape().str() : std::string("undefined"));
 }
 
 Embedding::Embedding(Tensor w) : weight(std::move(w)) {

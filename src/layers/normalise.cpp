@@ -8,6 +8,7 @@
 #include "flx/error.hpp"
 #include "flx/layers/basic.hpp"
 #include "flx/ops.hpp"
+#include "ops/ops_internal.hpp"
 
 namespace flx {
 
@@ -120,6 +121,146 @@ Tensor LayerNorm::operator()(const Tensor& x) const {
   return half ? y.to(x.dtype()) : y;
 }
 
+// ---- GroupNorm and InstanceNorm ----------------------------------------------------
+
+namespace {
+
+std::string name_of(const auto& l) {
+  std::ostringstream os;
+  show_compact(os, l);
+  return os.str();
+}
+
+// x normalised over `dims` with its own mean and biased variance (Flux's
+// _norm_layer_forward), or with given statistics (broadcast to x).
+Tensor normalised(const Tensor& x, const Tensor& mu, const Tensor& var, double eps) {
+  return (x - mu) / sqrt(var + eps);
+}
+
+// scale and bias (one per channel, or undefined) of x (spatial..., C, N) in
+// x's working type, shaped to broadcast along its channels.
+Tensor per_channel(const Tensor& p, const Tensor& x) {
+  Shape s;
+  for (int k = 0; k < x.ndims(); ++k) s.push_back(k == x.ndims() - 2 ? x.shape()[k] : 1);
+  return reshape(p.dtype() == x.dtype() ? p : p.to(x.dtype()), s);
+}
+
+void check_input(const Tensor& x, const std::string& layer, const std::vector<const Tensor*>& params) {
+  FLX_CHECK(x.defined(), ArgumentError, layer, ": the input is an undefined tensor");
+  FLX_CHECK(is_floating(x.dtype()), TypeError, layer, ": expected a floating input; got ", x.dtype());
+  for (const Tensor* p : params)
+    FLX_CHECK(!p->defined() || p->device() == x.device(), DeviceMismatch, layer, ": the layer's arrays are on ",
+              p->device(), " but the input is on ", x.device(), "; move both to one device (model | device)");
+}
+
+bool half_type(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+}  // namespace
+
+GroupNorm::GroupNorm(int64_t c, int64_t g, Activation a, const GroupNormOptions& o)
+    : act(std::move(a)), options(o), channels(c), groups(g) {
+  FLX_CHECK(c >= 1 && g >= 1, ArgumentError, "GroupNorm: the channel and group counts must be positive; got ", c,
+            " channels and ", g, " groups");
+  FLX_CHECK(c % g == 0, ArgumentError, "GroupNorm: the number of groups (", g,
+            ") must divide the number of channels (", c, ")");
+  FLX_CHECK(o.epsilon >= 0 && o.momentum >= 0 && o.momentum <= 1, ArgumentError,
+            "GroupNorm: expected epsilon >= 0 and momentum in [0, 1]; got ", o.epsilon, " and ", o.momentum);
+  if (o.affine) {
+    bias = zeros(c);
+    scale = ones(c);
+  }
+}
+
+Shape outputsize(const GroupNorm& l, const Shape& x) {
+  FLX_CHECK(x.ndims() >= 2 && x[x.ndims() - 2] == l.channels, DimensionMismatch, name_of(l), ": expected ",
+            l.channels, " channels in the second last dim of the input ((spatial..., channels, batch) or (channels, "
+            "batch)); got shape ", x.str());
+  return x;
+}
+
+Tensor GroupNorm::operator()(const Tensor& x) const {
+  const std::string layer = name_of(*this);
+  check_input(x, layer, {&scale, &bias});
+  (void)outputsize(*this, x.shape());
+  const int nd = x.ndims();
+  const int64_t batch = x.shape()[nd - 1];
+  const int64_t spatial = x.numel() / std::max<int64_t>(channels * batch, 1);
+  // (spatial, channels / groups, groups, batch): statistics over the first two.
+  const bool half = half_type(x.dtype());
+  const Tensor xw = half ? x.to(DType::Float32) : x;
+  const Tensor x4 = reshape(xw, Shape{spatial, channels / groups, groups, batch});
+  const Dims dims{0, 1};
+  const Tensor mu = mean(x4, dims);
+  const Tensor centred = x4 - mu;
+  Tensor y = reshape(centred / sqrt(mean(square(centred), dims) + options.epsilon), Shape{spatial, channels, batch});
+  if (scale.defined()) y = y * per_channel(scale, y);
+  if (bias.defined()) y = y + per_channel(bias, y);
+  y = act(reshape(y, x.shape()));
+  return half ? y.to(x.dtype()) : y;
+}
+
+InstanceNorm::InstanceNorm(int64_t c, Activation a, const InstanceNormOptions& o)
+    : act(std::move(a)), options(o), channels(c) {
+  FLX_CHECK(c >= 1, ArgumentError, "InstanceNorm: the channel count must be positive; got ", c);
+  FLX_CHECK(o.epsilon >= 0 && o.momentum >= 0 && o.momentum <= 1, ArgumentError,
+            "InstanceNorm: expected epsilon >= 0 and momentum in [0, 1]; got ", o.epsilon, " and ", o.momentum);
+  if (o.affine) {
+    bias = zeros(c);
+    scale = ones(c);
+  }
+  if (o.track_stats) {
+    running_mean = zeros(c);
+    running_var = ones(c);
+  }
+}
+
+Shape outputsize(const InstanceNorm& l, const Shape& x) {
+  FLX_CHECK(x.ndims() >= 3 && x[x.ndims() - 2] == l.channels, DimensionMismatch, name_of(l),
+            ": expected an input (spatial..., channels, batch) with at least one spatial dim and ", l.channels,
+            " channels in the second last dim; got shape ", x.str());
+  return x;
+}
+
+Tensor InstanceNorm::operator()(const Tensor& x) const {
+  const std::string layer = name_of(*this);
+  check_input(x, layer, {&scale, &bias, &running_mean, &running_var});
+  (void)outputsize(*this, x.shape());
+  const int nd = x.ndims();
+  const bool half = half_type(x.dtype());
+  const Tensor xw = half ? x.to(DType::Float32) : x;
+  Dims spatial;
+  for (int k = 0; k + 2 < nd; ++k) spatial.push_back(k);
+  const bool training = detail::training_now(active);
+  Tensor y;
+  if (!training && options.track_stats) {
+    y = normalised(xw, per_channel(running_mean, xw), per_channel(running_var, xw), options.epsilon);
+  } else {
+    const Tensor mu = mean(xw, spatial);
+    const Tensor centred = xw - mu;
+    const Tensor var = mean(square(centred), spatial);
+    y = centred / sqrt(var + options.epsilon);
+    if (options.track_stats && training) {
+      // Flux's _track_stats!: the batch's mean of the slices' means and of
+      // their variances made unbiased (× m / (m - 1)), moved by momentum; no
+      // gradient flows through them.
+      const int64_t m = xw.numel() / std::max<int64_t>(x.shape()[nd - 2] * x.shape()[nd - 1], 1);
+      const Dims batch{nd - 1};
+      const Tensor mu_new = reshape(mean(mu.detach(), batch), Shape{channels});
+      const Tensor var_new = reshape(mean(var.detach(), batch), Shape{channels});
+      const double mom = options.momentum, unbias = double(m) / double(m - 1);
+      const Tensor rm = running_mean.detach(), rv = running_var.detach();
+      const Tensor new_mean = (rm * (1 - mom) + mu_new.to(rm.dtype()) * mom).detach();
+      const Tensor new_var = (rv * (1 - mom) + var_new.to(rv.dtype()) * (mom * unbias)).detach();
+      ops::raw_map_into(running_mean, FLX_OP_COPY, running_mean.dtype(), {{&new_mean}});
+      ops::raw_map_into(running_var, FLX_OP_COPY, running_var.dtype(), {{&new_var}});
+    }
+  }
+  if (scale.defined()) y = y * per_channel(scale, y);
+  if (bias.defined()) y = y + per_channel(bias, y);
+  y = act(y);
+  return half ? y.to(x.dtype()) : y;
+}
+
 Dropout::Dropout(double q, std::vector<int> d) : p(q), dims(std::move(d)) {
   FLX_CHECK(q >= 0 && q <= 1, ArgumentError, "Dropout: the probability must lie in [0, 1]; got ", q);
   for (int k : dims)
@@ -149,6 +290,20 @@ void show_compact(std::ostream& os, const LayerNorm& l) {
   for (int k = 0; k < l.size.ndims(); ++k) os << (k ? ", " : "") << l.size[k];
   if (!l.act.is_identity()) os << ", " << l.act;
   if (!l.options.affine) os << ", affine=false";
+  os << ")";
+}
+void show_compact(std::ostream& os, const GroupNorm& l) {
+  os << "GroupNorm(" << l.channels << ", " << l.groups;
+  if (!l.act.is_identity()) os << ", " << l.act;
+  if (!l.options.affine) os << ", affine=false";
+  if (l.active) os << ", active=" << (*l.active ? "true" : "false");
+  os << ")";
+}
+void show_compact(std::ostream& os, const InstanceNorm& l) {
+  os << "InstanceNorm(" << l.channels;
+  if (!l.act.is_identity()) os << ", " << l.act;
+  if (!l.options.affine) os << ", affine=false";  // Flux's default, and it says so
+  if (l.active) os << ", active=" << (*l.active ? "true" : "false");
   os << ")";
 }
 void show_compact(std::ostream& os, const Dropout& l) {

@@ -265,7 +265,7 @@ TransposePlan plan_conv_transpose(const Shape& xs, const Shape& ws, const ConvOp
   FLX_CHECK(cin % groups == 0, DimensionMismatch, layer, ": the ", cin,
             " input channels are not a multiple of groups=", groups);
   const WindowGeometry g = conv_geometry(spatial_of(ws, nsp), o, layer, true);
-  std::vector<int64_t> extra = out_pad.empty() ? std::vector<int64_t>(size_t(nsp), 0) : out_pad;
+  std::vector<int64_t> extra = out_pad.empty() ? o.outpad.expand(nsp, "outpad", layer, 0) : out_pad;
   FLX_CHECK(extra.size() == size_t(nsp), ArgumentError, layer, ": outpad takes one value per spatial dim (", nsp,
             "); got ", extra.size());
   const std::vector<int64_t> in = spatial_of(xs, nsp);

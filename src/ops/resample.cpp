@@ -82,6 +82,10 @@ const char* kUpsampleHow = " (give .scale = {...} or .size = {...}, one of them)
 std::vector<int64_t> upsample_sizes(const Tensor& x, const UpsampleOptions& o, size_t expected, bool nearest,
                                     const char* op) {
   ops::check_defined(x, op);
+  const bool mode_ok = o.mode.empty() || (nearest ? o.mode == "nearest"
+                                                   : o.mode == "bilinear" || o.mode == "linear" || o.mode == "trilinear");
+  FLX_CHECK(mode_ok, ArgumentError, op, ": .mode = \"", o.mode, "\" is not this function's (the Upsample layer ",
+            "picks the function by its mode)");
   const bool by_scale = !o.scale.empty();
   FLX_CHECK(by_scale != !o.size.empty(), ArgumentError, op, ": got ",
             by_scale ? "both .scale and .size" : "neither .scale nor .size", kUpsampleHow);

@@ -14,10 +14,18 @@
 
 #include "flx/activations.hpp"
 #include "flx/functor.hpp"
+#include "flx/initialisers.hpp"
 #include "flx/layers/outputsize.hpp"
 #include "flx/layers/show.hpp"
 
 namespace flx {
+
+// Dense's options, Flux's keywords: the weight's initialiser, called with
+// its dims (out, in) (empty: glorot_uniform), and whether there is a bias.
+struct DenseOptions {
+  InitFn init = {};
+  bool bias = true;
+};
 
 // y = act.(weight * x .+ bias); weight is (out, in), bias is (out).
 struct Dense {
@@ -25,16 +33,15 @@ struct Dense {
   Tensor bias;
   Activation act;
 
-  Dense(int64_t in, int64_t out, Activation act = {});  // Glorot-uniform weight, zero bias
+  // Glorot-uniform weight (or .init's), zero bias (or none: .bias = false).
+  Dense(int64_t in, int64_t out, Activation act = {}, const DenseOptions& o = {});
+  Dense(int64_t in, int64_t out, const DenseOptions& o) : Dense(in, out, {}, o) {}
   Dense(Tensor weight, Tensor bias, Activation act = {});
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(Dense, weight, bias)
 void show_compact(std::ostream& os, const Dense& d);  // Dense(10 => 5, σ)
 Shape outputsize(const Dense& d, const Shape& x);      // (out, x's other dims...)
-
-// Glorot (Xavier) uniform initialisation, as Flux.glorot_uniform.
-Tensor glorot_uniform(int64_t out, int64_t in);
 
 // ---- Chain -----------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 // Convolution and pooling layers (Flux's conv.jl): Conv, CrossCor,
-// ConvTranspose, MaxPool, MeanPool, GlobalMaxPool, GlobalMeanPool,
+// ConvTranspose, DepthwiseConv, MaxPool, MeanPool, GlobalMaxPool, GlobalMeanPool,
 // AdaptiveMaxPool, AdaptiveMeanPool and Flatten. Inputs are WHCN
 // (flx/dnn.hpp); each layer prints as Flux prints it:
 //   Conv((3, 3), 1 => 16, relu, pad=1)
@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <utility>
 #include <vector>
 
 #include "flx/activations.hpp"
@@ -18,16 +19,21 @@ namespace flx {
 
 // The options of a convolution layer, resolved for its kernel: one stride
 // and dilation per spatial dim, padding per side (low and high of dim 1,
-// then of dim 2, ...), as Flux keeps them after calc_padding.
+// then of dim 2, ...), as Flux keeps them after calc_padding; outpad per
+// spatial dim (zeros but for ConvTranspose).
 struct ConvGeometry {
   std::vector<int64_t> stride, pad, dilation;
   int64_t groups = 1;
+  std::vector<int64_t> outpad;
   ConvOptions options() const;  // back to options the ops take
 };
 
 // y = act.(conv(x, weight) .+ bias): a true convolution (the kernel
 // flipped), as Flux's Conv. weight is (kernel..., in / groups, out), bias
-// (out); Glorot-uniform weight and zero bias by default.
+// (out); by default a Glorot-uniform weight and a zero bias, else the
+// options' `.init` (called with the weight's dims) and, with `.bias =
+// false`, no bias (as Flux's init and bias keywords). `.outpad` is
+// ConvTranspose's: an ArgumentError here.
 struct Conv {
   Tensor weight;
   Tensor bias;
@@ -58,7 +64,10 @@ struct CrossCor {
 FLX_FUNCTOR(CrossCor, weight, bias)
 
 // The transpose of Conv (its input's gradient), as Flux's ConvTranspose:
-// weight (kernel..., out / groups, in).
+// weight (kernel..., out / groups, in). `.outpad` adds to the output's size
+// in each spatial dim (Flux's rule: (in - 1)·stride + (k - 1)·dilation + 1
+// - pad + outpad), each below the stride or the dilation, as PyTorch's
+// output_padding.
 struct ConvTranspose {
   Tensor weight;
   Tensor bias;
@@ -73,6 +82,20 @@ struct ConvTranspose {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(ConvTranspose, weight, bias)
+
+// Flux's DepthwiseConv: a Conv with one group per input channel (groups =
+// in), so each output channel sees one input channel; out must be a
+// multiple of in. It is a Conv, and prints as one:
+//   DepthwiseConv({5, 5}, 3, 6, relu, {.bias = false})
+//     -> Conv((5, 5), 3 => 6, relu, groups=3, bias=false)
+// `.groups` may be left out or be `in`. From a weight (kernel..., m, in)
+// (PyTorch's depthwise layout reversed; Flux's DepthwiseConv(weight)), the
+// Conv of weight (kernel..., 1, m·in) with groups = in.
+Conv DepthwiseConv(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation act = {}, ConvOptions o = {});
+inline Conv DepthwiseConv(std::vector<int64_t> kernel, int64_t in, int64_t out, const ConvOptions& o) {
+  return DepthwiseConv(std::move(kernel), in, out, {}, o);
+}
+Conv DepthwiseConv(const Tensor& weight, const Tensor& bias, Activation act = {}, ConvOptions o = {});
 
 // Max or mean over windows (stride: the window by default).
 struct MaxPool {

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "flx/functor.hpp"
+#include "flx/initialisers.hpp"
 #include "flx/layers/show.hpp"
 
 namespace flx {
@@ -21,10 +22,16 @@ namespace flx {
 // the range. On a GPU that check reads one count back from the device (a
 // round trip per call, as gather's and onehotbatch's checks); indices kept on
 // the host cost nothing to check, but must be moved to the weight's device.
+// Embedding's options: the weight's initialiser, called with its dims
+// (d, n) (empty: randn, Flux's randn32).
+struct EmbeddingOptions {
+  InitFn init = {};
+};
+
 struct Embedding {
   Tensor weight;
 
-  Embedding(int64_t n, int64_t d);  // weight ~ standard normal, as Flux's randn32
+  Embedding(int64_t n, int64_t d, const EmbeddingOptions& o = {});  // weight ~ standard normal, as Flux's randn32
   explicit Embedding(Tensor weight);
   Tensor operator()(const Tensor& x) const;
   Tensor operator()(int64_t index) const;  // the d-vector weight[:, index]

@@ -1,5 +1,5 @@
 // Normalisation and regularisation layers (Flux's normalise.jl): BatchNorm,
-// LayerNorm, Dropout and AlphaDropout, and the train/test mode they follow. As in Flux, a layer
+// LayerNorm, GroupNorm, InstanceNorm, Dropout and AlphaDropout, and the train/test mode they follow. As in Flux, a layer
 // trains inside gradient/withgradient and infers outside; trainmode(model)
 // and testmode(model) fix the mode for a whole model (Flux's trainmode! and
 // testmode!), automode(model) gives the choice back.
@@ -82,6 +82,69 @@ struct LayerNorm {
 };
 FLX_FUNCTOR(LayerNorm, scale, bias)
 
+struct GroupNormOptions {
+  bool affine = true;  // learn scale (γ) and bias (β), one per channel
+  double epsilon = 1e-5;
+  double momentum = 0.1;  // kept as Flux keeps it (GroupNorm has no running statistics)
+};
+
+// Normalises each sample's channels in `groups` groups of channels / groups
+// consecutive channels: mean and biased variance over (spatial...,
+// channels of the group) of each sample, then per channel
+//   y = act.(scale .* (x .- μ) ./ sqrt.(σ² .+ ε) .+ bias)
+// as Flux's GroupNorm and PyTorch's nn.GroupNorm. The input is
+// (spatial..., channels, batch) or (channels, batch); the same in training
+// and inference. Composed of differentiable ops (reshape, mean), so it runs
+// on every device; Float16 and BFloat16 are normalised in Float32 and
+// rounded once, as LayerNorm's.
+struct GroupNorm {
+  Tensor bias;   // β, zeros(channels)
+  Tensor scale;  // γ, ones(channels)
+  Activation act;
+  GroupNormOptions options;
+  int64_t channels = 0;
+  int64_t groups = 0;
+  std::optional<bool> active;  // as Flux's (trainmode/testmode set it; the output does not depend on it)
+
+  GroupNorm(int64_t channels, int64_t groups, Activation act = {}, const GroupNormOptions& o = {});
+  GroupNorm(int64_t channels, int64_t groups, const GroupNormOptions& o) : GroupNorm(channels, groups, {}, o) {}
+  Tensor operator()(const Tensor& x) const;
+};
+FLX_FUNCTOR(GroupNorm, bias, scale)
+
+struct InstanceNormOptions {
+  bool affine = false;       // Flux's default: no scale (γ) or bias (β)
+  bool track_stats = false;  // Flux's default: no running statistics
+  double epsilon = 1e-5;
+  double momentum = 0.1;
+};
+
+// Normalises each channel of each sample over its spatial dims:
+//   y = act.(scale .* (x .- μ) ./ sqrt.(σ² .+ ε) .+ bias)
+// with μ and the biased σ² of that (spatial...) slice, as Flux's
+// InstanceNorm and PyTorch's nn.InstanceNorm2d. With track_stats, training
+// moves running_mean and running_var by momentum towards the batch's mean
+// of the slices' means and of their unbiased variances (Flux's rule) and
+// inference normalises with them; without, the slices' own statistics serve
+// in inference too. The input is (spatial..., channels, batch), at least
+// one spatial dim.
+struct InstanceNorm {
+  Tensor bias;          // β (affine)
+  Tensor scale;         // γ (affine)
+  Tensor running_mean;  // μ (track_stats)
+  Tensor running_var;   // σ² (track_stats)
+  Activation act;
+  InstanceNormOptions options;
+  int64_t channels = 0;
+  std::optional<bool> active;
+
+  explicit InstanceNorm(int64_t channels, Activation act = {}, const InstanceNormOptions& o = {});
+  InstanceNorm(int64_t channels, const InstanceNormOptions& o) : InstanceNorm(channels, {}, o) {}
+  Tensor operator()(const Tensor& x) const;
+};
+FLX_FUNCTOR(InstanceNorm, bias, scale, running_mean, running_var)
+FLX_TRAINABLE(InstanceNorm, bias, scale)
+
 // Zeroes each element (or slice: Flux's dims) with probability p while
 // training and scales the rest by 1 / (1 - p); the identity in inference.
 struct Dropout {
@@ -109,12 +172,16 @@ FLX_LEAF(AlphaDropout)
 // One line each, as Flux prints them (`os << layer` adds the counts: show.hpp).
 void show_compact(std::ostream& os, const BatchNorm& l);
 void show_compact(std::ostream& os, const LayerNorm& l);
+void show_compact(std::ostream& os, const GroupNorm& l);     // GroupNorm(32, 4, relu)
+void show_compact(std::ostream& os, const InstanceNorm& l);  // InstanceNorm(3, affine=false)
 void show_compact(std::ostream& os, const Dropout& l);
 void show_compact(std::ostream& os, const AlphaDropout& l);
 
 // Shape rules (outputsize.hpp): each keeps the input's shape, once checked.
 Shape outputsize(const BatchNorm& l, const Shape& x);  // channels in the second last dim
 Shape outputsize(const LayerNorm& l, const Shape& x);  // the normalised size first
+Shape outputsize(const GroupNorm& l, const Shape& x);     // channels in the second last dim
+Shape outputsize(const InstanceNorm& l, const Shape& x);  // (spatial..., channels, batch)
 inline Shape outputsize(const Dropout&, const Shape& x) { return x; }
 inline Shape outputsize(const AlphaDropout&, const Shape& x) { return x; }
 
