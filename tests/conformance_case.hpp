@@ -36,5 +36,10 @@ struct HalfUlps {
 // their half tolerances (a case not named there is exact: 0 ulps).
 std::vector<Case> array_op_cases();
 const std::map<std::string, HalfUlps>& array_op_half_ulps();
+// GRUv3, Recurrence, EmbeddingBag, WeightNorm and the attention's additive
+// bias: conformance_seq_cases.cpp, with their half tolerances (every case
+// named there).
+std::vector<Case> sequence_layer_cases();
+const std::map<std::string, HalfUlps>& sequence_layer_half_ulps();
 
 }  // namespace flx::testing

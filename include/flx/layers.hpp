@@ -13,3 +13,4 @@
 #include "flx/layers/normalise.hpp"
 #include "flx/layers/recurrent.hpp"
 #include "flx/layers/attention.hpp"
+#include "flx/layers/weightnorm.hpp"
