@@ -39,5 +39,10 @@ const std::map<std::string, HalfUlps>& array_op_half_ulps();
 // The layers of tests/conformance_layer_cases.cpp.
 std::vector<Case> layer_cases();
 const std::map<std::string, HalfUlps>& layer_half_ulps();
+// GRUv3, Recurrence, EmbeddingBag, WeightNorm and the attention's additive
+// bias: conformance_seq_cases.cpp, with their half tolerances (every case
+// named there).
+std::vector<Case> sequence_layer_cases();
+const std::map<std::string, HalfUlps>& sequence_layer_half_ulps();
 
 }  // namespace flx::testing

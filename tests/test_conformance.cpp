@@ -553,6 +553,18 @@ TEST_P(Conformance, RecurrentLayersMatchTheCpu) {
   for (const Case& c : recurrent_cases()) check_case(c, GetParam().device, t, tolerance(t) * 5, &half);
 }
 
+// GRUv3, Recurrence, EmbeddingBag, WeightNorm and MultiHeadAttention's bias
+// (tests/conformance_seq_cases.cpp, which argues their half tolerances).
+TEST_P(Conformance, SequenceLayersMatchTheCpu) {
+  skip_without_accelerator(GetParam());
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
+  const DType t = GetParam().dtype;
+  const auto& ulps = flx::testing::sequence_layer_half_ulps();
+  set_seed(14);
+  for (const Case& c : flx::testing::sequence_layer_cases())
+    check_case(c, GetParam().device, t, tolerance(t) * 5, &ulps.at(c.name));
+}
+
 namespace {
 // Gradients of shape s in dtype t on device d, one per step, that change from
 // step to step (tests/adam_reference.hpp says why), and their values in t.

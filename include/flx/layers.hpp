@@ -14,3 +14,4 @@
 #include "flx/layers/upsample.hpp"
 #include "flx/layers/recurrent.hpp"
 #include "flx/layers/attention.hpp"
+#include "flx/layers/weightnorm.hpp"

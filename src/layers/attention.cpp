@@ -237,6 +237,19 @@ std::pair<Tensor, Tensor> MultiHeadAttention::operator()(const Tensor& q, const 
   return {out_proj(x), alpha};
 }
 
+std::pair<Tensor, Tensor> MultiHeadAttention::operator()(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                         const Tensor& bias, const AttentionOptions& o) const {
+  if (o.bias.defined()) {
+    std::ostringstream name;
+    show_compact(name, *this);
+    FLX_CHECK(false, ArgumentError, name.str(),
+              ": the bias is given twice, as the fourth argument and as the option .bias; give it once");
+  }
+  AttentionOptions with = o;
+  with.bias = bias;
+  return (*this)(q, k, v, with);
+}
+
 void show_compact(std::ostream& os, const MultiHeadAttention& m) {
   const int64_t q_in = m.q_proj.weight.shape()[1], k_in = m.k_proj.weight.shape()[1],
                 v_in = m.v_proj.weight.shape()[1], qk = m.q_proj.weight.shape()[0], v = m.v_proj.weight.shape()[0],

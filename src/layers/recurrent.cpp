@@ -1,7 +1,9 @@
-// RNN, LSTM and GRU: Flux's cells and layers, their checks and printing.
-// A cell's step is made of recorded ops (any device, any order of
-// derivative); a layer runs the whole sequence as one fused op where it
-// applies (src/ops/recurrent_scan.cpp), else its cell step by step.
+// RNN, LSTM, GRU and GRUv3: Flux's cells and layers, their checks and
+// printing, and the non-template parts of the sequence runner (Flux's scan,
+// detail::run_sequence in the header). A cell's step is made of recorded ops
+// (any device, any order of derivative); a layer runs the whole sequence as
+// one fused op where it applies (src/ops/recurrent_scan.cpp), else its cell
+// step by step.
 #include "flx/layers/recurrent.hpp"
 
 #include <sstream>
@@ -90,28 +92,22 @@ void check_state(const std::string& layer, const char* what, const Tensor& s, in
             ". initialstates(layer) gives the zero state");
 }
 
-// A sequence as (in, T, B), remembering whether it came without a batch dim.
-struct Sequence {
-  Tensor x;  // (in, T, B)
-  bool batched;
-  int64_t T, B;
-};
-// x: (in, time, batch) or (in, time); the output (out, time[, batch]).
-Shape sequence_shape(const std::string& layer, const Shape& x, int64_t in, int64_t out, const std::string& got) {
-  FLX_CHECK((x.ndims() == 2 || x.ndims() == 3) && x[0] == in, DimensionMismatch, layer, ": expected a sequence of ",
-            in, " features, (", in, ", time, batch) or (", in, ", time); got shape ", got,
-            x.ndims() == 1 ? ". One time step goes to the cell (.cell) instead" : "");
+// x: (in, time, batch) or (in, time); the output (out, time[, batch]). in < 0:
+// any number of features (a cell of your own, whose size is its own business).
+Shape sequence_shape_of(const std::string& layer, const Shape& x, int64_t in, int64_t out, const std::string& got) {
+  if (in < 0) {
+    FLX_CHECK(x.ndims() == 2 || x.ndims() == 3, DimensionMismatch, layer,
+              ": expected a sequence (features, time, batch) or (features, time); got shape ", got,
+              x.ndims() == 1 ? ". One time step goes to the cell (.cell) instead" : "");
+  } else {
+    FLX_CHECK((x.ndims() == 2 || x.ndims() == 3) && x[0] == in, DimensionMismatch, layer,
+              ": expected a sequence of ", in, " features, (", in, ", time, batch) or (", in, ", time); got shape ",
+              got, x.ndims() == 1 ? ". One time step goes to the cell (.cell) instead" : "");
+  }
   FLX_CHECK(x[1] > 0, DimensionMismatch, layer, ": expected at least one time step; got shape ", x);
   Shape y = x;
   y[0] = out;
   return y;
-}
-Sequence sequence(const std::string& layer, const Tensor& x, int64_t in) {
-  if (!x.defined()) (void)sequence_shape(layer, Shape{}, in, 0, "undefined");
-  (void)sequence_shape(layer, x.shape(), in, 0, x.shape().str());
-  const bool batched = x.ndims() == 3;
-  const int64_t T = x.shape()[1], B = batched ? x.shape()[2] : 1;
-  return {batched ? x : reshape(x, {in, T, 1}), batched, T, B};
 }
 
 // Wi x .+ b, (k·H) or (k·H, batch): one GEMM with the bias fused where the
@@ -156,40 +152,17 @@ ops::RecurrentAct fused_act(const Activation& a, bool* supported) {
   }
 }
 
-// The fused op's Z as the layer returns it: the outputs (H, T, B) and, when
+// The fused op's Z as the runner takes it: the outputs (H, T, B) and, when
 // asked for, the last state's parts (H, B) (src/ops/recurrent_scan.hpp).
 struct Unpacked {
   Tensor y, h, c;
 };
-Unpacked unpack(const Tensor& z, const Sequence& s, bool with_state, bool lstm) {
+Unpacked unpack(const Tensor& z, const detail::Sequence& s, bool with_state, bool lstm) {
   if (!with_state) return {z, Tensor{}, Tensor{}};
   const int64_t h = z.shape()[0], tb = s.T * s.B;
   Unpacked u{reshape(z.slice_last(0, tb), {h, s.T, s.B}), reshape(z.slice_last(tb, tb + s.B), {h, s.B}), Tensor{}};
   if (lstm) u.c = reshape(z.slice_last(tb + s.B, tb + 2 * s.B), {h, s.B});
   return u;
-}
-
-// Without a batch dim in: (out, T) and (out) out.
-Tensor unbatch_output(const Tensor& y, const Sequence& s) {
-  return s.batched ? y : reshape(y, {y.shape()[0], s.T});
-}
-Tensor unbatch_state(const Tensor& h, const Sequence& s) {
-  return !h.defined() || s.batched || h.ndims() == 1 ? h : reshape(h, {h.shape()[0]});
-}
-
-// Flux's scan: the cell over each step of s.x, (in, T, B); the outputs (out, T, B).
-template <class Cell, class State>
-RecurrentOutput<State> scan_steps(const Cell& cell, const Sequence& s, State state) {
-  const int64_t in = s.x.shape()[0];
-  const Tensor xt = permutedims(s.x, {0, 2, 1});  // (in, B, T): each step a contiguous view
-  std::vector<Tensor> outs;
-  outs.reserve(size_t(s.T));
-  for (int64_t t = 0; t < s.T; ++t) {
-    auto r = cell(reshape(xt.slice_last(t, t + 1), {in, s.B}), state);
-    outs.push_back(r.output);
-    state = std::move(r.state);
-  }
-  return {permutedims(ops::stack_last(outs), {0, 2, 1}), std::move(state)};
 }
 
 // How a layer's parameters print after its sizes (Julia's keyword syntax).
@@ -277,6 +250,103 @@ RecurrentOutput<Tensor> GRUCell::operator()(const Tensor& x, const Tensor& h) co
   return {h2, h2};
 }
 
+GRUv3Cell::GRUv3Cell(int64_t in, int64_t out, const RecurrentOptions& o) {
+  check_sizes("GRUv3Cell", in, out);
+  check_cell_options("GRUv3Cell", "GRUv3", o, false);
+  Wi = glorot_uniform(3 * out, in);
+  Wh = glorot_uniform(3 * out, out);
+  Wh_h = glorot_uniform(out, out);
+  if (o.bias) b = zeros(3 * out);
+}
+GRUv3Cell::GRUv3Cell(Tensor wi, Tensor wh, Tensor b0, Tensor whh)
+    : Wi(std::move(wi)), Wh(std::move(wh)), b(std::move(b0)), Wh_h(std::move(whh)) {
+  check_weights("GRUv3Cell", 3, Wi, Wh, b, "b");
+  const int64_t out = Wh.shape()[1];
+  FLX_CHECK(Wh_h.defined() && Wh_h.shape() == (Shape{out, out}), DimensionMismatch,
+            "GRUv3Cell: Wh_h (Flux's Wh_h\u0303, the candidate's recurrent kernel) must have shape ",
+            Shape{out, out}.str(), " to match Wh ", Wh.shape().str(), "; got ", shape_of(Wh_h));
+}
+RecurrentOutput<Tensor> GRUv3Cell::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
+RecurrentOutput<Tensor> GRUv3Cell::operator()(const Tensor& x, const Tensor& h) const {
+  const std::string name = named(*this);
+  check_step_input(name, x, Wi.shape()[1]);
+  check_state(name, "h", h, Wh.shape()[1], x.ndims() == 2 ? x.shape()[1] : -1);
+  const auto gx = chunk(project(Wi, x, b), 3), gh = chunk(matmul(Wh, h), 3);  // reset, update, (unused)
+  Tensor r = sigmoid(gx[0] + gh[0]), z = sigmoid(gx[1] + gh[1]);
+  Tensor n = flx::tanh(gx[2] + matmul(Wh_h, r * h));
+  Tensor h2 = (1.0 - z) * n + z * h;
+  return {h2, h2};
+}
+
+// ---- the sequence runner's parts -----------------------------------------------
+
+namespace detail {
+
+Shape sequence_shape(const std::string& layer, const Shape& x, int64_t in, int64_t out) {
+  return sequence_shape_of(layer, x, in, out, x.str());
+}
+Sequence as_sequence(const std::string& layer, const Tensor& x, int64_t in) {
+  if (!x.defined()) (void)sequence_shape_of(layer, Shape{}, in, 0, "undefined");
+  (void)sequence_shape_of(layer, x.shape(), in, 0, x.shape().str());
+  const bool batched = x.ndims() == 3;
+  const int64_t T = x.shape()[1], B = batched ? x.shape()[2] : 1;
+  return {batched ? x : reshape(x, {x.shape()[0], T, 1}), batched, T, B};
+}
+Tensor unbatch_output(const Tensor& y, const Sequence& s) {
+  return s.batched ? y : reshape(y, {y.shape()[0], s.T});
+}
+Tensor unbatch_state(const Tensor& h, const Sequence& s) {
+  return !h.defined() || s.batched || h.ndims() == 1 ? h : reshape(h, {h.shape()[0]});
+}
+Tensor stack_steps(const std::vector<Tensor>& outs) { return permutedims(ops::stack_last(outs), {0, 2, 1}); }
+
+void check_sequence_state(const std::string& layer, const RNNCell& c, const Tensor& h, int64_t batch) {
+  check_state(layer, "h", h, c.Wh.shape()[1], batch);
+}
+void check_sequence_state(const std::string& layer, const LSTMCell& c, const LSTMState& s, int64_t batch) {
+  check_state(layer, "h", s.h, c.Wh.shape()[1], batch);
+  check_state(layer, "c", s.c, c.Wh.shape()[1], batch);
+}
+void check_sequence_state(const std::string& layer, const GRUCell& c, const Tensor& h, int64_t batch) {
+  check_state(layer, "h", h, c.Wh.shape()[1], batch);
+}
+void check_sequence_state(const std::string& layer, const GRUv3Cell& c, const Tensor& h, int64_t batch) {
+  check_state(layer, "h", h, c.Wh.shape()[1], batch);
+}
+
+bool fused_sequence(const RNNCell& c, const Sequence& s, const Tensor& h, bool want_state,
+                    RecurrentOutput<Tensor>* out) {
+  bool supported = false;
+  const auto act = fused_act(c.act, &supported);
+  if (!supported) return false;
+  const Tensor z = ops::recurrent_scan(RecurrentKind::RNN, act, s.x, c.Wi, c.Wh, c.bias, Tensor{},
+                                       batch_state(h, s.B), Tensor{}, want_state);
+  if (!z.defined()) return false;
+  const Unpacked u = unpack(z, s, want_state, false);
+  *out = {u.y, u.h};
+  return true;
+}
+bool fused_sequence(const LSTMCell& c, const Sequence& s, const LSTMState& st, bool want_state,
+                    RecurrentOutput<LSTMState>* out) {
+  const Tensor z = ops::recurrent_scan(RecurrentKind::LSTM, ops::RecurrentAct::Identity, s.x, c.Wi, c.Wh, c.bias,
+                                       Tensor{}, batch_state(st.h, s.B), batch_state(st.c, s.B), want_state);
+  if (!z.defined()) return false;
+  const Unpacked u = unpack(z, s, want_state, true);
+  *out = {u.y, {u.h, u.c}};
+  return true;
+}
+bool fused_sequence(const GRUCell& c, const Sequence& s, const Tensor& h, bool want_state,
+                    RecurrentOutput<Tensor>* out) {
+  const Tensor z = ops::recurrent_scan(RecurrentKind::GRU, ops::RecurrentAct::Identity, s.x, c.Wi, c.Wh, c.b, c.bh,
+                                       batch_state(h, s.B), Tensor{}, want_state);
+  if (!z.defined()) return false;
+  const Unpacked u = unpack(z, s, want_state, false);
+  *out = {u.y, u.h};
+  return true;
+}
+
+}  // namespace detail
+
 // ---- layers ------------------------------------------------------------------
 
 RNN::RNN(int64_t in, int64_t out, Activation act, const RecurrentOptions& o)
@@ -286,32 +356,14 @@ RNN::RNN(int64_t in, int64_t out, Activation act, const RecurrentOptions& o)
 RNN::RNN(RNNCell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
   check_state0(named(*this), "state0", state0, cell.Wh.shape()[1]);
 }
-namespace {
-// A layer's forward: the outputs, and the last state when want_state (else
-// an undefined one where the fused op ran, which then skips it).
-RecurrentOutput<Tensor> run_rnn(const RNN& l, const Tensor& x, const Tensor& h, bool want_state) {
-  const std::string name = named(l);
-  const Sequence s = sequence(name, x, l.cell.Wi.shape()[1]);
-  check_state(name, "h", h, l.cell.Wh.shape()[1], s.batched ? s.B : 1);
-  bool supported = false;
-  const auto act = fused_act(l.cell.act, &supported);
-  if (supported) {
-    const Tensor z = ops::recurrent_scan(RecurrentKind::RNN, act, s.x, l.cell.Wi, l.cell.Wh, l.cell.bias, Tensor{},
-                                         batch_state(h, s.B), Tensor{}, want_state);
-    if (z.defined()) {
-      const Unpacked u = unpack(z, s, want_state, false);
-      return {unbatch_output(u.y, s), unbatch_state(u.h, s)};
-    }
-  }
-  auto r = scan_steps(l.cell, s, h);
-  return {unbatch_output(r.output, s), unbatch_state(r.state, s)};
-}
-}  // namespace
-
 Tensor RNN::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
-Tensor RNN::operator()(const Tensor& x, const Tensor& h) const { return run_rnn(*this, x, h, false).output; }
+Tensor RNN::operator()(const Tensor& x, const Tensor& h) const {
+  return detail::run_sequence(named(*this), cell, x, h, false).output;
+}
 RecurrentOutput<Tensor> RNN::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
-RecurrentOutput<Tensor> RNN::with_state(const Tensor& x, const Tensor& h) const { return run_rnn(*this, x, h, true); }
+RecurrentOutput<Tensor> RNN::with_state(const Tensor& x, const Tensor& h) const {
+  return detail::run_sequence(named(*this), cell, x, h, true);
+}
 
 LSTM::LSTM(int64_t in, int64_t out, const RecurrentOptions& o)
     : cell(in, out, cell_options("LSTM", in, out, o, false)) {
@@ -324,30 +376,13 @@ LSTM::LSTM(LSTMCell c, LSTMState s0) : cell(std::move(c)), state0(std::move(s0))
   check_state0(name, "h", state0.h, cell.Wh.shape()[1]);
   check_state0(name, "c", state0.c, cell.Wh.shape()[1]);
 }
-namespace {
-RecurrentOutput<LSTMState> run_lstm(const LSTM& l, const Tensor& x, const LSTMState& st, bool want_state) {
-  const std::string name = named(l);
-  const Sequence s = sequence(name, x, l.cell.Wi.shape()[1]);
-  const int64_t out = l.cell.Wh.shape()[1];
-  check_state(name, "h", st.h, out, s.batched ? s.B : 1);
-  check_state(name, "c", st.c, out, s.batched ? s.B : 1);
-  const Tensor z = ops::recurrent_scan(RecurrentKind::LSTM, ops::RecurrentAct::Identity, s.x, l.cell.Wi, l.cell.Wh,
-                                       l.cell.bias, Tensor{}, batch_state(st.h, s.B), batch_state(st.c, s.B),
-                                       want_state);
-  if (z.defined()) {
-    const Unpacked u = unpack(z, s, want_state, true);
-    return {unbatch_output(u.y, s), {unbatch_state(u.h, s), unbatch_state(u.c, s)}};
-  }
-  auto r = scan_steps(l.cell, s, st);
-  return {unbatch_output(r.output, s), {unbatch_state(r.state.h, s), unbatch_state(r.state.c, s)}};
-}
-}  // namespace
-
 Tensor LSTM::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
-Tensor LSTM::operator()(const Tensor& x, const LSTMState& st) const { return run_lstm(*this, x, st, false).output; }
+Tensor LSTM::operator()(const Tensor& x, const LSTMState& st) const {
+  return detail::run_sequence(named(*this), cell, x, st, false).output;
+}
 RecurrentOutput<LSTMState> LSTM::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
 RecurrentOutput<LSTMState> LSTM::with_state(const Tensor& x, const LSTMState& st) const {
-  return run_lstm(*this, x, st, true);
+  return detail::run_sequence(named(*this), cell, x, st, true);
 }
 
 GRU::GRU(int64_t in, int64_t out, const RecurrentOptions& o)
@@ -357,26 +392,30 @@ GRU::GRU(int64_t in, int64_t out, const RecurrentOptions& o)
 GRU::GRU(GRUCell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
   check_state0(named(*this), "state0", state0, cell.Wh.shape()[1]);
 }
-namespace {
-RecurrentOutput<Tensor> run_gru(const GRU& l, const Tensor& x, const Tensor& h, bool want_state) {
-  const std::string name = named(l);
-  const Sequence s = sequence(name, x, l.cell.Wi.shape()[1]);
-  check_state(name, "h", h, l.cell.Wh.shape()[1], s.batched ? s.B : 1);
-  const Tensor z = ops::recurrent_scan(RecurrentKind::GRU, ops::RecurrentAct::Identity, s.x, l.cell.Wi, l.cell.Wh,
-                                       l.cell.b, l.cell.bh, batch_state(h, s.B), Tensor{}, want_state);
-  if (z.defined()) {
-    const Unpacked u = unpack(z, s, want_state, false);
-    return {unbatch_output(u.y, s), unbatch_state(u.h, s)};
-  }
-  auto r = scan_steps(l.cell, s, h);
-  return {unbatch_output(r.output, s), unbatch_state(r.state, s)};
-}
-}  // namespace
-
 Tensor GRU::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
-Tensor GRU::operator()(const Tensor& x, const Tensor& h) const { return run_gru(*this, x, h, false).output; }
+Tensor GRU::operator()(const Tensor& x, const Tensor& h) const {
+  return detail::run_sequence(named(*this), cell, x, h, false).output;
+}
 RecurrentOutput<Tensor> GRU::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
-RecurrentOutput<Tensor> GRU::with_state(const Tensor& x, const Tensor& h) const { return run_gru(*this, x, h, true); }
+RecurrentOutput<Tensor> GRU::with_state(const Tensor& x, const Tensor& h) const {
+  return detail::run_sequence(named(*this), cell, x, h, true);
+}
+
+GRUv3::GRUv3(int64_t in, int64_t out, const RecurrentOptions& o)
+    : cell(in, out, cell_options("GRUv3", in, out, o, false)) {
+  if (o.learned_state) state0 = zeros(out);
+}
+GRUv3::GRUv3(GRUv3Cell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
+  check_state0(named(*this), "state0", state0, cell.Wh.shape()[1]);
+}
+Tensor GRUv3::operator()(const Tensor& x) const { return (*this)(x, initialstates(*this)); }
+Tensor GRUv3::operator()(const Tensor& x, const Tensor& h) const {
+  return detail::run_sequence(named(*this), cell, x, h, false).output;
+}
+RecurrentOutput<Tensor> GRUv3::with_state(const Tensor& x) const { return with_state(x, initialstates(*this)); }
+RecurrentOutput<Tensor> GRUv3::with_state(const Tensor& x, const Tensor& h) const {
+  return detail::run_sequence(named(*this), cell, x, h, true);
+}
 
 // ---- initial states ----------------------------------------------------------
 
@@ -385,9 +424,11 @@ LSTMState initialstates(const LSTMCell& c) {
   return {zeros_like_rows(c.Wh, c.Wh.shape()[1]), zeros_like_rows(c.Wh, c.Wh.shape()[1])};
 }
 Tensor initialstates(const GRUCell& c) { return zeros_like_rows(c.Wh, c.Wh.shape()[1]); }
+Tensor initialstates(const GRUv3Cell& c) { return zeros_like_rows(c.Wh, c.Wh.shape()[1]); }
 Tensor initialstates(const RNN& l) { return l.state0.defined() ? l.state0 : initialstates(l.cell); }
 LSTMState initialstates(const LSTM& l) { return l.state0.h.defined() ? l.state0 : initialstates(l.cell); }
 Tensor initialstates(const GRU& l) { return l.state0.defined() ? l.state0 : initialstates(l.cell); }
+Tensor initialstates(const GRUv3& l) { return l.state0.defined() ? l.state0 : initialstates(l.cell); }
 
 // ---- printing ----------------------------------------------------------------
 
@@ -406,6 +447,11 @@ void show_compact(std::ostream& os, const GRUCell& l) {
   show_options(os, l.b.defined(), false, l.bh.defined());
   os << ")";
 }
+void show_compact(std::ostream& os, const GRUv3Cell& l) {
+  os << "GRUv3Cell(" << l.Wi.shape()[1] << " => " << l.Wi.shape()[0] / 3;
+  show_options(os, l.b.defined(), false, false);
+  os << ")";
+}
 void show_compact(std::ostream& os, const RNN& l) {
   os << "RNN(" << l.cell.Wi.shape()[1] << " => " << l.cell.Wi.shape()[0] << ", " << l.cell.act;
   show_options(os, l.cell.bias.defined(), l.state0.defined(), false);
@@ -421,6 +467,11 @@ void show_compact(std::ostream& os, const GRU& l) {
   show_options(os, l.cell.b.defined(), l.state0.defined(), l.cell.bh.defined());
   os << ")";
 }
+void show_compact(std::ostream& os, const GRUv3& l) {
+  os << "GRUv3(" << l.cell.Wi.shape()[1] << " => " << l.cell.Wi.shape()[0] / 3;
+  show_options(os, l.cell.b.defined(), l.state0.defined(), false);
+  os << ")";
+}
 // ---- shape rules (outputsize) ----------------------------------------------------
 
 Shape outputsize(const RNNCell& l, const Shape& x) {
@@ -432,14 +483,20 @@ Shape outputsize(const LSTMCell& l, const Shape& x) {
 Shape outputsize(const GRUCell& l, const Shape& x) {
   return step_shape(named(l), x, l.Wi.shape()[1], l.Wh.shape()[1], x.str());
 }
+Shape outputsize(const GRUv3Cell& l, const Shape& x) {
+  return step_shape(named(l), x, l.Wi.shape()[1], l.Wh.shape()[1], x.str());
+}
 Shape outputsize(const RNN& l, const Shape& x) {
-  return sequence_shape(named(l), x, l.cell.Wi.shape()[1], l.cell.Wh.shape()[1], x.str());
+  return sequence_shape_of(named(l), x, l.cell.Wi.shape()[1], l.cell.Wh.shape()[1], x.str());
 }
 Shape outputsize(const LSTM& l, const Shape& x) {
-  return sequence_shape(named(l), x, l.cell.Wi.shape()[1], l.cell.Wh.shape()[1], x.str());
+  return sequence_shape_of(named(l), x, l.cell.Wi.shape()[1], l.cell.Wh.shape()[1], x.str());
 }
 Shape outputsize(const GRU& l, const Shape& x) {
-  return sequence_shape(named(l), x, l.cell.Wi.shape()[1], l.cell.Wh.shape()[1], x.str());
+  return sequence_shape_of(named(l), x, l.cell.Wi.shape()[1], l.cell.Wh.shape()[1], x.str());
+}
+Shape outputsize(const GRUv3& l, const Shape& x) {
+  return sequence_shape_of(named(l), x, l.cell.Wi.shape()[1], l.cell.Wh.shape()[1], x.str());
 }
 
 }  // namespace flx

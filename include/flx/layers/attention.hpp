@@ -68,7 +68,8 @@ struct MultiHeadAttentionOptions {
 // (out, q_len, batch), α the attention weights (kv_len, q_len, nheads,
 // batch), undefined with `.scores = false` (mha(x, {.causal = true,
 // .scores = false}): memory linear in the length); mha(x) is
-// self-attention, mha(q, kv) uses kv as keys and values.
+// self-attention, mha(q, kv) uses kv as keys and values. An additive bias
+// on the logits goes in as mha(q, k, v, bias) (Flux's) or {.bias = bias}.
 struct MultiHeadAttention {
   int64_t nheads = 8;
   Dense q_proj, k_proj, v_proj;
@@ -79,6 +80,12 @@ struct MultiHeadAttention {
   MultiHeadAttention(const AttentionDims& dims, const MultiHeadAttentionOptions& o = {});
 
   std::pair<Tensor, Tensor> operator()(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const AttentionOptions& o = {}) const;
+  // Flux's mha(q, k, v, bias; mask): the additive bias on the logits given
+  // as the fourth argument (the same as o.bias, which must then be unset):
+  // floating, broadcastable to (kv_len, q_len, nheads, batch) (an ALiBi or
+  // relative-position bias), differentiable.
+  std::pair<Tensor, Tensor> operator()(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
                                        const AttentionOptions& o = {}) const;
   std::pair<Tensor, Tensor> operator()(const Tensor& q, const Tensor& kv, const AttentionOptions& o = {}) const {
     return (*this)(q, kv, kv, o);

@@ -1,6 +1,7 @@
-// Embedding (Flux's Embedding, in basic.jl there): a lookup table of n
-// vectors of d features, trained like any weight. The input is 0-based
-// integer indices of any shape, or their one-hot encoding.
+// Embedding and EmbeddingBag (Flux's, in basic.jl there): a lookup table of
+// n vectors of d features, trained like any weight. Embedding's input is
+// 0-based integer indices of any shape, or their one-hot encoding;
+// EmbeddingBag's is bags of indices, whose vectors it reduces to one a bag.
 #pragma once
 
 #include <cstdint>
@@ -43,5 +44,42 @@ void show_compact(std::ostream& os, const Embedding& l);  // Embedding(n => d)
 // shape does not say whether x is one-hot; for a one-hot (n, rest...) input,
 // ask for the indices' shape (rest...).)
 Shape outputsize(const Embedding& l, const Shape& x);
+
+// How EmbeddingBag reduces a bag's vectors: Flux's reduction function (mean,
+// sum, maximum), PyTorch's mode ("mean", "sum", "max").
+enum class BagReduction { Mean, Sum, Max };
+
+// Flux's EmbeddingBag: weight (d, n) as Embedding's, and each bag of indices
+// reduced to one d-vector (the mean by default). Called on
+//  - integer indices x (L, rest...): each column a bag of L indices; the
+//    output (d, rest...) (a vector x is one bag: a d-vector);
+//  - a one-hot Bool array (n, L, rest...): the same bags, one-hot;
+//  - data and offsets, two integer vectors (Flux's eb(data, at), PyTorch's
+//    input and offsets, 0-based): bag k is data[offsets[k] : offsets[k+1]-1],
+//    the last running to the end; offsets start at 0 and increase strictly,
+//    so no bag is empty. The output is (d, number of bags).
+// Differentiable w.r.t. the weight (repeated indices add up; the maximum's
+// gradient goes to the index that gave it, the first of ties). An index
+// outside 0:n-1, bad offsets or a wrong rank are errors naming the layer and
+// the shapes. The offsets (and, with them, the data) are read on the host:
+// from a GPU, one round trip a call.
+struct EmbeddingBag {
+  Tensor weight;
+  BagReduction reduction = BagReduction::Mean;
+
+  EmbeddingBag(int64_t n, int64_t d, BagReduction reduction = BagReduction::Mean);  // weight ~ randn, as Flux's
+  explicit EmbeddingBag(Tensor weight, BagReduction reduction = BagReduction::Mean);
+  Tensor operator()(const Tensor& x) const;
+  Tensor operator()(const Tensor& data, const Tensor& offsets) const;
+};
+FLX_FUNCTOR(EmbeddingBag, weight)
+
+// EmbeddingBag(n => d), as Flux; a reduction other than the mean follows:
+// EmbeddingBag(26 => 3, sum), EmbeddingBag(26 => 3, maximum).
+void show_compact(std::ostream& os, const EmbeddingBag& l);
+// The shape rules (outputsize.hpp): indices (L, rest...) give (d, rest...);
+// data and offsets of shapes (N) and (k) give (d, k).
+Shape outputsize(const EmbeddingBag& l, const Shape& x);
+Shape outputsize(const EmbeddingBag& l, const Shape& data, const Shape& offsets);
 
 }  // namespace flx
