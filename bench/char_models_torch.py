@@ -20,6 +20,8 @@ examples/char_lstm.cpp and examples/char_transformer.cpp:
   LayerNorm, Linear(64, V); Adam 1e-3.
 
 --device cuda runs it on the GPU, in full Float32 (TF32 off, as flx).
+--init flux gives the Linear and attention weights Flux's initialisation
+(flx's) instead of PyTorch's.
 --precision bf16 (or f16) trains under torch.autocast of that dtype (f16
 with torch.amp.GradScaler), the counterpart of flx's bf16(model) with
 MixedPrecision(Float32, Adam); --dim, --heads and --layers size the
@@ -99,6 +101,27 @@ class CharTransformer(nn.Module):
         return self.out(self.ln(h))
 
 
+def flux_init_(model):
+    """Flux's initialisation, in place: every nn.Linear Glorot-uniform with a
+    zero bias, and each of nn.MultiheadAttention's q, k and v projections
+    Glorot-uniform on its own fan (E => E), as flx's MultiHeadAttention
+    (Flux's) has three Dense layers where PyTorch stacks them in one [3E, E]
+    matrix. Embeddings (N(0, 1)) and layer norms (1, 0) are the same in both."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Linear):  # out_proj included (a NonDynamicallyQuantizableLinear)
+                nn.init.xavier_uniform_(m.weight)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.MultiheadAttention):
+                e = m.embed_dim
+                for i in range(3):
+                    nn.init.xavier_uniform_(m.in_proj_weight[i * e:(i + 1) * e])
+                if m.in_proj_bias is not None:
+                    nn.init.zeros_(m.in_proj_bias)
+    return model
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["lstm", "transformer"], required=True)
@@ -112,6 +135,8 @@ def main():
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--init", choices=["torch", "flux"], default="torch",
+                   help="flux: Flux's (and flx's) initialisation of the Linear and attention weights (flux_init_)")
     a = p.parse_args()
     dev = torch.device(a.device)
     # flx computes in full Float32 on CUDA (TF32 only when asked for): so does PyTorch here
@@ -122,7 +147,10 @@ def main():
     torch.manual_seed(a.seed)
     vocab, train, valid = load_text()
     v = len(vocab)
-    model = (CharLSTM(v) if a.model == "lstm" else CharTransformer(v, a.seq, a.dim, a.heads, a.layers)).to(dev)
+    model = CharLSTM(v) if a.model == "lstm" else CharTransformer(v, a.seq, a.dim, a.heads, a.layers)
+    if a.init == "flux":
+        flux_init_(model)
+    model = model.to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=2e-3 if a.model == "lstm" else 1e-3)
     low = {"bf16": torch.bfloat16, "f16": torch.float16}.get(a.precision)
     autocast = lambda: torch.autocast(a.device, dtype=low, enabled=low is not None)  # noqa: E731
