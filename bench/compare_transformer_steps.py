@@ -79,6 +79,21 @@ def as_flx(names, tensors):
     return out
 
 
+def load_flx_state(model, names, flx):
+    """Loads a state saved under flx's names (transformer_steps --write-init)
+    into the PyTorch model: as_flx backwards."""
+    sd = {}
+    for k, (name, f, third) in names.items():
+        t = torch.from_numpy(flx[k].copy())
+        t = t.T if f else t
+        if third is not None:
+            sd.setdefault(name, [None, None, None])[third] = t
+        else:
+            sd[name] = t
+    sd = {n: torch.cat(t) if isinstance(t, list) else t for n, t in sd.items()}
+    model.load_state_dict(sd)
+
+
 def batches(train, steps, batch, seq, seed):
     """char_models_torch.py's training windows: its generator and draws."""
     rng = np.random.default_rng(seed)
@@ -150,7 +165,11 @@ def main():
     ap.add_argument("--dump", type=int, default=None, help="steps whose gradients and parameters are compared "
                     "(default: every step)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--init", choices=["torch", "flux"], default="torch")
+    ap.add_argument("--init", choices=["torch", "flux", "flx"], default="torch",
+                    help="the initial weights: PyTorch's, PyTorch's model with Flux's initialisation "
+                    "(char_models_torch.flux_init_), or flx's own (examples/char_transformer's for --seed)")
+    ap.add_argument("--batches", choices=["numpy", "flx"], default="numpy",
+                    help="the training windows: char_models_torch.py's draws, or examples/char_transformer's")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--dim", type=int, default=64)
@@ -161,9 +180,11 @@ def main():
     ap.add_argument("--tol", type=float)
     ap.add_argument("--val", action="store_true", help="also compare the validation loss after the last step")
     ap.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
+    ap.add_argument("--only", choices=["flx", "torch"],
+                    help="run one side alone (they agree: the validation loss of a configuration)")
     ap.add_argument("--fixture", help="write a test fixture into this directory instead of comparing")
     a = ap.parse_args()
-    dump = a.steps if a.dump is None else a.dump
+    dump = 0 if a.only else (a.steps if a.dump is None else a.dump)
     tol = a.tol if a.tol is not None else (1e-9 if a.dtype == "f64" else 1e-3)
     dt = torch.float64 if a.dtype == "f64" else torch.float32
     torch.set_num_threads(a.threads)
@@ -172,9 +193,23 @@ def main():
     model = CharTransformer(len(vocab), a.seq, a.dim, a.heads, a.layers)  # as char_models_torch.py builds it
     if a.init == "flux":
         flux_init_(model)
-    model = model.to(dt)
     names = flx_names(model)
-    xs, ys = batches(train, a.steps, a.batch, a.seq, a.seed)
+    work = a.fixture or a.workdir or tempfile.mkdtemp(prefix="transformer_steps.")
+    os.makedirs(work, exist_ok=True)
+    shape = ["--seq", str(a.seq), "--dim", str(a.dim), "--heads", str(a.heads), "--layers", str(a.layers)]
+    if a.init == "flx":
+        path = os.path.join(work, "flx_init.safetensors")
+        subprocess.run([str(find_tool(a.build)), "--write-init", path, "--seed", str(a.seed)] + shape, check=True)
+        load_flx_state(model, names, load_file(path))
+    model = model.to(dt)
+    if a.batches == "flx":
+        path = os.path.join(work, "flx_batches.safetensors")
+        subprocess.run([str(find_tool(a.build)), "--write-batches", path, "--seed", str(a.seed), "--steps",
+                        str(a.steps), "--batch", str(a.batch), "--seq", str(a.seq)], check=True)
+        b = load_file(path)
+        xs, ys = b["x"], b["y"]
+    else:
+        xs, ys = batches(train, a.steps, a.batch, a.seq, a.seed)
     data = {"x": xs, "y": ys}
     val = None
     if a.val:
@@ -182,12 +217,16 @@ def main():
         val = (vx, vy)
         data.update(val_x=vx.numpy(), val_y=vy.numpy())
 
-    work = a.fixture or a.workdir or tempfile.mkdtemp(prefix="transformer_steps.")
-    os.makedirs(work, exist_ok=True)
     init_path, data_path = os.path.join(work, "init.safetensors"), os.path.join(work, "batches.safetensors")
     save_torch({k: t.detach().contiguous() for k, t in model.state_dict().items()}, init_path)
     save_file(data, data_path)
-    losses, snaps, val_torch = train_torch(model, xs, ys, a.lr, dump, names, val)
+    if a.only == "torch":
+        losses, _, val_torch = train_torch(model, xs, ys, a.lr, 0, names, val)
+        print(f"PyTorch alone: loss at step {a.steps - 1} {losses[-1]:.6f}"
+              + (f", validation loss {val_torch:.6f}" if val is not None else ""))
+        return
+    losses, snaps, val_torch = (None, None, None) if a.only == "flx" else train_torch(model, xs, ys, a.lr, dump,
+                                                                                     names, val)
     if a.fixture:
         expect = {"loss": losses}
         for s, (g, p) in enumerate(snaps):
@@ -207,13 +246,18 @@ def main():
            "--lr", repr(a.lr), "--dump", str(dump)]
     subprocess.run(cmd, check=True, env=env)
     flx = load_file(out_path)
+    if a.only == "flx":
+        print(f"flx alone: loss at step {a.steps - 1} {float(flx['loss'][-1]):.6f}"
+              + (f", validation loss {float(flx['val_loss']):.6f}" if val is not None else ""))
+        return
     first = compare(flx, losses, snaps, tol)
     if val is not None:
         vf = float(flx["val_loss"])
         print(f"validation loss after {a.steps} steps: flx {vf:.6f}, PyTorch {val_torch:.6f} "
               f"(flx / PyTorch - 1 = {vf / val_torch - 1:+.2%})")
     if first is None:
-        print(f"flx and PyTorch agree within {tol:g} at every step ({a.dtype}, {a.init} initialisation)")
+        print(f"flx and PyTorch agree within {tol:g} at every step ({a.dtype}, {a.init} initialisation, "
+              f"{a.batches} batches)")
     else:
         s, what, d = first
         print(f"first step beyond {tol:g}: step {s} ({what}, relative difference {d:.3g})")

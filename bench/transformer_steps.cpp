@@ -54,9 +54,14 @@ struct CharTransformer {
   LayerNorm ln;
   Dense out;
 
+  // Draws the initial weights in the example's order (tokens, positions,
+  // the blocks, out), so that set_seed(s) gives the example's model.
   CharTransformer(int64_t vocab, int64_t seq, int64_t d, int64_t heads, int64_t layers)
-      : tokens(vocab, d), positions(seq, d), ln(d), out(d, vocab) {
-    for (int64_t i = 0; i < layers; ++i) blocks.emplace_back(d, heads);  // each its own (copies share tensors)
+      : tokens(vocab, d), positions(seq, d), blocks(make_blocks(d, heads, layers)), ln(d), out(d, vocab) {}
+  static std::vector<Block> make_blocks(int64_t d, int64_t heads, int64_t layers) {
+    std::vector<Block> b;
+    for (int64_t i = 0; i < layers; ++i) b.emplace_back(d, heads);  // each its own (copies share tensors)
+    return b;
   }
   Tensor operator()(const Tensor& ids) const {
     const int64_t t = ids.shape()[0];
@@ -103,15 +108,17 @@ Tensor step_of(const Tensor& all, int64_t s) {
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: transformer_steps --init INIT --batches BATCHES --out OUT [--dtype f32|f64] [--dim 64] "
-               "[--heads 4] [--layers 2] [--lr 1e-3] [--dump N] [--steps N]\n");
+               "[--heads 4] [--layers 2] [--lr 1e-3] [--dump N] [--steps N]\n"
+               "       transformer_steps --write-init OUT --seed S [--seq 64] [--dim 64] [--heads 4] [--layers 2]\n"
+               "       transformer_steps --write-batches OUT --seed S --steps N [--batch 32] [--seq 64]\n");
   std::exit(2);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string init, batches, out, dtype = "f32";
-  int64_t dim = 64, heads = 4, layers = 2, dump = 0, steps = -1;
+  std::string init, batches, out, dtype = "f32", write_init, write_batches;
+  int64_t dim = 64, heads = 4, layers = 2, dump = 0, steps = -1, seq = 64, batch = 32, seed = -1;
   double lr = 1e-3;
   for (int i = 1; i < argc; i += 2) {
     if (i + 1 >= argc) usage();
@@ -119,6 +126,8 @@ int main(int argc, char** argv) {
     if (f == "--init") init = v;
     else if (f == "--batches") batches = v;
     else if (f == "--out") out = v;
+    else if (f == "--write-init") write_init = v;
+    else if (f == "--write-batches") write_batches = v;
     else if (f == "--dtype") dtype = v;
     else if (f == "--dim") dim = std::stoll(v);
     else if (f == "--heads") heads = std::stoll(v);
@@ -126,14 +135,46 @@ int main(int argc, char** argv) {
     else if (f == "--lr") lr = std::stod(v);
     else if (f == "--dump") dump = std::stoll(v);
     else if (f == "--steps") steps = std::stoll(v);
+    else if (f == "--seq") seq = std::stoll(v);
+    else if (f == "--batch") batch = std::stoll(v);
+    else if (f == "--seed") seed = std::stoll(v);
     else usage();
   }
-  if (init.empty() || batches.empty() || out.empty() || (dtype != "f32" && dtype != "f64")) usage();
   try {
+    if (!write_init.empty()) {
+      // The example's initial model for --seed, under flx's names (the
+      // script maps them to PyTorch's): set_seed, then the model.
+      if (seed < 1) usage();
+      set_seed(uint64_t(seed));
+      const zoo::CharText text = zoo::load_licenses();
+      save(write_init, state(CharTransformer(int64_t(text.vocab.size()), seq, dim, heads, layers)));
+      return 0;
+    }
+    if (!write_batches.empty()) {
+      // The example's training windows for --seed: its generator and draws,
+      // as "x" and "y" [steps, batch, seq].
+      if (seed < 1 || steps < 1) usage();
+      const zoo::CharText text = zoo::load_licenses();
+      std::mt19937_64 rng{uint64_t(seed)};
+      std::vector<int64_t> x, y;
+      for (int64_t s = 0; s < steps; ++s) {
+        auto [xs, ys] = zoo::windows(text.train, zoo::random_starts(text.train.size(), seq, batch, rng), seq);
+        for (int64_t v : xs.to_vector<int64_t>()) x.push_back(v);
+        for (int64_t v : ys.to_vector<int64_t>()) y.push_back(v);
+      }
+      // (seq, batch, steps), permuted to the file's [steps, batch, seq]
+      State b;
+      b.insert("x", permutedims(tensor(x, Shape{seq, batch, steps}), {2, 1, 0}));
+      b.insert("y", permutedims(tensor(y, Shape{seq, batch, steps}), {2, 1, 0}));
+      save(write_batches, b);
+      return 0;
+    }
+    if (init.empty() || batches.empty() || out.empty() || (dtype != "f32" && dtype != "f64")) usage();
     const State torch_init = load(init), data = load(batches);
     // [steps, batch, seq] -> (seq, batch, steps): a step is one contiguous slice
     const Tensor xs = permutedims(data.at("x"), {2, 1, 0}), ys = permutedims(data.at("y"), {2, 1, 0});
-    const int64_t seq = xs.shape()[0], vocab = torch_init.at("emb.weight").shape()[0];
+    const int64_t vocab = torch_init.at("emb.weight").shape()[0];
+    seq = xs.shape()[0];
     if (steps < 0) steps = xs.shape()[2];
     auto model = CharTransformer(vocab, seq, dim, heads, layers);
     if (dtype == "f64") model = fmap([](const Tensor& t) { return t.to(Float64); }, model);
