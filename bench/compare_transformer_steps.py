@@ -21,7 +21,7 @@ after the last step.
 
 --fixture DIR writes a small case (the init, the batches and PyTorch's
 losses, gradients and parameters: tests/data/transformer_steps/) that
-tests/bench/transformer_steps_fixture.py checks flx against without torch.
+tests/bench/check_transformer_steps.py checks flx against without torch.
 """
 import argparse
 import os
