@@ -20,6 +20,11 @@ examples/char_lstm.cpp and examples/char_transformer.cpp:
   LayerNorm, Linear(64, V); Adam 1e-3.
 
 --device cuda runs it on the GPU, in full Float32 (TF32 off, as flx).
+--init flux gives the Linear and attention weights Flux's initialisation
+(flx's) instead of PyTorch's; --init flx starts from the very weights
+examples/char_transformer.cpp draws for the same --seed, and --windows flx
+trains on the windows the flx examples draw (both replayed by flx_random.py),
+so that the two programs differ by rounding alone.
 --precision bf16 (or f16) trains under torch.autocast of that dtype (f16
 with torch.amp.GradScaler), the counterpart of flx's bf16(model) with
 MixedPrecision(Float32, Adam); --dim, --heads and --layers size the
@@ -37,6 +42,8 @@ import time
 import numpy as np
 import torch
 import torch.nn as nn
+
+import flx_random
 
 LICENSES = "/usr/share/common-licenses"
 
@@ -99,6 +106,27 @@ class CharTransformer(nn.Module):
         return self.out(self.ln(h))
 
 
+def flux_init_(model):
+    """Flux's initialisation, in place: every nn.Linear Glorot-uniform with a
+    zero bias, and each of nn.MultiheadAttention's q, k and v projections
+    Glorot-uniform on its own fan (E => E), as flx's MultiHeadAttention
+    (Flux's) has three Dense layers where PyTorch stacks them in one [3E, E]
+    matrix. Embeddings (N(0, 1)) and layer norms (1, 0) are the same in both."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Linear):  # out_proj included (a NonDynamicallyQuantizableLinear)
+                nn.init.xavier_uniform_(m.weight)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.MultiheadAttention):
+                e = m.embed_dim
+                for i in range(3):
+                    nn.init.xavier_uniform_(m.in_proj_weight[i * e:(i + 1) * e])
+                if m.in_proj_bias is not None:
+                    nn.init.zeros_(m.in_proj_bias)
+    return model
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["lstm", "transformer"], required=True)
@@ -112,6 +140,11 @@ def main():
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--init", choices=["torch", "flux", "flx"], default="torch",
+                   help="flux: Flux's (and flx's) initialisation of the Linear and attention weights (flux_init_); "
+                   "flx: the very weights examples/char_transformer draws for --seed (flx_random.py)")
+    p.add_argument("--windows", choices=["numpy", "flx"], default="numpy",
+                   help="flx: the training windows the flx example draws for --seed (std::mt19937_64, flx_random.py)")
     a = p.parse_args()
     dev = torch.device(a.device)
     # flx computes in full Float32 on CUDA (TF32 only when asked for): so does PyTorch here
@@ -122,18 +155,30 @@ def main():
     torch.manual_seed(a.seed)
     vocab, train, valid = load_text()
     v = len(vocab)
-    model = (CharLSTM(v) if a.model == "lstm" else CharTransformer(v, a.seq, a.dim, a.heads, a.layers)).to(dev)
+    model = CharLSTM(v) if a.model == "lstm" else CharTransformer(v, a.seq, a.dim, a.heads, a.layers)
+    if a.init == "flux":
+        flux_init_(model)
+    elif a.init == "flx":
+        if a.model != "transformer":
+            p.error("--init flx: the transformer only")
+        init = flx_random.char_transformer_init(a.seed, v, a.seq, a.dim, a.layers)
+        model.load_state_dict({k: torch.from_numpy(t) for k, t in init.items()})
+    model = model.to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=2e-3 if a.model == "lstm" else 1e-3)
     low = {"bf16": torch.bfloat16, "f16": torch.float16}.get(a.precision)
     autocast = lambda: torch.autocast(a.device, dtype=low, enabled=low is not None)  # noqa: E731
     scaler = torch.amp.GradScaler(a.device, enabled=a.precision == "f16")
     rng = np.random.default_rng(a.seed)
+    windows = flx_random.Windows(a.seed)
     lossf = nn.CrossEntropyLoss()
     sync()
     t0 = time.perf_counter()
     model.train()
     for _ in range(a.steps):
-        starts = rng.integers(0, len(train) - a.seq - 1, a.batch)
+        if a.windows == "flx":
+            starts = windows.starts(len(train), a.seq, a.batch)
+        else:
+            starts = rng.integers(0, len(train) - a.seq - 1, a.batch)
         x = torch.from_numpy(np.stack([train[s:s + a.seq] for s in starts])).to(dev)
         y = torch.from_numpy(np.stack([train[s + 1:s + a.seq + 1] for s in starts])).to(dev)
         with autocast():

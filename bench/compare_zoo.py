@@ -8,10 +8,20 @@ the same thread count, or with --device cuda both on the GPU:
   --rounds R   R interleaved rounds of --steps steps each (the order
                alternating), and prints the median training time per step of
                each side and the ratio flx / PyTorch (target <= 1.0);
-  --long N     then one run of N steps each, and prints both validation
-               losses, training times and samples.
+  --long N     then one run of N steps each (per seed of --seeds), and
+               prints both validation losses, training times and samples,
+               and with several seeds each side's mean and their ratio.
+  --rounds 0   leaves the timing out.
+
+PyTorch draws its own initial weights and training windows; --torch-init
+flux gives it Flux's initialisation, and --torch-init flx --torch-windows flx
+the very weights and windows of the flx program for the same seed (replayed
+by flx_random.py: the transformer's weights; both models' windows), so
+that the validation losses differ by rounding alone.
 
   python3 bench/compare_zoo.py --build build --models transformer --rounds 5 --steps 50 --long 1000
+  python3 bench/compare_zoo.py --build build --models transformer --rounds 0 --long 1000 --seeds 1,2,3 \
+      --torch-init flx --torch-windows flx
 """
 import argparse
 import json
@@ -54,6 +64,11 @@ def main():
                     help="bf16/f16: flx's bf16(model) with MixedPrecision(Float32, Adam) against torch.autocast")
     ap.add_argument("--size", default="",
                     help="the transformer's --dim,--heads,--layers,--seq,--batch (e.g. 384,6,6,256,8: GPT-sized)")
+    ap.add_argument("--seeds", default="1", help="the seeds of the --long runs, comma-separated")
+    ap.add_argument("--torch-init", choices=["torch", "flux", "flx"], default="torch",
+                    help="PyTorch's initial weights (char_models_torch.py --init)")
+    ap.add_argument("--torch-windows", choices=["numpy", "flx"], default="numpy",
+                    help="PyTorch's training windows (char_models_torch.py --windows)")
     ap.add_argument("--json")
     a = ap.parse_args()
     env = dict(os.environ, FLX_NUM_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads),
@@ -63,7 +78,9 @@ def main():
     for model in a.models.split(","):
         flx_cmd = [str(find(a.build, f"char_{model}")), "--device", "CUDA" if a.device == "cuda" else "CPU"]
         torch_cmd = [sys.executable, str(HERE / "char_models_torch.py"), "--model", model, "--threads", str(a.threads),
-                     "--device", a.device]
+                     "--device", a.device, "--windows", a.torch_windows]
+        if a.torch_init != "torch":
+            torch_cmd += ["--init", a.torch_init]
         shared = ["--precision", a.precision] if a.precision != "f32" else []
         if a.size and model == "transformer":
             for flag, v in zip(["--dim", "--heads", "--layers", "--seq", "--batch"], a.size.split(",")):
@@ -71,29 +88,51 @@ def main():
         flx_cmd += shared
         torch_cmd += shared
         per_step = {"flx": [], "torch": []}
+        entry = {}
 
         def timed(side, cmd):
             return lambda: per_step[side].append(json_line(cmd + ["--steps", str(a.steps)], env)["seconds"] / a.steps)
-        run_rounds(a.rounds, [timed("flx", flx_cmd), timed("torch", torch_cmd)])
-        f, t = statistics.median(per_step["flx"]), statistics.median(per_step["torch"])
-        print(f"{model}{f' {a.precision}' if a.precision != 'f32' else ''}{f' ({a.size})' if a.size else ''}: training step, median of {a.rounds} interleaved rounds of {a.steps} steps, "
-              f"{f'{a.threads} threads' if a.device == 'cpu' else 'on the GPU'}: flx {f * 1e3:.1f} ms, PyTorch {t * 1e3:.1f} ms, flx/PyTorch {f / t:.3f} "
-              f"(target <= 1.0: {'met' if f / t <= 1.0 else 'MISSED'}); "
-              f"ranges {min(per_step['flx']) * 1e3:.1f}..{max(per_step['flx']) * 1e3:.1f} / "
-              f"{min(per_step['torch']) * 1e3:.1f}..{max(per_step['torch']) * 1e3:.1f} ms")
-        entry = {"flx_step_s": f, "torch_step_s": t, "ratio": f / t}
+        if a.rounds > 0:
+            run_rounds(a.rounds, [timed("flx", flx_cmd), timed("torch", torch_cmd)])
+            timing(model, a, per_step, entry)
         if a.long:
-            lf = json_line(flx_cmd + ["--steps", str(a.long)], env)
-            lt = json_line(torch_cmd + ["--steps", str(a.long)], env)
-            print(f"{model}, {a.long} steps: validation loss flx {lf['val_loss']:.4f} in {lf['seconds']:.1f} s, "
-                  f"PyTorch {lt['val_loss']:.4f} in {lt['seconds']:.1f} s")
-            print(f"  flx's sample:     {lf['sample'][:120]!r}")
-            print(f"  PyTorch's sample: {lt['sample'][:120]!r}")
-            entry.update(long_steps=a.long, flx_val_loss=lf["val_loss"], torch_val_loss=lt["val_loss"],
-                         flx_seconds=lf["seconds"], torch_seconds=lt["seconds"])
+            long_runs(model, a, flx_cmd, torch_cmd, env, entry)
         result[model] = entry
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+def timing(model, a, per_step, entry):
+    f, t = statistics.median(per_step["flx"]), statistics.median(per_step["torch"])
+    label = model + (f" {a.precision}" if a.precision != "f32" else "") + (f" ({a.size})" if a.size else "")
+    print(f"{label}: training step, median of {a.rounds} interleaved rounds of {a.steps} steps, "
+          f"{f'{a.threads} threads' if a.device == 'cpu' else 'on the GPU'}: flx {f * 1e3:.1f} ms, PyTorch {t * 1e3:.1f} ms, flx/PyTorch {f / t:.3f} "
+          f"(target <= 1.0: {'met' if f / t <= 1.0 else 'MISSED'}); "
+          f"ranges {min(per_step['flx']) * 1e3:.1f}..{max(per_step['flx']) * 1e3:.1f} / "
+          f"{min(per_step['torch']) * 1e3:.1f}..{max(per_step['torch']) * 1e3:.1f} ms")
+    entry.update(flx_step_s=f, torch_step_s=t, ratio=f / t)
+
+
+def long_runs(model, a, flx_cmd, torch_cmd, env, entry):
+    """One run of --long steps a side per seed; the validation losses, and their means over the seeds."""
+    vf, vt = [], []
+    for seed in [int(s) for s in a.seeds.split(",")]:
+        lf = json_line(flx_cmd + ["--steps", str(a.long), "--seed", str(seed)], env)
+        lt = json_line(torch_cmd + ["--steps", str(a.long), "--seed", str(seed)], env)
+        vf.append(lf["val_loss"])
+        vt.append(lt["val_loss"])
+        print(f"{model}, {a.long} steps, seed {seed}: validation loss flx {lf['val_loss']:.4f} in "
+              f"{lf['seconds']:.1f} s, PyTorch {lt['val_loss']:.4f} in {lt['seconds']:.1f} s "
+              f"(init {a.torch_init}, windows {a.torch_windows})")
+        print(f"  flx's sample:     {lf['sample'][:120]!r}")
+        print(f"  PyTorch's sample: {lt['sample'][:120]!r}")
+        entry.update(long_steps=a.long, flx_val_loss=lf["val_loss"], torch_val_loss=lt["val_loss"],
+                     flx_seconds=lf["seconds"], torch_seconds=lt["seconds"])
+    if len(vf) > 1:
+        mf, mt = statistics.mean(vf), statistics.mean(vt)
+        print(f"{model}, {a.long} steps, mean of {len(vf)} seeds: validation loss flx {mf:.4f}, PyTorch {mt:.4f}, "
+              f"flx / PyTorch - 1 = {mf / mt - 1:+.2%}")
+        entry.update(seeds=a.seeds, flx_val_losses=vf, torch_val_losses=vt, flx_mean=mf, torch_mean=mt)
 
 
 if __name__ == "__main__":
