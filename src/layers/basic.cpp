@@ -61,19 +61,7 @@ Tensor Dense::operator()(const Tensor& x) const {
   FLX_CHECK(x.defined(), DimensionMismatch, "Dense(", weight.shape()[1], " => ", weight.shape()[0],
             ") expects input with ", weight.shape()[1], " features in dim 0; got shape undefined");
   (void)outputsize(*this, x.shape());
-  // One GEMM with bias and activation fused where the backend can
-  // (src/ops/dense.cpp); else, or for other activations, the ops one by one.
-  using Kind = Activation::Kind;
-  const auto kind = act.kind();
-  if (bias.defined() && (kind == Kind::Identity || kind == Kind::Relu || kind == Kind::Gelu)) {
-    const auto fused_act = kind == Activation::Kind::Relu   ? ops::DenseAct::Relu
-                           : kind == Activation::Kind::Gelu ? ops::DenseAct::Gelu
-                                                            : ops::DenseAct::Identity;
-    if (Tensor y = ops::dense_fused(weight, x, bias, fused_act); y.defined()) return y;
-  }
-  Tensor h = matmul(weight, x);
-  if (bias.defined()) h = h + bias;
-  return act(h);
+  return ops::dense(weight, x, bias, act);  // fused where the backend can (src/ops/dense.cpp)
 }
 
 void show_compact(std::ostream& os, const Dense& d) {

@@ -113,10 +113,7 @@ Shape sequence_shape_of(const std::string& layer, const Shape& x, int64_t in, in
 // Wi x .+ b, (k·H) or (k·H, batch): one GEMM with the bias fused where the
 // backend can (as Dense does).
 Tensor project(const Tensor& wi, const Tensor& x, const Tensor& b) {
-  if (b.defined() && x.ndims() == 2)
-    if (Tensor y = ops::dense_fused(wi, x, b, ops::DenseAct::Identity); y.defined()) return y;
-  Tensor g = matmul(wi, x);
-  return b.defined() ? g + b : g;
+  return ops::dense(wi, x, b, Activation{});  // the default Activation is identity
 }
 
 // The k gates of g, (k·H) or (k·H, batch), each (H) or (H, batch): the

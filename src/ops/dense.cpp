@@ -118,4 +118,16 @@ Tensor dense_fused(const Tensor& w, const Tensor& x, const Tensor& b, DenseAct a
   return y;
 }
 
+Tensor dense(const Tensor& w, const Tensor& x, const Tensor& b, const Activation& act) {
+  using Kind = Activation::Kind;
+  const Kind kind = act.kind();
+  if (b.defined() && (kind == Kind::Identity || kind == Kind::Relu || kind == Kind::Gelu)) {
+    const DenseAct fused = kind == Kind::Relu ? DenseAct::Relu : kind == Kind::Gelu ? DenseAct::Gelu : DenseAct::Identity;
+    if (Tensor y = dense_fused(w, x, b, fused); y.defined()) return y;
+  }
+  Tensor h = matmul(w, x);
+  if (b.defined()) h = h + b;
+  return act(h);
+}
+
 }  // namespace flx::ops

@@ -8,6 +8,7 @@
 #include "../autograd.hpp"
 #include "../tensor_impl.hpp"
 #include "backend/descriptors.hpp"
+#include "flx/activations.hpp"
 #include "flx/ops.hpp"
 
 namespace flx::ops {
@@ -63,6 +64,11 @@ enum class DenseAct { Identity, Relu, Gelu };
 // devices): the caller then runs the unfused ops, which give the same
 // result or raise the usual error. Nothing has run in that case.
 Tensor dense_fused(const Tensor& w, const Tensor& x, const Tensor& b, DenseAct act);
+// act(w * x .+ b) (b may be undefined): the one op behind Dense and the
+// recurrent layers' input projections. It chooses: dense_fused where the
+// activation is one a GEMM epilogue takes and the backend fuses, else
+// matmul, + and the activation one by one (the same result, to rounding).
+Tensor dense(const Tensor& w, const Tensor& x, const Tensor& b, const Activation& act);
 
 // xs (each of one shape, dtype and device) stacked along a new last dim:
 // (dims..., n), each a contiguous slot (Julia's stack(xs)). Differentiable.
