@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The model zoo's character-level models against the same in PyTorch (issue 20).
+"""The model zoo's character-level models against the same in PyTorch (issues 20, 28).
 
-Runs build/examples/char_<model> and bench/char_models_torch.py (the same
+Runs build/examples/char_<model> (lstm, transformer, gpt) and
+bench/char_models_torch.py (the same
 data, model, optimiser, batch, sequence length and steps) on the CPU with
 the same thread count, or with --device cuda both on the GPU:
 
@@ -12,6 +13,7 @@ the same thread count, or with --device cuda both on the GPU:
                losses, training times and samples.
 
   python3 bench/compare_zoo.py --build build --models transformer --rounds 5 --steps 50 --long 1000
+  python3 bench/compare_zoo.py --build build --models gpt --rounds 5 --steps 20 --long 600
 """
 import argparse
 import json
@@ -53,7 +55,7 @@ def main():
     ap.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32",
                     help="bf16/f16: flx's bf16(model) with MixedPrecision(Float32, Adam) against torch.autocast")
     ap.add_argument("--size", default="",
-                    help="the transformer's --dim,--heads,--layers,--seq,--batch (e.g. 384,6,6,256,8: GPT-sized)")
+                    help="the transformer's (or gpt's) --dim,--heads,--layers,--seq,--batch (e.g. 384,6,6,256,8: GPT-sized)")
     ap.add_argument("--json")
     a = ap.parse_args()
     env = dict(os.environ, FLX_NUM_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads),
@@ -65,7 +67,7 @@ def main():
         torch_cmd = [sys.executable, str(HERE / "char_models_torch.py"), "--model", model, "--threads", str(a.threads),
                      "--device", a.device]
         shared = ["--precision", a.precision] if a.precision != "f32" else []
-        if a.size and model == "transformer":
+        if a.size and model in ("transformer", "gpt"):
             for flag, v in zip(["--dim", "--heads", "--layers", "--seq", "--batch"], a.size.split(",")):
                 shared += [flag, v]
         flx_cmd += shared
