@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The model zoo's character-level models against the same in PyTorch (issues 20, 28).
+"""The model zoo's models against the same in PyTorch (issues 20, 28).
 
 Runs build/examples/char_<model> (lstm, transformer, gpt) and
-bench/char_models_torch.py (the same
+bench/char_models_torch.py, or build/examples/<model> (unet, vae) and
+bench/fashion_zoo_torch.py (the same
 data, model, optimiser, batch, sequence length and steps) on the CPU with
 the same thread count, or with --device cuda both on the GPU:
 
@@ -10,10 +11,12 @@ the same thread count, or with --device cuda both on the GPU:
                alternating), and prints the median training time per step of
                each side and the ratio flx / PyTorch (target <= 1.0);
   --long N     then one run of N steps each, and prints both validation
-               losses, training times and samples.
+               losses (the U-Net's test MSE, the VAE's negative ELBO),
+               training times and samples.
 
   python3 bench/compare_zoo.py --build build --models transformer --rounds 5 --steps 50 --long 1000
   python3 bench/compare_zoo.py --build build --models gpt --rounds 5 --steps 20 --long 600
+  python3 bench/compare_zoo.py --build build --models unet --rounds 5 --steps 20 --long default
 """
 import argparse
 import json
@@ -26,6 +29,8 @@ from pathlib import Path
 from interleaved import run_rounds
 
 HERE = Path(__file__).resolve().parent
+# The Fashion-MNIST models: their program, PyTorch script and metric.
+IMAGE_MODELS = {"unet": "test_mse", "vae": "test_neg_elbo"}
 
 
 def find(build, name):
@@ -48,7 +53,8 @@ def main():
     ap.add_argument("--models", default="lstm,transformer")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--long", type=int, default=0)
+    ap.add_argument("--long", default="0",
+                    help="N steps, or 'default': each example's own budget (char_gpt 600, unet 500, vae 2000)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="cuda: both sides on the GPU (flx's CUDA:0, PyTorch's cuda)")
@@ -63,9 +69,12 @@ def main():
     result = {"device": a.device, "threads": a.threads, "rounds": a.rounds, "steps": a.steps, "precision": a.precision,
               "size": a.size}
     for model in a.models.split(","):
-        flx_cmd = [str(find(a.build, f"char_{model}")), "--device", "CUDA" if a.device == "cuda" else "CPU"]
-        torch_cmd = [sys.executable, str(HERE / "char_models_torch.py"), "--model", model, "--threads", str(a.threads),
-                     "--device", a.device]
+        image = model in IMAGE_MODELS
+        metric = IMAGE_MODELS.get(model, "val_loss")
+        flx_cmd = [str(find(a.build, model if image else f"char_{model}")), "--device",
+                   "CUDA" if a.device == "cuda" else "CPU"]
+        torch_cmd = [sys.executable, str(HERE / ("fashion_zoo_torch.py" if image else "char_models_torch.py")),
+                     "--model", model, "--threads", str(a.threads), "--device", a.device]
         shared = ["--precision", a.precision] if a.precision != "f32" else []
         if a.size and model in ("transformer", "gpt"):
             for flag, v in zip(["--dim", "--heads", "--layers", "--seq", "--batch"], a.size.split(",")):
@@ -84,14 +93,17 @@ def main():
               f"ranges {min(per_step['flx']) * 1e3:.1f}..{max(per_step['flx']) * 1e3:.1f} / "
               f"{min(per_step['torch']) * 1e3:.1f}..{max(per_step['torch']) * 1e3:.1f} ms")
         entry = {"flx_step_s": f, "torch_step_s": t, "ratio": f / t}
-        if a.long:
-            lf = json_line(flx_cmd + ["--steps", str(a.long)], env)
-            lt = json_line(torch_cmd + ["--steps", str(a.long)], env)
-            print(f"{model}, {a.long} steps: validation loss flx {lf['val_loss']:.4f} in {lf['seconds']:.1f} s, "
-                  f"PyTorch {lt['val_loss']:.4f} in {lt['seconds']:.1f} s")
-            print(f"  flx's sample:     {lf['sample'][:120]!r}")
-            print(f"  PyTorch's sample: {lt['sample'][:120]!r}")
-            entry.update(long_steps=a.long, flx_val_loss=lf["val_loss"], torch_val_loss=lt["val_loss"],
+        if a.long != "0":
+            budget = [] if a.long == "default" else ["--steps", a.long]
+            lf = json_line(flx_cmd + budget, env)
+            lt = json_line(torch_cmd + budget, env)
+            assert lf["steps"] == lt["steps"], (lf["steps"], lt["steps"])
+            print(f"{model}, {lf['steps']} steps: {metric} flx {lf[metric]:.4f} in {lf['seconds']:.1f} s, "
+                  f"PyTorch {lt[metric]:.4f} in {lt['seconds']:.1f} s")
+            if not image:
+                print(f"  flx's sample:     {lf['sample'][:120]!r}")
+                print(f"  PyTorch's sample: {lt['sample'][:120]!r}")
+            entry.update(long_steps=lf["steps"], metric=metric, flx_value=lf[metric], torch_value=lt[metric],
                          flx_seconds=lf["seconds"], torch_seconds=lt["seconds"])
         result[model] = entry
     if a.json:
