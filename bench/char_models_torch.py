@@ -167,7 +167,7 @@ def main():
     p.add_argument("--layers", type=int)
     a = p.parse_args()
     # the examples' defaults: char_gpt's, or char_lstm's and char_transformer's
-    defaults = dict(steps=600, batch=16, seq=128, dim=128, heads=4, layers=4) if a.model == "gpt" else \
+    defaults = dict(steps=400, batch=16, seq=128, dim=128, heads=4, layers=4) if a.model == "gpt" else \
         dict(steps=300, batch=32, seq=64, dim=64, heads=4, layers=2)
     for k, v in defaults.items():
         if getattr(a, k) is None:

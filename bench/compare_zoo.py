@@ -15,7 +15,7 @@ the same thread count, or with --device cuda both on the GPU:
                training times and samples.
 
   python3 bench/compare_zoo.py --build build --models transformer --rounds 5 --steps 50 --long 1000
-  python3 bench/compare_zoo.py --build build --models gpt --rounds 5 --steps 20 --long 600
+  python3 bench/compare_zoo.py --build build --models gpt --rounds 5 --steps 20 --long default
   python3 bench/compare_zoo.py --build build --models unet --rounds 5 --steps 20 --long default
 """
 import argparse
@@ -54,7 +54,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--long", default="0",
-                    help="N steps, or 'default': each example's own budget (char_gpt 600, unet 500, vae 2000)")
+                    help="N steps, or 'default': each example's own budget (char_gpt 400, unet 300, vae 2000)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="cuda: both sides on the GPU (flx's CUDA:0, PyTorch's cuda)")

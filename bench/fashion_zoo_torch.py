@@ -102,7 +102,7 @@ def main():
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = p.parse_args()
     if a.steps is None:
-        a.steps = 500 if a.model == "unet" else 2000
+        a.steps = 300 if a.model == "unet" else 2000
     if a.batch is None:
         a.batch = 32 if a.model == "unet" else 128
     dev = torch.device(a.device)

@@ -11,7 +11,7 @@
 // never held. Reports the validation loss and the training time, and
 // samples text from the last position of each context (selectdim).
 //
-//   char_gpt [--steps 600] [--batch 16] [--seq 128] [--seed 1] [--device NAME]
+//   char_gpt [--steps 400] [--batch 16] [--seq 128] [--seed 1] [--device NAME]
 //            [--dim 128] [--heads 4] [--layers 4]
 //
 // Prints "step N: loss L" lines, then one JSON line: model, steps, seconds
@@ -116,7 +116,7 @@ std::string generate(const GPT& model, const zoo::CharText& text, const std::str
 
 int main(int argc, char** argv) {
   zoo::Args defaults;
-  defaults.steps = 600;
+  defaults.steps = 400;
   defaults.batch = 16;
   defaults.seq = 128;
   defaults.dim = 128;

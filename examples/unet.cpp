@@ -15,7 +15,7 @@
 // (about 0.25). With --tb DIR, logs the loss and, at the end, 16 test
 // images clean, noisy and denoised (TensorBoardLogger::log_image).
 //
-//   unet [--steps 500] [--batch 32] [--seed 1] [--device NAME] [--tb DIR]
+//   unet [--steps 300] [--batch 32] [--seed 1] [--device NAME] [--tb DIR]
 //
 // The data come from $FLX_DATA or /usr/share/datasets/fashion-mnist; without
 // them the example says so and exits with 77. Prints "step N: loss L" lines
@@ -67,7 +67,7 @@ auto unet(int64_t c = 16) {
 
 int main(int argc, char** argv) {
   zoo::Args defaults;
-  defaults.steps = 500;
+  defaults.steps = 300;
   defaults.batch = 32;
   const zoo::Args a = zoo::parse_args(argc, argv, "unet", false, false, defaults, /*with_tb=*/true);
   datasets::Dataset train, test;
