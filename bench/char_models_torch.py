@@ -17,7 +17,17 @@ examples/char_lstm.cpp and examples/char_transformer.cpp:
 - transformer: Embedding(V, 64) + a learned position embedding (seq, 64),
   2 pre-norm blocks (LayerNorm, causal MultiheadAttention(64, 4 heads, no
   biases, as Flux's default), LayerNorm, Linear(64, 256), GELU (tanh), Linear(256, 64)),
-  LayerNorm, Linear(64, V); Adam 1e-3.
+  LayerNorm, Linear(64, V); Adam 1e-3;
+- gpt (examples/char_gpt.cpp; defaults --dim 128 --heads 4 --layers 4
+  --seq 128 --batch 16): nanoGPT's model: Embedding(V, d) + a learned
+  position embedding, N pre-norm blocks (LayerNorm, causal self-attention
+  with one bias-free Linear(d, 3d) for q, k and v and
+  scaled_dot_product_attention(is_causal=True), a bias-free output Linear,
+  LayerNorm, Linear(d, 4d), GELU (tanh), Linear(4d, d)), LayerNorm, a
+  bias-free Linear(d, V); GPT-2's initialisation (weights truncated normal,
+  std 0.02 cut at 2 std, the residual projections 0.02 / sqrt(2N), biases
+  zero); AdamW(1e-3, betas (0.9, 0.95), weight decay 0.1 on every
+  parameter). flx draws other numbers from the same distributions.
 
 --device cuda runs it on the GPU, in full Float32 (TF32 off, as flx).
 --init flux gives the Linear and attention weights Flux's initialisation
@@ -127,25 +137,74 @@ def flux_init_(model):
     return model
 
 
+def trunc_(w, std):
+    nn.init.trunc_normal_(w, std=std, a=-2 * std, b=2 * std)
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, d, heads, layers):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.proj = nn.Linear(d, d, bias=False)
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.gelu = nn.GELU(approximate="tanh")
+        for w in (self.qkv.weight, self.up.weight):
+            trunc_(w, 0.02)
+        for w in (self.proj.weight, self.down.weight):
+            trunc_(w, 0.02 / math.sqrt(2 * layers))
+        nn.init.zeros_(self.up.bias)
+        nn.init.zeros_(self.down.bias)
+
+    def forward(self, x):  # [B, T, d]
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for z in self.qkv(self.ln1(x)).split(d, dim=2))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(self.gelu(self.up(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, v, seq, d=128, heads=4, layers=4):
+        super().__init__()
+        self.emb, self.pos = nn.Embedding(v, d), nn.Embedding(seq, d)
+        self.blocks = nn.Sequential(*[GPTBlock(d, heads, layers) for _ in range(layers)])
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, v, bias=False)
+        for w in (self.emb.weight, self.pos.weight, self.head.weight):
+            trunc_(w, 0.02)
+
+    def forward(self, x):
+        t = x.shape[1]
+        return self.head(self.ln(self.blocks(self.emb(x) + self.pos(torch.arange(t, device=x.device)))))
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", choices=["lstm", "transformer"], required=True)
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--model", choices=["lstm", "transformer", "gpt"], required=True)
+    p.add_argument("--steps", type=int)
+    p.add_argument("--batch", type=int)
+    p.add_argument("--seq", type=int)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32")
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--dim", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--layers", type=int)
     p.add_argument("--init", choices=["torch", "flux", "flx"], default="torch",
                    help="flux: Flux's (and flx's) initialisation of the Linear and attention weights (flux_init_); "
                    "flx: the very weights examples/char_transformer draws for --seed (flx_random.py)")
     p.add_argument("--windows", choices=["numpy", "flx"], default="numpy",
                    help="flx: the training windows the flx example draws for --seed (std::mt19937_64, flx_random.py)")
     a = p.parse_args()
+    # the examples' defaults: char_gpt's, or char_lstm's and char_transformer's
+    defaults = dict(steps=400, batch=16, seq=128, dim=128, heads=4, layers=4) if a.model == "gpt" else \
+        dict(steps=300, batch=32, seq=64, dim=64, heads=4, layers=2)
+    for k, v in defaults.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
     dev = torch.device(a.device)
     # flx computes in full Float32 on CUDA (TF32 only when asked for): so does PyTorch here
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -155,16 +214,22 @@ def main():
     torch.manual_seed(a.seed)
     vocab, train, valid = load_text()
     v = len(vocab)
-    model = CharLSTM(v) if a.model == "lstm" else CharTransformer(v, a.seq, a.dim, a.heads, a.layers)
-    if a.init == "flux":
-        flux_init_(model)
-    elif a.init == "flx":
-        if a.model != "transformer":
-            p.error("--init flx: the transformer only")
-        init = flx_random.char_transformer_init(a.seed, v, a.seq, a.dim, a.layers)
-        model.load_state_dict({k: torch.from_numpy(t) for k, t in init.items()})
-    model = model.to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3 if a.model == "lstm" else 1e-3)
+    if a.model == "gpt":
+        if a.init != "torch":
+            p.error("--init: the lstm and transformer only (the gpt has GPT-2's initialisation)")
+        model = GPT(v, a.seq, a.dim, a.heads, a.layers).to(dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    else:
+        model = CharLSTM(v) if a.model == "lstm" else CharTransformer(v, a.seq, a.dim, a.heads, a.layers)
+        if a.init == "flux":
+            flux_init_(model)
+        elif a.init == "flx":
+            if a.model != "transformer":
+                p.error("--init flx: the transformer only")
+            init = flx_random.char_transformer_init(a.seed, v, a.seq, a.dim, a.layers)
+            model.load_state_dict({k: torch.from_numpy(t) for k, t in init.items()})
+        model = model.to(dev)
+        opt = torch.optim.Adam(model.parameters(), lr=2e-3 if a.model == "lstm" else 1e-3)
     low = {"bf16": torch.bfloat16, "f16": torch.float16}.get(a.precision)
     autocast = lambda: torch.autocast(a.device, dtype=low, enabled=low is not None)  # noqa: E731
     scaler = torch.amp.GradScaler(a.device, enabled=a.precision == "f16")

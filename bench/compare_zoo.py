@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-"""The model zoo's character-level models against the same in PyTorch (issue 20).
+"""The model zoo's models against the same in PyTorch (issues 20, 28).
 
-Runs build/examples/char_<model> and bench/char_models_torch.py (the same
+Runs build/examples/char_<model> (lstm, transformer, gpt) and
+bench/char_models_torch.py, or build/examples/<model> (unet, vae) and
+bench/fashion_zoo_torch.py (the same
 data, model, optimiser, batch, sequence length and steps) on the CPU with
 the same thread count, or with --device cuda both on the GPU:
 
   --rounds R   R interleaved rounds of --steps steps each (the order
                alternating), and prints the median training time per step of
                each side and the ratio flx / PyTorch (target <= 1.0);
-  --long N     then one run of N steps each (per seed of --seeds), and
-               prints both validation losses, training times and samples,
-               and with several seeds each side's mean and their ratio.
+  --long N     then one run of N steps each (per seed of --seeds; "default":
+               each example's own budget), and prints both validation
+               losses (the U-Net's test MSE, the VAE's negative ELBO),
+               training times and samples, and with several seeds each
+               side's mean and their ratio.
   --rounds 0   leaves the timing out.
 
 PyTorch draws its own initial weights and training windows; --torch-init
@@ -22,6 +26,8 @@ that the validation losses differ by rounding alone.
   python3 bench/compare_zoo.py --build build --models transformer --rounds 5 --steps 50 --long 1000
   python3 bench/compare_zoo.py --build build --models transformer --rounds 0 --long 1000 --seeds 1,2,3 \
       --torch-init flx --torch-windows flx
+  python3 bench/compare_zoo.py --build build --models gpt --rounds 5 --steps 20 --long default
+  python3 bench/compare_zoo.py --build build --models unet --rounds 5 --steps 20 --long default
 """
 import argparse
 import json
@@ -34,6 +40,8 @@ from pathlib import Path
 from interleaved import run_rounds
 
 HERE = Path(__file__).resolve().parent
+# The Fashion-MNIST models: their program, PyTorch script and metric.
+IMAGE_MODELS = {"unet": "test_mse", "vae": "test_neg_elbo"}
 
 
 def find(build, name):
@@ -56,14 +64,15 @@ def main():
     ap.add_argument("--models", default="lstm,transformer")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--long", type=int, default=0)
+    ap.add_argument("--long", default="0",
+                    help="N steps, or 'default': each example's own budget (char_gpt 400, unet 300, vae 2000)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="cuda: both sides on the GPU (flx's CUDA:0, PyTorch's cuda)")
     ap.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32",
                     help="bf16/f16: flx's bf16(model) with MixedPrecision(Float32, Adam) against torch.autocast")
     ap.add_argument("--size", default="",
-                    help="the transformer's --dim,--heads,--layers,--seq,--batch (e.g. 384,6,6,256,8: GPT-sized)")
+                    help="the transformer's (or gpt's) --dim,--heads,--layers,--seq,--batch (e.g. 384,6,6,256,8: GPT-sized)")
     ap.add_argument("--seeds", default="1", help="the seeds of the --long runs, comma-separated")
     ap.add_argument("--torch-init", choices=["torch", "flux", "flx"], default="torch",
                     help="PyTorch's initial weights (char_models_torch.py --init)")
@@ -76,13 +85,17 @@ def main():
     result = {"device": a.device, "threads": a.threads, "rounds": a.rounds, "steps": a.steps, "precision": a.precision,
               "size": a.size}
     for model in a.models.split(","):
-        flx_cmd = [str(find(a.build, f"char_{model}")), "--device", "CUDA" if a.device == "cuda" else "CPU"]
-        torch_cmd = [sys.executable, str(HERE / "char_models_torch.py"), "--model", model, "--threads", str(a.threads),
-                     "--device", a.device, "--windows", a.torch_windows]
+        image = model in IMAGE_MODELS
+        flx_cmd = [str(find(a.build, model if image else f"char_{model}")), "--device",
+                   "CUDA" if a.device == "cuda" else "CPU"]
+        torch_cmd = [sys.executable, str(HERE / ("fashion_zoo_torch.py" if image else "char_models_torch.py")),
+                     "--model", model, "--threads", str(a.threads), "--device", a.device]
+        if not image:
+            torch_cmd += ["--windows", a.torch_windows]
         if a.torch_init != "torch":
             torch_cmd += ["--init", a.torch_init]
         shared = ["--precision", a.precision] if a.precision != "f32" else []
-        if a.size and model == "transformer":
+        if a.size and model in ("transformer", "gpt"):
             for flag, v in zip(["--dim", "--heads", "--layers", "--seq", "--batch"], a.size.split(",")):
                 shared += [flag, v]
         flx_cmd += shared
@@ -95,7 +108,7 @@ def main():
         if a.rounds > 0:
             run_rounds(a.rounds, [timed("flx", flx_cmd), timed("torch", torch_cmd)])
             timing(model, a, per_step, entry)
-        if a.long:
+        if a.long != "0":
             long_runs(model, a, flx_cmd, torch_cmd, env, entry)
         result[model] = entry
     if a.json:
@@ -114,25 +127,31 @@ def timing(model, a, per_step, entry):
 
 
 def long_runs(model, a, flx_cmd, torch_cmd, env, entry):
-    """One run of --long steps a side per seed; the validation losses, and their means over the seeds."""
+    """One run of --long steps a side per seed; the validation losses (or the image models' metric), and
+    their means over the seeds."""
+    image = model in IMAGE_MODELS
+    metric = IMAGE_MODELS.get(model, "val_loss")
+    budget = [] if a.long == "default" else ["--steps", a.long]
     vf, vt = [], []
     for seed in [int(s) for s in a.seeds.split(",")]:
-        lf = json_line(flx_cmd + ["--steps", str(a.long), "--seed", str(seed)], env)
-        lt = json_line(torch_cmd + ["--steps", str(a.long), "--seed", str(seed)], env)
-        vf.append(lf["val_loss"])
-        vt.append(lt["val_loss"])
-        print(f"{model}, {a.long} steps, seed {seed}: validation loss flx {lf['val_loss']:.4f} in "
-              f"{lf['seconds']:.1f} s, PyTorch {lt['val_loss']:.4f} in {lt['seconds']:.1f} s "
-              f"(init {a.torch_init}, windows {a.torch_windows})")
-        print(f"  flx's sample:     {lf['sample'][:120]!r}")
-        print(f"  PyTorch's sample: {lt['sample'][:120]!r}")
-        entry.update(long_steps=a.long, flx_val_loss=lf["val_loss"], torch_val_loss=lt["val_loss"],
+        lf = json_line(flx_cmd + budget + ["--seed", str(seed)], env)
+        lt = json_line(torch_cmd + budget + ["--seed", str(seed)], env)
+        assert lf["steps"] == lt["steps"], (lf["steps"], lt["steps"])
+        vf.append(lf[metric])
+        vt.append(lt[metric])
+        print(f"{model}, {lf['steps']} steps, seed {seed}: {metric} flx {lf[metric]:.4f} in "
+              f"{lf['seconds']:.1f} s, PyTorch {lt[metric]:.4f} in {lt['seconds']:.1f} s"
+              + ("" if image else f" (init {a.torch_init}, windows {a.torch_windows})"))
+        if not image:
+            print(f"  flx's sample:     {lf['sample'][:120]!r}")
+            print(f"  PyTorch's sample: {lt['sample'][:120]!r}")
+        entry.update(long_steps=lf["steps"], metric=metric, flx_value=lf[metric], torch_value=lt[metric],
                      flx_seconds=lf["seconds"], torch_seconds=lt["seconds"])
     if len(vf) > 1:
         mf, mt = statistics.mean(vf), statistics.mean(vt)
-        print(f"{model}, {a.long} steps, mean of {len(vf)} seeds: validation loss flx {mf:.4f}, PyTorch {mt:.4f}, "
+        print(f"{model}, mean of {len(vf)} seeds: {metric} flx {mf:.4f}, PyTorch {mt:.4f}, "
               f"flx / PyTorch - 1 = {mf / mt - 1:+.2%}")
-        entry.update(seeds=a.seeds, flx_val_losses=vf, torch_val_losses=vt, flx_mean=mf, torch_mean=mt)
+        entry.update(seeds=a.seeds, flx_values=vf, torch_values=vt, flx_mean=mf, torch_mean=mt)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 // TensorBoard's event files: CRC-32C and its mask against known vectors, the
 // framing of a record against the tensorboard package's RecordWriter,
-// TensorFlow's histogram buckets in closed form, the logger's file (name,
-// first record, when records reach it, a histogram alike from every device)
-// and every error it raises. tests/apps/test_flx_train_tensorboard.py reads
-// real files back with the tensorboard package and its server.
+// TensorFlow's histogram buckets in closed form, the PNG encoder of
+// log_image, the logger's file (name, first record, when records reach it,
+// a histogram alike from every device, an image event) and every error it
+// raises. tests/apps/test_flx_train_tensorboard.py reads real files back
+// with the tensorboard package and its server, and
+// tests/interop/tensorboard_images.py log_image's images, pixel for pixel.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -20,6 +22,9 @@
 #include <vector>
 
 #include "flx/flx.hpp"
+#include <zlib.h>
+
+#include "io/png.hpp"
 #include "io/tensorboard_histogram.hpp"
 #include "io/tfrecord.hpp"
 #include "test_util.hpp"
@@ -186,6 +191,52 @@ TEST(TensorBoardHistogram, ValuesInTheirBuckets) {
   EXPECT_EQ(h.bucket_limit[one], h.bucket_limit[one - 1] * 1.1);
 }
 
+// ---- PNG (log_image) --------------------------------------------------------
+
+TEST(TensorBoardPng, GrayImageChunksCrcsAndRows) {
+  const uint8_t px[6] = {0, 1, 2, 250, 251, 255};  // 3 wide, 2 high
+  const std::string png = io::encode_png(px, 3, 2, 1);
+  ASSERT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  auto be = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v = v << 8 | static_cast<unsigned char>(png[at + i]);
+    return v;
+  };
+  // The chunks: IHDR, IDAT, IEND, each with the CRC-32 of its type and data.
+  std::vector<std::pair<std::string, std::string>> chunks;
+  size_t at = 8;
+  while (at < png.size()) {
+    ASSERT_LE(at + 12, png.size());
+    const uint32_t n = be(at);
+    const std::string kind = png.substr(at + 4, 4), data = png.substr(at + 8, n);
+    const std::string typed = png.substr(at + 4, 4 + n);
+    EXPECT_EQ(be(at + 8 + n), uint32_t(crc32(0, reinterpret_cast<const Bytef*>(typed.data()), uInt(typed.size()))))
+        << kind;
+    chunks.emplace_back(kind, data);
+    at += 12 + n;
+  }
+  EXPECT_EQ(at, png.size());
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0].first, "IHDR");
+  // width 3, height 2, depth 8, colour type 0 (gray), deflate, filter 0, no interlace
+  EXPECT_EQ(hex(chunks[0].second), "00000003000000020800000000");
+  EXPECT_EQ(chunks[1].first, "IDAT");
+  EXPECT_EQ(chunks[2].first, "IEND");
+  EXPECT_EQ(chunks[2].second, "");
+  std::string raw(64, '\0');
+  uLongf n = raw.size();
+  ASSERT_EQ(uncompress(reinterpret_cast<Bytef*>(raw.data()), &n,
+                       reinterpret_cast<const Bytef*>(chunks[1].second.data()), uLong(chunks[1].second.size())),
+            Z_OK);
+  raw.resize(n);
+  EXPECT_EQ(hex(raw), "00000102" "00fafbff");  // each row: filter 0, then its pixels
+  // The colour types of 2, 3 and 4 channels: gray + alpha, RGB, RGBA.
+  const uint8_t four[4] = {1, 2, 3, 4};
+  EXPECT_EQ(static_cast<unsigned char>(io::encode_png(four, 2, 1, 2)[25]), 4);
+  EXPECT_EQ(static_cast<unsigned char>(io::encode_png(four, 1, 1, 3)[25]), 2);
+  EXPECT_EQ(static_cast<unsigned char>(io::encode_png(four, 1, 1, 4)[25]), 6);
+}
+
 // ---- the logger's file -----------------------------------------------------
 
 TEST(TensorBoardLogger, FileNameAndFirstRecord) {
@@ -266,6 +317,45 @@ TEST(TensorBoardLogger, ScalarEvent) {
   EXPECT_EQ(hex(without_wall_time(r[1])),
             hex(std::string("\x10\xfd\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11) + "\x2a" +
                 std::string(1, char(summary.size())) + summary));
+}
+
+TEST(TensorBoardLogger, ImageEvent) {
+  TempDir dir;
+  TensorBoardLogger tb(dir.path.string(), {.max_queue = 1});
+  // (W, H) = (3, 2), column-major: x varies fastest, so each row of the PNG
+  // is a run of 3 values. Clamped to [0, 1], NaN as 0, floor(255 v + 0.5).
+  tb.log_image("img", tensor(std::vector<float>{0, 0.5f, 1, -1, 2, NAN}, {3, 2}), 5);
+  const uint8_t px[6] = {0, 128, 255, 0, 255, 0};
+  const std::string png = io::encode_png(px, 3, 2, 1);
+  // Event{step (2) 5, summary (5) {value (1) {tag (1) "img", image (4) {height (1) 2,
+  // width (2) 3, colorspace (3) 1, encoded_image_string (4) png}}}}.
+  std::string image = std::string("\x08\x02\x10\x03\x18\x01\x22", 7) + char(png.size()) + png;
+  ASSERT_LT(image.size(), 128u);
+  const std::string value = std::string("\x0a\x03", 2) + "img" + "\x22" + char(image.size()) + image;
+  ASSERT_LT(value.size(), 128u);
+  const std::string summary = "\x0a" + std::string(1, char(value.size())) + value;
+  const auto r = records(tb.path());
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(hex(without_wall_time(r[1])), hex(std::string("\x10\x05\x2a", 3) + char(summary.size()) + summary));
+  // UInt8 as it is, on the same event.
+  tb.log_image("img", tensor(std::vector<uint8_t>{0, 128, 255, 0, 255, 0}, {3, 2}), 5);
+  const auto r2 = records(tb.path());
+  ASSERT_EQ(r2.size(), 3u);
+  EXPECT_EQ(hex(without_wall_time(r2[2])), hex(without_wall_time(r[1])));
+}
+
+TEST(TensorBoardLogger, ImageGrid) {
+  TempDir dir;
+  TensorBoardLogger tb(dir.path.string(), {.max_queue = 1});
+  // Three 1×1 images in 2 columns, 1 pixel apart: a 3×3 grid with the
+  // images at (0, 0), (2, 0) and (0, 2).
+  tb.log_image("grid", ones(1, 1, 1, 3), 0, {.columns = 2, .padding = 1});
+  const auto r = records(tb.path());
+  ASSERT_EQ(r.size(), 2u);
+  const uint8_t px[9] = {255, 0, 255, 0, 0, 0, 255, 0, 0};
+  const std::string png = io::encode_png(px, 3, 3, 1);
+  EXPECT_NE(r[1].find(png), std::string::npos);
+  EXPECT_NE(r[1].find(std::string("\x08\x03\x10\x03\x18\x01", 6)), std::string::npos);  // height 3, width 3, gray
 }
 
 TEST(TensorBoardLogger, PurgeStepWritesSessionStart) {
@@ -370,6 +460,18 @@ TEST(TensorBoardLoggerErrors, BadTagsTextAndTensors) {
   m = error_of<ArgumentError>([&] { tb.log_histogram("w", zeros(3, 0), 0); });
   EXPECT_NE(m.find("histogram \"w\": expected a tensor with elements, got one of shape 3×0; TensorBoard cannot show an empty histogram"), std::string::npos)
       << m;
+  m = error_of<ArgumentError>([&] { tb.log_image("im", zeros(4), 0); });
+  EXPECT_NE(m.find("image \"im\": expected (W, H), (W, H, C) or (W, H, C, N), got a tensor of shape 4"),
+            std::string::npos) << m;
+  m = error_of<ArgumentError>([&] { tb.log_image("im", zeros(4, 4, 5), 0); });
+  EXPECT_NE(m.find("5 channels in dim 2; expected 1 (gray), 2 (gray and alpha), 3 (RGB) or 4 (RGBA)"),
+            std::string::npos) << m;
+  m = error_of<ArgumentError>([&] { tb.log_image("im", zeros(Int64, 4, 4), 0); });
+  EXPECT_NE(m.find("expected floating values in [0, 1] or UInt8 ones in 0..255, got Int64"), std::string::npos) << m;
+  m = error_of<ArgumentError>([&] { tb.log_image("im", zeros(4, 0), 0); });
+  EXPECT_NE(m.find("expected at least one pixel"), std::string::npos) << m;
+  m = error_of<ArgumentError>([&] { tb.log_image("im", zeros(4, 4), 0, {.padding = -1}); });
+  EXPECT_NE(m.find("must be >= 0"), std::string::npos) << m;
   const Tensor bad = tensor(std::vector<float>{1, NAN, INFINITY, 2}, {4});
   m = error_of<ArgumentError>([&] { tb.log_histogram("w", bad, 0); });
   EXPECT_NE(m.find("histogram \"w\": 2 of 4 values are not finite (NaN or infinite)"), std::string::npos) << m;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -16,11 +17,13 @@
 #include <ctime>
 #include <filesystem>
 #include <mutex>
+#include <vector>
 
 #include "../common/utf8.hpp"
 #include "files.hpp"
 #include "flx/device.hpp"
 #include "flx/error.hpp"
+#include "png.hpp"
 #include "protobuf_writer.hpp"
 #include "tensorboard_histogram.hpp"
 #include "tfrecord.hpp"
@@ -42,7 +45,10 @@ namespace summary {
 constexpr int value = 1;
 }
 namespace value {
-constexpr int tag = 1, simple_value = 2, histo = 5, tensor = 8, metadata = 9;
+constexpr int tag = 1, simple_value = 2, image = 4, histo = 5, tensor = 8, metadata = 9;
+}
+namespace image {
+constexpr int height = 1, width = 2, colorspace = 3, encoded_image_string = 4;
 }
 namespace metadata {
 constexpr int plugin_data = 1, data_class = 4, DATA_CLASS_TENSOR = 2;
@@ -258,6 +264,64 @@ void TensorBoardLogger::log_text(std::string_view tag, std::string_view text, in
   meta.message(metadata::plugin_data, plugin).enumeration(metadata::data_class, metadata::DATA_CLASS_TENSOR);
   t.enumeration(tensor_proto::dtype, tensor_proto::DT_STRING).bytes(tensor_proto::string_val, text);
   v.bytes(value::tag, tag).message(value::metadata, meta).message(value::tensor, t);
+  Impl& m = impl();
+  std::lock_guard lock(m.mu);
+  m.add(summary_event(step, v));
+}
+
+void TensorBoardLogger::log_image(std::string_view tag, const Tensor& image, int64_t step,
+                                  const ImageOptions& options) {
+  check_tag(tag);
+  FLX_CHECK(image.defined(), ArgumentError, "TensorBoardLogger: image \"", tag,
+            "\": expected a tensor, got an undefined one");
+  const Shape& s = image.shape();
+  FLX_CHECK(s.size() >= 2 && s.size() <= 4, ArgumentError, "TensorBoardLogger: image \"", tag,
+            "\": expected (W, H), (W, H, C) or (W, H, C, N), got a tensor of shape ", s.str());
+  const int64_t w = s[0], h = s[1], c = s.size() > 2 ? s[2] : 1, n = s.size() > 3 ? s[3] : 1;
+  FLX_CHECK(c >= 1 && c <= 4, ArgumentError, "TensorBoardLogger: image \"", tag, "\" of shape ", s.str(), ": ",
+            c, " channels in dim 2; expected 1 (gray), 2 (gray and alpha), 3 (RGB) or 4 (RGBA)");
+  FLX_CHECK(w >= 1 && h >= 1 && n >= 1, ArgumentError, "TensorBoardLogger: image \"", tag,
+            "\": expected at least one pixel, got a tensor of shape ", s.str());
+  FLX_CHECK(is_floating(image.dtype()) || image.dtype() == UInt8, ArgumentError, "TensorBoardLogger: image \"",
+            tag, "\": expected floating values in [0, 1] or UInt8 ones in 0..255, got ", image.dtype(),
+            "; convert it first (e.g. to Float32 and divide by its maximum)");
+  FLX_CHECK(options.columns >= 0 && options.padding >= 0, ArgumentError, "TensorBoardLogger: image \"", tag,
+            "\": ImageOptions' columns (", options.columns, ") and padding (", options.padding,
+            ") must be >= 0");
+  // The bytes of every element, in the tensor's (column-major) order.
+  std::vector<uint8_t> px;
+  const Tensor host = image.detach().to(Device::cpu());
+  if (image.dtype() == UInt8) {
+    px = host.to_vector<uint8_t>();
+  } else {
+    const std::vector<float> v = host.to_vector<float>();
+    px.resize(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float x = std::isnan(v[i]) ? 0.0f : std::clamp(v[i], 0.0f, 1.0f);
+      px[i] = uint8_t(std::floor(double(x) * 255.0 + 0.5));
+    }
+  }
+  // The grid: image k at column k % cols, row k / cols.
+  const int64_t cols = options.columns > 0 ? std::min(options.columns, n)
+                                           : int64_t(std::ceil(std::sqrt(double(n)) - 1e-9));
+  const int64_t rows = (n + cols - 1) / cols, pad = options.padding;
+  const int64_t gw = cols * w + (cols - 1) * pad, gh = rows * h + (rows - 1) * pad;
+  FLX_CHECK(gw < (int64_t(1) << 31) && gh < (int64_t(1) << 31), ArgumentError, "TensorBoardLogger: image \"", tag,
+            "\": a grid of ", gw, "×", gh, " pixels is too large for a PNG");
+  std::vector<uint8_t> grid(size_t(gw) * size_t(gh) * size_t(c), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t x0 = (k % cols) * (w + pad), y0 = (k / cols) * (h + pad);
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x)
+          grid[size_t(((y0 + y) * gw + x0 + x) * c + ch)] = px[size_t(x + w * (y + h * (ch + c * k)))];
+  }
+  io::ProtoWriter img, v;
+  img.int64(image::height, gh)
+      .int64(image::width, gw)
+      .int64(image::colorspace, c)  // 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA: the channel count
+      .bytes(image::encoded_image_string, io::encode_png(grid.data(), gw, gh, int(c)));
+  v.bytes(value::tag, tag).message(value::image, img);
   Impl& m = impl();
   std::lock_guard lock(m.mu);
   m.add(summary_event(step, v));
