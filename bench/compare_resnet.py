@@ -16,6 +16,7 @@ Adam 1e-3, seed; --limit N images of the training set, the first N), and
 prints both test accuracies and training times.
 
   python3 bench/compare_resnet.py --build build --rounds 5                  # --threads 2 by default
+  python3 bench/compare_resnet.py --build build --rounds 5 --torch-passive  # on a machine shared with other jobs
   python3 bench/compare_resnet.py --build build --rounds 0 --epoch --limit 60000
 """
 import argparse
@@ -79,13 +80,20 @@ def main():
     ap.add_argument("--json", default=None, help="write the medians, ratios and epoch results here")
     ap.add_argument("--flx-env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for flx only, e.g. FLX_ADAPTIVE_THREADS=0")
+    ap.add_argument("--torch-passive", action="store_true",
+                    help="PyTorch's OpenMP threads sleep when they wait (OMP_WAIT_POLICY=PASSIVE) instead of "
+                         "spinning: on a machine whose cores other processes share, its spinning threads wait for "
+                         "each other at every parallel region")
     args = ap.parse_args()
 
-    import torch
-    torch.set_num_threads(args.threads)
     env = dict(os.environ, FLX_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
     flx_env = dict(env, **dict(kv.partition("=")[::2] for kv in args.flx_env))
-    result = {"threads": args.threads, "torch": torch.__version__, "rounds": args.rounds}
+    if args.torch_passive:  # before torch (and its OpenMP runtime) loads
+        os.environ["OMP_WAIT_POLICY"] = env["OMP_WAIT_POLICY"] = "PASSIVE"
+    import torch
+    torch.set_num_threads(args.threads)
+    result = {"threads": args.threads, "torch": torch.__version__, "rounds": args.rounds,
+              "torch_passive": args.torch_passive, "flx_env": args.flx_env}
 
     if args.rounds:
         bench = find(args.build, "bench_resnet", "compare_resnet", "bench_resnet")
@@ -107,6 +115,7 @@ def main():
         med = statistics.median
         print(f"flx {bench} vs PyTorch {torch.__version__} on the CPU, Float32, {args.threads} threads, medians of "
               f"{args.rounds} interleaved rounds{' (--small)' if args.small else ''}"
+              f"{', PyTorch with OMP_WAIT_POLICY=PASSIVE' if args.torch_passive else ''}"
               f"{' flx env ' + ' '.join(args.flx_env) if args.flx_env else ''}")
         if any(v < args.threads for k, vs in flx.items() if k.endswith(":threads_in_use") for v in vs):
             print(threads_in_use_note(flx, args.threads))

@@ -61,13 +61,13 @@ inline flx::Tensor kaiming_normal_fan_out(const flx::Shape& dims) {
 }
 
 // A k×k convolution without bias (BatchNorm follows), padding k ÷ 2.
-inline flx::Conv conv_bn_weight(int64_t k, int64_t in, int64_t out, int64_t stride) {
+inline flx::Conv conv_no_bias(int64_t k, int64_t in, int64_t out, int64_t stride) {
   return flx::Conv({k, k}, in, out, {.stride = stride, .pad = k / 2, .init = kaiming_normal_fan_out, .bias = false});
 }
 
 // conv3x3, BatchNorm, relu, conv3x3, BatchNorm: the residual branch of a BasicBlock.
 inline auto basic_residual(int64_t in, int64_t out, int64_t stride) {
-  return flx::Chain(conv_bn_weight(3, in, out, stride), flx::BatchNorm(out, flx::relu), conv_bn_weight(3, out, out, 1),
+  return flx::Chain(conv_no_bias(3, in, out, stride), flx::BatchNorm(out, flx::relu), conv_no_bias(3, out, out, 1),
                     flx::BatchNorm(out));
 }
 // A BasicBlock whose shortcut is the identity.
@@ -75,7 +75,7 @@ inline auto basic_block(int64_t channels) { return flx::SkipConnection(basic_res
 // A BasicBlock whose shortcut downsamples: a 1×1 convolution of the stride and a BatchNorm.
 inline auto basic_block_down(int64_t in, int64_t out, int64_t stride) {
   return flx::Parallel(AddRelu{}, basic_residual(in, out, stride),
-                       flx::Chain(conv_bn_weight(1, in, out, stride), flx::BatchNorm(out)));
+                       flx::Chain(conv_no_bias(1, in, out, stride), flx::BatchNorm(out)));
 }
 
 // ResNet-18: the stem (7×7/2 conv, BatchNorm, relu, 3×3/2 max pool), four
@@ -84,7 +84,7 @@ inline auto basic_block_down(int64_t in, int64_t out, int64_t stride) {
 inline auto resnet18(int64_t classes = 1000) {
   using namespace flx;
   auto stage = [](int64_t in, int64_t out) { return Chain(basic_block_down(in, out, 2), basic_block(out)); };
-  auto backbone = Chain(conv_bn_weight(7, 3, 64, 2), BatchNorm(64, relu), MaxPool({3, 3}, {.stride = 2, .pad = 1}),
+  auto backbone = Chain(conv_no_bias(7, 3, 64, 2), BatchNorm(64, relu), MaxPool({3, 3}, {.stride = 2, .pad = 1}),
                         Chain(basic_block(64), basic_block(64)), stage(64, 128), stage(128, 256), stage(256, 512));
   return Chain(std::move(backbone), Chain(AdaptiveMeanPool({1, 1}), Flatten(), Dense(512, classes)));
 }
