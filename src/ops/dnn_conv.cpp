@@ -209,28 +209,29 @@ Tensor flip_kernel(const Tensor& w, int nspatial) {
   ops::check_defined(w, "flip_kernel");
   FLX_CHECK(nspatial >= 0 && nspatial <= w.ndims(), ArgumentError, "flip_kernel: ", nspatial,
             " spatial dims in a weight of shape ", w.shape());
+  // The spatial dims lead (column-major), so flipping all of them reverses
+  // the linear index within each kernel's block of prod(kernel) elements:
+  // one gather along that block, whatever the number of spatial dims.
+  int64_t block = 1;
+  for (int dim = 0; dim < nspatial; ++dim) block *= w.shape()[dim];
   Tensor out = w;
-  for (int dim = 0; dim < nspatial; ++dim) {
-    const int64_t k = w.shape()[dim];
-    if (k == 1) continue;
-    std::vector<int64_t> rev(static_cast<size_t>(k));
-    for (int64_t i = 0; i < k; ++i) rev[size_t(i)] = k - 1 - i;
+  if (block > 1) {
+    std::vector<int64_t> rev(static_cast<size_t>(block));
+    for (int64_t i = 0; i < block; ++i) rev[size_t(i)] = block - 1 - i;
     const Tensor idx = tensor(rev).to(w.device());
     flx_index_desc d{};
     d.dtype = int32_t(w.dtype());
     d.inner = 1;
-    d.outer = 1;
-    for (int i = 0; i < w.ndims(); ++i) (i < dim ? d.inner : d.outer) *= i == dim ? 1 : w.shape()[i];
-    d.axis_len = k;
-    d.nidx = k;
-    Tensor next = empty(w.dtype(), w.shape(), w.device());
-    if (next.numel()) {
-      d.src = detail::mem(out);
-      d.dst = detail::mem(next);
+    d.outer = block ? w.numel() / block : 0;
+    d.axis_len = block;
+    d.nidx = block;
+    out = empty(w.dtype(), w.shape(), w.device());
+    if (out.numel()) {
+      d.src = detail::mem(w);
+      d.dst = detail::mem(out);
       d.idx = detail::mem(idx);
       detail::be(w).gather(detail::dev(w), d);
     }
-    out = next;
   }
   if (out.impl() == w.impl()) return w;
   // A reversal is its own adjoint: differentiable to any order.
