@@ -150,6 +150,9 @@ class Backend {
   // The allocator's figures into *out; false when the backend does not
   // report them (minor 2).
   bool memory_info(int dev, flx_memory_info* out) const;
+  // Give the device allocator's cached blocks back; false when the backend
+  // keeps no cache it can release.
+  bool release_cached(int dev) const noexcept;
   void* host_address(int dev, flx_buffer buf) const;  // null when not host memory
   // Pinned host memory, cached (pinned_pool.hpp): host_free keeps the block
   // for the next host_alloc of its size class. OutOfMemory when it cannot.

@@ -27,11 +27,13 @@ flx_buffer Backend::alloc_failed(int dev, size_t bytes, int status) const {
   // Out of memory: let a backend that caches give its cache back, then try
   // once more (as PyTorch's caching allocator does).
   flx_buffer buf = nullptr;
-  if (status == FLX_ERR_OUT_OF_MEMORY && FLX_HAS_FN(core_, flx_backend, release_cached) &&
-      core_->release_cached(core_->ctx, dev) == FLX_OK)
+  if (status == FLX_ERR_OUT_OF_MEMORY && release_cached(dev))
     status = core_->alloc(core_->ctx, dev, bytes, current_stream(id_, dev), &buf);
   check(status, "alloc");
   return buf;
+}
+bool Backend::release_cached(int dev) const noexcept {
+  return FLX_HAS_FN(core_, flx_backend, release_cached) && core_->release_cached(core_->ctx, dev) == FLX_OK;
 }
 void Backend::free_after_stream(int dev, flx_buffer buf, flx_stream used_on, flx_stream now) const noexcept {
   // Allocated (and maybe still in use) on another stream: the free, on this
