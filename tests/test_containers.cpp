@@ -22,35 +22,18 @@ using flx::testing::expect_values;
 using flx::testing::has;
 using flx::testing::rand64;
 using flx::testing::shown;
+using flx::testing::names_of;
+using flx::testing::values_of;
+using flx::testing::weighted;
 using V = std::vector<Tensor>;
 
 namespace {
 
 Tensor t64(std::vector<double> v, Shape s) { return tensor(v, s); }
 
-// sum(y .* w) for a fixed random w of y's shape: a loss whose gradient is w.
-Tensor weighted(const Tensor& y, uint64_t seed) {
-  set_seed(seed);
-  return sum(y * rand(Float64, y.shape()).to(y.dtype()).to(y.device()));
-}
-
 // Dense layers of known Float64 weights.
 Dense dense64(std::vector<double> w, int64_t out, int64_t in, std::vector<double> b, Activation act = {}) {
   return Dense(t64(std::move(w), {out, in}), t64(std::move(b), {out}), std::move(act));
-}
-
-// Every tensor of a model as doubles, in walk order.
-std::vector<double> values_of(const auto& model) {
-  std::vector<double> out;
-  for (const Tensor& t : leaves(model))
-    for (double v : t.to(Device::cpu()).to_vector<double>()) out.push_back(v);
-  return out;
-}
-
-std::vector<std::string> names_of(const State& s) {
-  std::vector<std::string> out;
-  for (const auto& [name, t] : s) out.push_back(name);
-  return out;
 }
 
 // One step of Descent(0.1) on sum(m(x)): every trainable leaf moves by -0.1 × its gradient.

@@ -18,14 +18,10 @@ using flx::testing::error_message;
 using flx::testing::expect_close;
 using flx::testing::expect_values;
 using flx::testing::rand64;
+using flx::testing::weighted;
 using V = std::vector<Tensor>;
 
 namespace {
-// sum(y .* w) for a fixed random w of y's shape: a loss whose gradient is w.
-Tensor weighted(const Tensor& y, uint64_t seed) {
-  set_seed(seed);
-  return sum(y * rand(Float64, y.shape()).to(y.dtype()).to(y.device()));
-}
 Tensor indices(std::vector<int64_t> v, Shape s) { return tensor(v, s); }
 }  // namespace
 

@@ -22,22 +22,11 @@ using flx::testing::expect_values;
 using flx::testing::has;
 using flx::testing::rand64;
 using flx::testing::shown;
+using flx::testing::names_of;
+using flx::testing::values_of;
 using V = std::vector<Tensor>;
 
 namespace {
-
-std::vector<std::string> names_of(const State& s) {
-  std::vector<std::string> out;
-  for (const auto& [name, t] : s) out.push_back(name);
-  return out;
-}
-
-std::vector<double> values_of(const auto& model) {
-  std::vector<double> out;
-  for (const Tensor& t : leaves(model))
-    for (double v : t.to(Device::cpu()).to_vector<double>()) out.push_back(v);
-  return out;
-}
 
 // save, load into a copy whose tensors were zeroed, and compare.
 template <class M>

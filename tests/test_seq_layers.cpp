@@ -22,6 +22,7 @@ using flx::testing::expect_values;
 using flx::testing::has;
 using flx::testing::rand64;
 using flx::testing::shown;
+using flx::testing::weighted;
 using V = std::vector<Tensor>;
 
 namespace {
@@ -48,12 +49,6 @@ Vec gruv3_ref(const Vec& wi, const Vec& wh, const Vec& b, const Vec& whh, const 
   Vec out(H);
   for (size_t k = 0; k < H; ++k) out[k] = (1 - z[k]) * std::tanh(gx[2 * H + k] + c[k] + b[2 * H + k]) + z[k] * h[k];
   return out;
-}
-
-// sum(y .* w) for a fixed random w of y's shape.
-Tensor weighted(const Tensor& y, uint64_t seed) {
-  set_seed(seed);
-  return sum(y * rand(Float64, y.shape()).to(y.dtype()).to(y.device()));
 }
 
 template <class E, class F>

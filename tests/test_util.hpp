@@ -160,4 +160,25 @@ std::string error_message(const std::function<void()>& fn) {
   return "(no error)";
 }
 
+// sum(y .* w) for a fixed random w of y's shape: a loss whose gradient is w.
+inline Tensor weighted(const Tensor& y, uint64_t seed) {
+  set_seed(seed);
+  return sum(y * rand(Float64, y.shape()).to(y.dtype()).to(y.device()));
+}
+
+// Every tensor of a model as doubles, in walk order.
+std::vector<double> values_of(const auto& model) {
+  std::vector<double> out;
+  for (const Tensor& t : leaves(model))
+    for (double v : t.to(Device::cpu()).to_vector<double>()) out.push_back(v);
+  return out;
+}
+
+// The names of a state (state(model)), in order.
+inline std::vector<std::string> names_of(const State& s) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : s) out.push_back(name);
+  return out;
+}
+
 }  // namespace flx::testing
