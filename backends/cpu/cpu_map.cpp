@@ -62,10 +62,10 @@ inline void row(O* __restrict o, int64_t n, const int64_t* s, const F& f, const 
   }
 }
 
-// Where row r (of the canonical dims after the first) starts in each of
-// the first `count` operands: off[i] += its offset.
-inline void row_offsets(const flx_map_desc& d, int64_t r, int count, int64_t* off) {
-  for (int k = 1; k < d.ndim && r; ++k) {
+// Where row r (of the canonical dims after the first `first`) starts in
+// each of the first `count` operands: off[i] += its offset.
+inline void row_offsets(const flx_map_desc& d, int64_t r, int count, int64_t* off, int first = 1) {
+  for (int k = first; k < d.ndim && r; ++k) {
     const int64_t ik = r % d.shape[k];
     r /= d.shape[k];
     for (int i = 0; i < count; ++i)
@@ -73,11 +73,12 @@ inline void row_offsets(const flx_map_desc& d, int64_t r, int count, int64_t* of
   }
 }
 
-// do_row(r, lo, len) over every row of d's first canonical dim: rows in
-// parallel when large, a few long rows split into pieces.
+// do_row(r, lo, len) over every row of n0 elements (d's first canonical dim,
+// or its first two): rows in parallel when large, a few long rows split into
+// pieces.
 template <class F>
-void for_each_row(const flx_map_desc& d, const F& do_row) {
-  const int64_t n0 = d.shape[0], rows = d.numel / n0;
+void for_each_row(const flx_map_desc& d, int64_t n0, const F& do_row) {
+  const int64_t rows = d.numel / n0;
   if (d.numel < 2 * parallel_grain) {
     for (int64_t r = 0; r < rows; ++r) do_row(r, 0, n0);
   } else if (rows >= 8) {
@@ -95,6 +96,9 @@ void for_each_row(const flx_map_desc& d, const F& do_row) {
     });
   }
 }
+
+// Rows shorter than this are walked two canonical dims at a time.
+constexpr int64_t kShortRow = 16;
 
 // The ops with a vectorised Float32 row (cpu_vector_math.hpp): on
 // contiguous rows they take it, with the same bits as the functor's.
@@ -134,6 +138,32 @@ void run(const flx_map_desc& d, const F& f) {
   const int64_t n0 = d.shape[0];
   int64_t s[2];
   for (int i = 0; i < 2; ++i) s[i] = i < N && !d.in[i].is_scalar ? d.in[i].strides[0] : 0;
+  if (n0 < kShortRow && d.ndim >= 2) {
+    // Short rows (a nearest upsampling's repeat of 2, a broadcast over a
+    // small first dim) go two canonical dims at a time: the row's index
+    // arithmetic is paid once per shape[0]·shape[1] elements.
+    const int64_t n1 = d.shape[1];
+    int64_t s1[2];
+    for (int i = 0; i < 2; ++i) s1[i] = i < N && !d.in[i].is_scalar ? d.in[i].strides[1] : 0;
+    auto do_plane = [&](int64_t r, int64_t lo, int64_t len) {
+      int64_t off[2] = {0, 0};
+      row_offsets(d, r, N, off, 2);
+      O* o = out + r * n0 * n1;
+      int64_t j1 = lo / n0, j0 = lo % n0;
+      for (int64_t e = lo, end = lo + len; e < end; ++j1, j0 = 0) {
+        const int64_t seg = std::min(n0 - j0, end - e);
+        const T* a = base[0] + off[0] + j1 * s1[0] + j0 * s[0];
+        if (N == 1 && s[0] == 0) {  // each element repeated n0 times
+          const O v = store<O>(f(load(*a), compute_t<T>()));
+          for (int64_t k = 0; k < seg; ++k) o[e + k] = v;
+        } else {
+          row<O, N>(o + e, seg, s, f, a, base[1] + off[1] + j1 * s1[1] + j0 * s[1]);
+        }
+        e += seg;
+      }
+    };
+    return for_each_row(d, n0 * n1, do_plane);
+  }
   auto do_row = [&](int64_t r, int64_t lo, int64_t len) {
     int64_t off[2] = {0, 0};
     O* o = out + r * n0 + lo;  // the output is contiguous
@@ -145,7 +175,7 @@ void run(const flx_map_desc& d, const F& f) {
     }
     row<O, N>(o, len, s, f, a, b);
   };
-  for_each_row(d, do_row);
+  for_each_row(d, n0, do_row);
 }
 
 // WHERE(cond, a, b): its own loop, since the condition is Bool storage.
@@ -182,7 +212,7 @@ int run_where(const flx_map_desc& d) {
       for (int64_t j = 0; j < len; ++j) o[j] = c[j * s[0]] ? a[j * s[1]] : b[j * s[2]];
     }
   };
-  for_each_row(d, do_row);
+  for_each_row(d, n0, do_row);
   return FLX_OK;
 }
 

@@ -29,6 +29,9 @@ A extremum_start(bool is_max) {
 // this many elements (fixed, so that the result does not depend on the
 // threads): big enough that a chunk pays for a thread's wake-up.
 constexpr int64_t kWholeChunk = 1 << 16;
+// The general case keeps the offsets of up to this many reduced values per
+// output in a table.
+constexpr int64_t kOffsetTable = 4096;
 
 // Runs of the canonical descriptor, as the general case walks them.
 struct Run {
@@ -115,24 +118,64 @@ void reduce_impl(const flx_reduce_desc& d, A init, Combine combine, bool is_sum)
     });
     return;
   }
-  // General case: walk kept and reduced multi-indices.
+  // General case. Sums keep four interleaved partial sums by position, added
+  // pairwise at the end: a fixed order, whatever the threads.
+  auto kept_offset = [&](int64_t o) {
+    int64_t base = 0;
+    for (int k = 0; k < nk; ++k) {
+      base += (o % d.kept_extent[k]) * d.kept_stride[k];
+      o /= d.kept_extent[k];
+    }
+    return base;
+  };
+  auto reduced_offset = [&](int64_t r, int first) {
+    int64_t off = 0;
+    for (int k = first; k < nr; ++k) {
+      off += (r % d.red_extent[k]) * d.red_stride[k];
+      r /= d.red_extent[k];
+    }
+    return off;
+  };
+  auto combine4 = [&](const A* part) {
+    return is_sum ? combine(combine(part[0], part[1]), combine(part[2], part[3])) : part[0];
+  };
+  const A start[4] = {init, is_sum ? A(0) : init, is_sum ? A(0) : init, is_sum ? A(0) : init};
+  if (nred <= kOffsetTable) {
+    // Few values per output (a nearest upsampling's gradient: 4 per output):
+    // the reduced offsets once, in a table.
+    std::vector<int64_t> roff(static_cast<size_t>(nred));
+    for (int64_t r = 0; r < nred; ++r) roff[size_t(r)] = reduced_offset(r, 0);
+    parallel_for(nkept, grain_of(nred), [&](int64_t lo, int64_t hi) {
+      for (int64_t o = lo; o < hi; ++o) {
+        const T* p = in + kept_offset(o);
+        A part[4] = {start[0], start[1], start[2], start[3]};
+        int64_t r = 0;
+        if (is_sum)
+          for (; r + 4 <= nred; r += 4)
+            for (int k = 0; k < 4; ++k) part[k] = combine(part[k], A(load(p[roff[size_t(r + k)]])));
+        for (; r < nred; ++r) part[0] = combine(part[0], A(load(p[roff[size_t(r)]])));
+        out[o] = finish(combine4(part));
+      }
+    });
+    return;
+  }
+  // Many values per output (a per-channel sum over (spatial, batch) of
+  // (spatial, channels, batch): a conv's or GroupNorm's parameter gradient):
+  // the first reduced run as a tight loop.
+  const int64_t inner = d.red_extent[0], inner_stride = d.red_stride[0], outer = nred / inner;
   parallel_for(nkept, grain_of(nred), [&](int64_t lo, int64_t hi) {
     for (int64_t o = lo; o < hi; ++o) {
-      int64_t base = 0, rem = o;
-      for (int k = 0; k < nk; ++k) {
-        base += (rem % d.kept_extent[k]) * d.kept_stride[k];
-        rem /= d.kept_extent[k];
+      const int64_t base = kept_offset(o);
+      A part[4] = {start[0], start[1], start[2], start[3]};
+      for (int64_t r = 0; r < outer; ++r) {
+        const T* p = in + base + reduced_offset(r, 1);
+        int64_t i = 0;
+        if (is_sum)
+          for (; i + 4 <= inner; i += 4)
+            for (int k = 0; k < 4; ++k) part[k] = combine(part[k], A(load(p[(i + k) * inner_stride])));
+        for (; i < inner; ++i) part[0] = combine(part[0], A(load(p[i * inner_stride])));
       }
-      A acc = init;
-      for (int64_t r = 0; r < nred; ++r) {
-        int64_t off = base, rr = r;
-        for (int k = 0; k < nr; ++k) {
-          off += (rr % d.red_extent[k]) * d.red_stride[k];
-          rr /= d.red_extent[k];
-        }
-        acc = combine(acc, A(load(in[off])));
-      }
-      out[o] = finish(acc);
+      out[o] = finish(combine4(part));
     }
   });
 }
