@@ -20,6 +20,14 @@ std::vector<Case> layer_cases() {
          return l(v[0]);
        }},
       {"groupnorm_features", {{8, 3}}, [](const V& v) { return GroupNorm(8, 2, {.affine = false})(v[0]); }},
+      // An epsilon below cuDNN's batch-norm least (1e-5): a backend without
+      // the dnn table's groupnorm composes it from maps, not batchnorm.
+      {"groupnorm_small_epsilon", {{5, 4, 2}, {4}, {4}}, [](const V& v) {
+         GroupNorm l(4, 2, {.epsilon = 1e-7});
+         l.scale = v[1];
+         l.bias = v[2];
+         return l(v[0]);
+       }},
       {"instancenorm_affine", {{4, 3, 2, 2}, {2}, {2}}, [](const V& v) {
          InstanceNorm l(2, {.affine = true});
          l.scale = v[1];

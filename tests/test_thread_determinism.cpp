@@ -116,12 +116,21 @@ void training(Work& w) {
 
 // Training steps of a CNN as flx-train's (convolutions, BatchNorm, max
 // pooling, Dense) at a batch of 20 (pieces of two sizes in the CPU's dnn
-// table), and a strided, grouped convolution with its gradients.
+// table), of a U-Net level, and a strided, grouped convolution with its
+// gradients.
 void convnet(Work& w) {
   set_seed(13);
   train_steps(w, "cnn",
               Chain(Conv({3, 3}, 1, 8, {.pad = 1}), BatchNorm(8, relu), MaxPool({2, 2}), Conv({3, 3}, 8, 16, {.pad = 1}),
                     BatchNorm(16, relu), MaxPool({2, 2}), Flatten(), Dense(16 * 7 * 7, 10)),
+              Shape{28, 28, 1, 20});
+  // A U-Net level: GroupNorm (the dnn table's groupnorm), nearest upsampling
+  // (a broadcast copy) and its gradient (a reduction of 4 values an output).
+  set_seed(14);
+  train_steps(w, "unet level",
+              Chain(Conv({3, 3}, 1, 8, {.pad = 1}), GroupNorm(8, 4, relu), MaxPool({2, 2}),
+                    Upsample({.scale = {2}}), Conv({3, 3}, 8, 2, {.pad = 1}), InstanceNorm(2, {.affine = true}),
+                    Flatten(), Dense(2 * 28 * 28, 10)),
               Shape{28, 28, 1, 20});
   Tensor x = rand(Float32, {19, 17, 4, 37}) - 0.5, k = rand(Float32, {3, 3, 2, 6}) - 0.5, b = rand(Float32, {6});
   const ConvOptions o{.stride = {2, 1}, .pad = 1, .groups = 2};

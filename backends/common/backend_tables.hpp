@@ -76,7 +76,12 @@
 #else
 #define FLX_SINCE_9(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 9, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 10
+#define FLX_SINCE_10(...) __VA_ARGS__
+#else
+#define FLX_SINCE_10(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 10, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off
@@ -121,7 +126,8 @@ static_assert(FLX_BACKEND_ABI_MINOR == 9, "a new ABI minor version: add its FLX_
   X(rnn_reserve_size, 6, optional, __VA_ARGS__) X(rnn_forward, 6, optional, __VA_ARGS__) \
   X(rnn_backward, 6, optional, __VA_ARGS__) \
   X(attention_workspace, 7, optional, __VA_ARGS__) X(attention_forward, 7, optional, __VA_ARGS__) \
-  X(attention_backward, 7, optional, __VA_ARGS__)
+  X(attention_backward, 7, optional, __VA_ARGS__) \
+  X(groupnorm_forward, 10, optional, __VA_ARGS__) X(groupnorm_backward, 10, optional, __VA_ARGS__)
 
 // The op tables libflx uses: T(id, struct, ...), each declared below with
 // FLX_DECLARE_TABLE. The dispatch layer keeps one slot per entry (id_).

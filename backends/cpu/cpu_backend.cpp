@@ -299,7 +299,8 @@ const flx_compute_table compute_table = [] {
 }();
 // Convolution, pooling, batch normalisation (minor 5): oneDNN for Float32,
 // direct loops for Float64 (cpu_dnn.hpp); Float32 LSTMs (minor 6) on oneDNN;
-// attention without its scores (minor 7) on OpenBLAS tiles.
+// attention without its scores (minor 7) on OpenBLAS tiles; group
+// normalisation (minor 10) as direct loops.
 const flx_dnn_table dnn_table = [] {
   auto t = abi::table_header<flx_dnn_table>();
   FLX_SET_DNN_CALLS(t, cpu_backend)
@@ -310,6 +311,8 @@ const flx_dnn_table dnn_table = [] {
   t.rnn_backward = rnn_backward;
   t.attention_forward = attention_forward;  // minor 7, optional: attention without its scores
   t.attention_backward = attention_backward;
+  t.groupnorm_forward = groupnorm_forward;  // minor 10, optional: group normalisation
+  t.groupnorm_backward = groupnorm_backward;
   return t;
 }();
 }  // namespace

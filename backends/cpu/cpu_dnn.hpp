@@ -103,5 +103,9 @@ FLX_DECLARE_CALL(flx_dnn_table, rnn_backward)
 // (cpu_dnn_attention.cpp).
 FLX_DECLARE_CALL(flx_dnn_table, attention_forward)
 FLX_DECLARE_CALL(flx_dnn_table, attention_backward)
+// Group normalisation (minor 10, optional): Float32 and Float64 loops
+// (cpu_dnn_groupnorm.cpp); other dtypes FLX_ERR_UNSUPPORTED.
+FLX_DECLARE_CALL(flx_dnn_table, groupnorm_forward)
+FLX_DECLARE_CALL(flx_dnn_table, groupnorm_backward)
 
 }  // namespace flx::cpu_backend

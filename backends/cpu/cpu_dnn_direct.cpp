@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu_dnn.hpp"
+#include "cpu_lanes.hpp"
 
 namespace flx::cpu_backend {
 namespace {
@@ -370,26 +371,6 @@ void direct_pool_backward(const DnnGeometry& g, bool max, const T* x, const T* d
     }
   });
 }
-
-namespace {
-// A sum in 8 lanes (element i of a row into lane i % 8), added up in one
-// fixed order at the end: the compiler vectorises it, and its bits depend
-// on the rows and their lengths only (a channel's sums run on one thread).
-struct Lanes {
-  double lane[8] = {};
-  // Adds f(i) for i in [0, n).
-  template <class F>
-  void add(int64_t n, F&& f) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int64_t j = 0; j < 8; ++j) lane[j] += f(i + j);
-    for (; i < n; ++i) lane[i & 7] += f(i);
-  }
-  double total() const {
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-  }
-};
-}  // namespace
 
 // Batch normalisation: one channel to a thread; x's channel c is the rows
 // (n * C + c) * S ... + S of each sample n.

@@ -83,7 +83,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 9u
+#define FLX_BACKEND_ABI_MINOR 10u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
@@ -93,7 +93,7 @@ extern "C" {
 /* Op table names and the versions this header describes. */
 #define FLX_TABLE_COMPUTE "compute"
 #define FLX_TABLE_COMPUTE_VERSION 1u
-#define FLX_TABLE_DNN "dnn" /* convolution, pooling, normalisation (minor 5); recurrent layers (minor 6); attention (minor 7) */
+#define FLX_TABLE_DNN "dnn" /* convolution, pooling, normalisation (minor 5); recurrent layers (minor 6); attention (minor 7); group normalisation (minor 10) */
 #define FLX_TABLE_DNN_VERSION 1u
 #define FLX_TABLE_COMM "comm" /* collectives (minor 4) */
 #define FLX_TABLE_COMM_VERSION 1u
@@ -751,6 +751,29 @@ typedef struct flx_attention_desc {
   uint64_t workspace_bytes;
 } flx_attention_desc;
 
+/* Group normalisation (minor 10, optional: a backend without these calls,
+ * or answering FLX_ERR_UNSUPPORTED before queuing anything for a case it
+ * does not run, gets GroupNorm as batchnorm_* and maps). x is (spatial,
+ * channels, batch), contiguous, with channels = groups * cpg. Each set
+ * (g, n), the spatial * cpg values of channels g*cpg .. (g+1)*cpg - 1 of
+ * sample n, is normalised with its own mean and biased variance:
+ *   y[s, c, n] = (x[s, c, n] - mean[g, n]) * invstd[g, n] * scale[c] + bias[c]
+ *   invstd = 1 / sqrt(var + epsilon)
+ * scale and bias (channels elements of dtype) are NULL bufs for none (1 and
+ * 0). groupnorm_forward writes y, and saved_mean and saved_invstd (groups *
+ * batch elements of dtype, g fastest) when their bufs are set;
+ * groupnorm_backward reads x, dy, scale and the saved statistics and writes
+ * dx, and dscale and dbias when their bufs are set. All sizes are >= 1. */
+typedef struct flx_groupnorm_desc {
+  uint32_t struct_size; /* sizeof(flx_groupnorm_desc) as the caller was built */
+  int32_t dtype;
+  int64_t spatial, channels, groups, batch;
+  double epsilon;
+  flx_mem x, y, scale, bias, saved_mean, saved_invstd; /* forward */
+  flx_mem dy;                                          /* backward, in */
+  flx_mem dx, dscale, dbias;                           /* backward, out */
+} flx_groupnorm_desc;
+
 typedef struct flx_dnn_table {
   uint32_t struct_size; /* sizeof(flx_dnn_table) as the backend was built */
   uint32_t version;     /* FLX_TABLE_DNN_VERSION */
@@ -780,6 +803,11 @@ typedef struct flx_dnn_table {
   int (*attention_workspace)(void* ctx, int dev, const flx_attention_desc* d, int32_t pass, uint64_t* bytes);
   int (*attention_forward)(void* ctx, int dev, const flx_attention_desc* d, flx_stream s);
   int (*attention_backward)(void* ctx, int dev, const flx_attention_desc* d, flx_stream s);
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 10
+  /* minor 10, optional: group normalisation (flx_groupnorm_desc) */
+  int (*groupnorm_forward)(void* ctx, int dev, const flx_groupnorm_desc* d, flx_stream s);
+  int (*groupnorm_backward)(void* ctx, int dev, const flx_groupnorm_desc* d, flx_stream s);
 #endif
 } flx_dnn_table;
 

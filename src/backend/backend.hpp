@@ -255,6 +255,15 @@ class Backend {
   }
   bool attention_forward(int dev, flx_attention_desc d) const;
   bool attention_backward(int dev, flx_attention_desc d) const;
+  // Group normalisation (ABI minor 10, optional): the forward answers false,
+  // with nothing queued, when the backend lacks the calls or declines the
+  // case (the caller composes the layer from batchnorm and maps); the
+  // backward is asked of the backend whose forward ran.
+  bool has_groupnorm() const {
+    return has<&flx_dnn_table::groupnorm_forward>() && has<&flx_dnn_table::groupnorm_backward>();
+  }
+  bool groupnorm_forward(int dev, flx_groupnorm_desc d) const;
+  void groupnorm_backward(int dev, flx_groupnorm_desc d) const;
 
   // ---- core calls of minor 4 (optional)
   bool has_event_query() const { return FLX_HAS_FN(core_, flx_backend, event_query); }

@@ -1,6 +1,6 @@
 // The dispatch layer's convolution, pooling and batch normalisation (the
-// "dnn" table, ABI minor 5), recurrent layers (minor 6) and attention
-// (minor 7): see backend.hpp.
+// "dnn" table, ABI minor 5), recurrent layers (minor 6), attention (minor 7)
+// and group normalisation (minor 10): see backend.hpp.
 // The ops that build the descriptors are in src/ops/dnn_*.cpp and
 // src/ops/recurrent_scan.cpp and src/ops/attention_*.cpp.
 #include "backend/backend.hpp"
@@ -125,5 +125,19 @@ bool Backend::attention(int dev, flx_attention_desc d, int32_t pass) const {
 }
 bool Backend::attention_forward(int dev, flx_attention_desc d) const { return attention(dev, d, 0); }
 bool Backend::attention_backward(int dev, flx_attention_desc d) const { return attention(dev, d, 1); }
+
+bool Backend::groupnorm_forward(int dev, flx_groupnorm_desc d) const {
+  d.struct_size = sizeof d;
+  const OpRef op{"groupnorm", d.dtype};
+  if (!has_groupnorm()) return false;
+  const int st = status<&dnn::groupnorm_forward>(dnn_, op, dev, &d);
+  if (st == FLX_ERR_UNSUPPORTED) return false;
+  check(st, op);
+  return true;
+}
+void Backend::groupnorm_backward(int dev, flx_groupnorm_desc d) const {
+  d.struct_size = sizeof d;
+  run<&dnn::groupnorm_backward>(dnn_, {"groupnorm (gradient)", d.dtype}, dev, &d);
+}
 
 }  // namespace flx::detail

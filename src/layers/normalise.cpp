@@ -155,6 +155,9 @@ void check_input(const Tensor& x, const std::string& layer, const std::vector<co
 
 bool half_type(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
+// p (per channel, or undefined) in dtype t.
+Tensor in_type(const Tensor& p, DType t) { return p.defined() && p.dtype() != t ? p.to(t) : p; }
+
 }  // namespace
 
 GroupNorm::GroupNorm(int64_t c, int64_t g, Activation a, const GroupNormOptions& o)
@@ -182,20 +185,10 @@ Tensor GroupNorm::operator()(const Tensor& x) const {
   const std::string layer = name_of(*this);
   check_input(x, layer, {&scale, &bias});
   (void)outputsize(*this, x.shape());
-  const int nd = x.ndims();
-  const int64_t batch = x.shape()[nd - 1];
-  const int64_t spatial = x.numel() / std::max<int64_t>(channels * batch, 1);
-  // (spatial, channels / groups, groups, batch): statistics over the first two.
   const bool half = half_type(x.dtype());
   const Tensor xw = half ? x.to(DType::Float32) : x;
-  const Tensor x4 = reshape(xw, Shape{spatial, channels / groups, groups, batch});
-  const Dims dims{0, 1};
-  const Tensor mu = mean(x4, dims);
-  const Tensor centred = x4 - mu;
-  Tensor y = reshape(centred / sqrt(mean(square(centred), dims) + options.epsilon), Shape{spatial, channels, batch});
-  if (scale.defined()) y = y * per_channel(scale, y);
-  if (bias.defined()) y = y + per_channel(bias, y);
-  y = act(reshape(y, x.shape()));
+  const Tensor y = act(ops::group_norm(xw, in_type(scale, xw.dtype()), in_type(bias, xw.dtype()), groups,
+                                       options.epsilon, layer));
   return half ? y.to(x.dtype()) : y;
 }
 
@@ -231,22 +224,26 @@ Tensor InstanceNorm::operator()(const Tensor& x) const {
   Dims spatial;
   for (int k = 0; k + 2 < nd; ++k) spatial.push_back(k);
   const bool training = detail::training_now(active);
+  const DType t = xw.dtype();
   Tensor y;
   if (!training && options.track_stats) {
     y = normalised(xw, per_channel(running_mean, xw), per_channel(running_var, xw), options.epsilon);
+    if (scale.defined()) y = y * per_channel(scale, y);
+    if (bias.defined()) y = y + per_channel(bias, y);
   } else {
-    const Tensor mu = mean(xw, spatial);
-    const Tensor centred = xw - mu;
-    const Tensor var = mean(square(centred), spatial);
-    y = centred / sqrt(var + options.epsilon);
+    // InstanceNorm is GroupNorm with a group per channel.
+    y = ops::group_norm(xw, in_type(scale, t), in_type(bias, t), channels, options.epsilon, layer);
     if (options.track_stats && training) {
       // Flux's _track_stats!: the batch's mean of the slices' means and of
       // their variances made unbiased (× m / (m - 1)), moved by momentum; no
       // gradient flows through them.
+      const Tensor xd = xw.detach();
+      const Tensor mu = mean(xd, spatial);
+      const Tensor var = mean(square(xd - mu), spatial);
       const int64_t m = xw.numel() / std::max<int64_t>(x.shape()[nd - 2] * x.shape()[nd - 1], 1);
       const Dims batch{nd - 1};
-      const Tensor mu_new = reshape(mean(mu.detach(), batch), Shape{channels});
-      const Tensor var_new = reshape(mean(var.detach(), batch), Shape{channels});
+      const Tensor mu_new = reshape(mean(mu, batch), Shape{channels});
+      const Tensor var_new = reshape(mean(var, batch), Shape{channels});
       const double mom = options.momentum, unbias = double(m) / double(m - 1);
       const Tensor rm = running_mean.detach(), rv = running_var.detach();
       const Tensor new_mean = (rm * (1 - mom) + mu_new.to(rm.dtype()) * mom).detach();
@@ -255,8 +252,6 @@ Tensor InstanceNorm::operator()(const Tensor& x) const {
       ops::raw_map_into(running_var, FLX_OP_COPY, running_var.dtype(), {{&new_var}});
     }
   }
-  if (scale.defined()) y = y * per_channel(scale, y);
-  if (bias.defined()) y = y + per_channel(bias, y);
   y = act(y);
   return half ? y.to(x.dtype()) : y;
 }

@@ -70,6 +70,14 @@ Tensor dense_fused(const Tensor& w, const Tensor& x, const Tensor& b, DenseAct a
 // matmul, + and the activation one by one (the same result, to rounding).
 Tensor dense(const Tensor& w, const Tensor& x, const Tensor& b, const Activation& act);
 
+// x (spatial..., channels, batch), Float32 or Float64, with each (group,
+// sample) set of spatial * channels / groups values normalised by its own
+// mean and biased variance, then times scale and plus bias (per channel, of
+// x's dtype; undefined: none), recorded (dnn_groupnorm.cpp). GroupNorm's
+// and InstanceNorm's (groups = channels) forward pass.
+Tensor group_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t groups, double epsilon,
+                  const std::string& layer);
+
 // xs (each of one shape, dtype and device) stacked along a new last dim:
 // (dims..., n), each a contiguous slot (Julia's stack(xs)). Differentiable.
 Tensor stack_last(const std::vector<Tensor>& xs);
