@@ -14,7 +14,8 @@
 // (k·out), the k gates stacked in Flux's order (LSTM: input, forget, cell,
 // output; GRU: reset, update, candidate), Glorot-uniform kernels and a zero
 // bias (Flux's keywords: {.bias = false} for none, .init_kernel and
-// .init_recurrent_kernel for other kernels, as RecurrentOptions says). The initial state is zeros unless given, or learned: with
+// .init_recurrent_kernel for other kernels, as RecurrentOptions says). The
+// initial state is zeros unless given, or learned: with
 // {.learned_state = true} a layer holds a trainable `state0` (zeros at first)
 // that it starts every sequence from. Every layer runs through one sequence
 // runner (Flux's scan, detail::run_sequence below): for the cells a backend
