@@ -1,4 +1,4 @@
-// docs/layers.md: the initialisers and the layers' .init and .bias options.
+// docs/layers.md: the initialisers and the layers' .init (.init_kernel, .init_recurrent_kernel) and .bias options.
 #include <flx/flx.hpp>
 #include <iostream>
 
@@ -11,4 +11,6 @@ int main() {
   std::cout << glorot_uniform({3, 3, 16, 32}, {.gain = 2}).shape() << "\n";  // (3×3×16×32)
   std::cout << sparse_init({4, 3}, {.sparsity = 0.5}).shape() << "\n";  // (4×3)
   std::cout << std::get<0>(model.layers) << "\n";  // Conv((3, 3), 3 => 16, relu, pad=1, bias=false)  # 432 parameters
+  auto lstm = LSTM(16, 32, {.bias = false, .init_recurrent_kernel = orthogonal});
+  std::cout << lstm << "\n";  // LSTM(16 => 32; bias=false)  # 6_144 parameters
 }

@@ -42,14 +42,52 @@ void check_cell_options(const char* cell, const char* layer, const RecurrentOpti
             "'s biases add up into its one bias");
 }
 
-// A layer's options as its cell takes them (the layer keeps the state);
-// its sizes checked first, so that an error names the layer, not its cell.
-RecurrentOptions cell_options(const char* layer, int64_t in, int64_t out, const RecurrentOptions& o, bool gru) {
+// A new kernel of `dims`: the option's initialiser (Flux's init_kernel or
+// init_recurrent_kernel), checked to have returned an array of those dims,
+// the error naming the layer, the option and the kernel; glorot_uniform
+// (Flux's default for both) where the option is empty.
+Tensor new_kernel(const std::string& layer, const char* option, const char* kernel, const InitFn& init,
+                  const Shape& dims) {
+  if (!init) return glorot_uniform(dims);
+  Tensor w = init(dims);
+  FLX_CHECK(w.defined() && w.shape() == dims, DimensionMismatch, layer, ": the .", option,
+            " function must return an array of the dims it is given, ", dims, " for ", kernel, "; got ",
+            shape_of(w));
+  return w;
+}
+
+// A new cell's parameters, drawn in Flux's order (Wi, Wh, then GRUv3's
+// Wh_h̃): a cell of k gates, with a zero bias (in the kernels' element type,
+// as Flux's create_bias) unless {.bias = false}, a GRU's candidate recurrent
+// bias with {.recurrent_bias = true}, and (v3) GRUv3's Wh_h̃.
+struct CellWeights {
+  Tensor wi, wh, b, bh, whh;
+};
+CellWeights new_weights(const std::string& layer, int k, int64_t in, int64_t out, const RecurrentOptions& o,
+                        bool v3 = false) {
+  const std::string gates = k == 1 ? "" : std::to_string(k) + "·";
+  CellWeights w;
+  w.wi = new_kernel(layer, "init_kernel", ("Wi (" + gates + "out, in)").c_str(), o.init_kernel, Shape{k * out, in});
+  w.wh = new_kernel(layer, "init_recurrent_kernel", ("Wh (" + gates + "out, out)").c_str(), o.init_recurrent_kernel,
+                    Shape{k * out, out});
+  if (v3)
+    w.whh = new_kernel(layer, "init_recurrent_kernel", "Wh_h\u0303 (out, out)", o.init_recurrent_kernel,
+                       Shape{out, out});
+  if (o.bias) w.b = zeros(w.wi.dtype(), Shape{k * out});
+  if (o.recurrent_bias) w.bh = zeros(w.wi.dtype(), Shape{out});
+  return w;
+}
+
+// A layer's cell, its parameters drawn as the cell's constructor draws them;
+// its sizes and options checked first, so that an error names the layer,
+// not its cell.
+CellWeights layer_weights(const char* layer, int k, int64_t in, int64_t out, const RecurrentOptions& o, bool gru,
+                          bool v3 = false) {
   check_sizes(layer, in, out);
   FLX_CHECK(gru || !o.recurrent_bias, ArgumentError, layer,
             ": recurrent_bias is an option of GRU and GRUCell only (PyTorch's b_hn); ", layer,
             "'s biases add up into its one bias");
-  return {.bias = o.bias, .learned_state = false, .recurrent_bias = o.recurrent_bias};
+  return new_weights(layer, k, in, out, o, v3);
 }
 
 // Wi (k·H, in), Wh (k·H, H), bias (k·H) or undefined, as a cell of k gates needs them.
@@ -181,9 +219,8 @@ Tensor zeros_like_rows(const Tensor& w, int64_t n) { return zeros(w.dtype(), Sha
 RNNCell::RNNCell(int64_t in, int64_t out, Activation a, const RecurrentOptions& o) : act(std::move(a)) {
   check_sizes("RNNCell", in, out);
   check_cell_options("RNNCell", "RNN", o, false);
-  Wi = glorot_uniform(out, in);
-  Wh = glorot_uniform(out, out);
-  if (o.bias) bias = zeros(out);
+  CellWeights w = new_weights("RNNCell", 1, in, out, o);
+  Wi = std::move(w.wi), Wh = std::move(w.wh), bias = std::move(w.b);
 }
 RNNCell::RNNCell(Tensor wi, Tensor wh, Tensor b, Activation a)
     : Wi(std::move(wi)), Wh(std::move(wh)), bias(std::move(b)), act(std::move(a)) {
@@ -201,9 +238,8 @@ RecurrentOutput<Tensor> RNNCell::operator()(const Tensor& x, const Tensor& h) co
 LSTMCell::LSTMCell(int64_t in, int64_t out, const RecurrentOptions& o) {
   check_sizes("LSTMCell", in, out);
   check_cell_options("LSTMCell", "LSTM", o, false);
-  Wi = glorot_uniform(4 * out, in);
-  Wh = glorot_uniform(4 * out, out);
-  if (o.bias) bias = zeros(4 * out);
+  CellWeights w = new_weights("LSTMCell", 4, in, out, o);
+  Wi = std::move(w.wi), Wh = std::move(w.wh), bias = std::move(w.b);
 }
 LSTMCell::LSTMCell(Tensor wi, Tensor wh, Tensor b) : Wi(std::move(wi)), Wh(std::move(wh)), bias(std::move(b)) {
   check_weights("LSTMCell", 4, Wi, Wh, bias, "bias");
@@ -224,10 +260,8 @@ RecurrentOutput<LSTMState> LSTMCell::operator()(const Tensor& x, const LSTMState
 GRUCell::GRUCell(int64_t in, int64_t out, const RecurrentOptions& o) {
   check_sizes("GRUCell", in, out);
   check_cell_options("GRUCell", "GRU", o, true);
-  Wi = glorot_uniform(3 * out, in);
-  Wh = glorot_uniform(3 * out, out);
-  if (o.bias) b = zeros(3 * out);
-  if (o.recurrent_bias) bh = zeros(out);
+  CellWeights w = new_weights("GRUCell", 3, in, out, o);
+  Wi = std::move(w.wi), Wh = std::move(w.wh), b = std::move(w.b), bh = std::move(w.bh);
 }
 GRUCell::GRUCell(Tensor wi, Tensor wh, Tensor b0, Tensor bh0)
     : Wi(std::move(wi)), Wh(std::move(wh)), b(std::move(b0)), bh(std::move(bh0)) {
@@ -250,10 +284,8 @@ RecurrentOutput<Tensor> GRUCell::operator()(const Tensor& x, const Tensor& h) co
 GRUv3Cell::GRUv3Cell(int64_t in, int64_t out, const RecurrentOptions& o) {
   check_sizes("GRUv3Cell", in, out);
   check_cell_options("GRUv3Cell", "GRUv3", o, false);
-  Wi = glorot_uniform(3 * out, in);
-  Wh = glorot_uniform(3 * out, out);
-  Wh_h = glorot_uniform(out, out);
-  if (o.bias) b = zeros(3 * out);
+  CellWeights w = new_weights("GRUv3Cell", 3, in, out, o, true);
+  Wi = std::move(w.wi), Wh = std::move(w.wh), b = std::move(w.b), Wh_h = std::move(w.whh);
 }
 GRUv3Cell::GRUv3Cell(Tensor wi, Tensor wh, Tensor b0, Tensor whh)
     : Wi(std::move(wi)), Wh(std::move(wh)), b(std::move(b0)), Wh_h(std::move(whh)) {
@@ -347,8 +379,11 @@ bool fused_sequence(const GRUCell& c, const Sequence& s, const Tensor& h, bool w
 // ---- layers ------------------------------------------------------------------
 
 RNN::RNN(int64_t in, int64_t out, Activation act, const RecurrentOptions& o)
-    : cell(in, out, std::move(act), cell_options("RNN", in, out, o, false)) {
-  if (o.learned_state) state0 = zeros(out);
+    : cell([&] {
+        CellWeights w = layer_weights("RNN", 1, in, out, o, false);
+        return RNNCell(std::move(w.wi), std::move(w.wh), std::move(w.b), std::move(act));
+      }()) {
+  if (o.learned_state) state0 = zeros(cell.Wh.dtype(), Shape{out});
 }
 RNN::RNN(RNNCell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
   check_state0(named(*this), "state0", state0, cell.Wh.shape()[1]);
@@ -363,8 +398,11 @@ RecurrentOutput<Tensor> RNN::with_state(const Tensor& x, const Tensor& h) const 
 }
 
 LSTM::LSTM(int64_t in, int64_t out, const RecurrentOptions& o)
-    : cell(in, out, cell_options("LSTM", in, out, o, false)) {
-  if (o.learned_state) state0 = {zeros(out), zeros(out)};
+    : cell([&] {
+        CellWeights w = layer_weights("LSTM", 4, in, out, o, false);
+        return LSTMCell(std::move(w.wi), std::move(w.wh), std::move(w.b));
+      }()) {
+  if (o.learned_state) state0 = {zeros(cell.Wh.dtype(), Shape{out}), zeros(cell.Wh.dtype(), Shape{out})};
 }
 LSTM::LSTM(LSTMCell c, LSTMState s0) : cell(std::move(c)), state0(std::move(s0)) {
   const std::string name = named(*this);
@@ -383,8 +421,11 @@ RecurrentOutput<LSTMState> LSTM::with_state(const Tensor& x, const LSTMState& st
 }
 
 GRU::GRU(int64_t in, int64_t out, const RecurrentOptions& o)
-    : cell(in, out, cell_options("GRU", in, out, o, true)) {
-  if (o.learned_state) state0 = zeros(out);
+    : cell([&] {
+        CellWeights w = layer_weights("GRU", 3, in, out, o, true);
+        return GRUCell(std::move(w.wi), std::move(w.wh), std::move(w.b), std::move(w.bh));
+      }()) {
+  if (o.learned_state) state0 = zeros(cell.Wh.dtype(), Shape{out});
 }
 GRU::GRU(GRUCell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
   check_state0(named(*this), "state0", state0, cell.Wh.shape()[1]);
@@ -399,8 +440,11 @@ RecurrentOutput<Tensor> GRU::with_state(const Tensor& x, const Tensor& h) const 
 }
 
 GRUv3::GRUv3(int64_t in, int64_t out, const RecurrentOptions& o)
-    : cell(in, out, cell_options("GRUv3", in, out, o, false)) {
-  if (o.learned_state) state0 = zeros(out);
+    : cell([&] {
+        CellWeights w = layer_weights("GRUv3", 3, in, out, o, false, true);
+        return GRUv3Cell(std::move(w.wi), std::move(w.wh), std::move(w.b), std::move(w.whh));
+      }()) {
+  if (o.learned_state) state0 = zeros(cell.Wh.dtype(), Shape{out});
 }
 GRUv3::GRUv3(GRUv3Cell c, Tensor s0) : cell(std::move(c)), state0(std::move(s0)) {
   check_state0(named(*this), "state0", state0, cell.Wh.shape()[1]);

@@ -13,7 +13,9 @@
 // Parameters as Flux keeps them: Wi (k·out, in), Wh (k·out, out) and a bias
 // (k·out), the k gates stacked in Flux's order (LSTM: input, forget, cell,
 // output; GRU: reset, update, candidate), Glorot-uniform kernels and a zero
-// bias. The initial state is zeros unless given, or learned: with
+// bias (Flux's keywords: {.bias = false} for none, .init_kernel and
+// .init_recurrent_kernel for other kernels, as RecurrentOptions says). The
+// initial state is zeros unless given, or learned: with
 // {.learned_state = true} a layer holds a trainable `state0` (zeros at first)
 // that it starts every sequence from. Every layer runs through one sequence
 // runner (Flux's scan, detail::run_sequence below): for the cells a backend
@@ -33,6 +35,7 @@
 
 #include "flx/activations.hpp"
 #include "flx/functor.hpp"
+#include "flx/initialisers.hpp"
 #include "flx/layers/outputsize.hpp"
 #include "flx/layers/show.hpp"
 
@@ -60,6 +63,9 @@ struct LSTMState {
 };
 FLX_FUNCTOR(LSTMState, h, c)
 
+// Flux's keywords of every recurrent cell and layer (a layer passes them to
+// its cell), in the order that designated initialisers must follow:
+//   LSTM(3, 5, {.bias = false, .init_recurrent_kernel = orthogonal})
 struct RecurrentOptions {
   bool bias = true;            // learn a bias (Flux's `bias` keyword); false: none
   bool learned_state = false;  // layers only: a trainable initial state `state0`, zeros at first
@@ -68,6 +74,14 @@ struct RecurrentOptions {
   // PyTorch's nn.GRU has it (b_hn), Flux's GRUCell does not; off by default, so
   // that the layer is Flux's, on when loading a PyTorch GRU (docs/checkpoints.md).
   bool recurrent_bias = false;
+  // Flux's init_kernel and init_recurrent_kernel: called with the dims of
+  // the input kernel Wi, (k·out, in), and of the recurrent kernel Wh,
+  // (k·out, out) (and, for GRUv3Cell, of Wh_h̃, (out, out)), k the number of
+  // gates (RNN 1, LSTM 4, GRU and GRUv3 3); each must return an array of
+  // those dims. Empty: glorot_uniform, Flux's default for both. Any
+  // initialiser of initialisers.hpp is one as it is (`orthogonal`).
+  InitFn init_kernel = {};
+  InitFn init_recurrent_kernel = {};
 };
 
 // h' = act.(Wi x .+ Wh h .+ bias); the output is h'.
@@ -90,7 +104,7 @@ FLX_FUNCTOR(RNNCell, Wi, Wh, bias)
 struct LSTMCell {
   Tensor Wi;    // (4out, in)
   Tensor Wh;    // (4out, out)
-  Tensor bias;  // (4out)
+  Tensor bias;  // (4out), undefined with {.bias = false}
 
   LSTMCell(int64_t in, int64_t out, const RecurrentOptions& o = {});
   LSTMCell(Tensor Wi, Tensor Wh, Tensor bias);
@@ -107,7 +121,7 @@ FLX_FUNCTOR(LSTMCell, Wi, Wh, bias)
 struct GRUCell {
   Tensor Wi;  // (3out, in)
   Tensor Wh;  // (3out, out)
-  Tensor b;   // (3out)
+  Tensor b;   // (3out), undefined with {.bias = false}
   Tensor bh;  // (out): the candidate's recurrent bias, undefined unless {.recurrent_bias = true}
 
   GRUCell(int64_t in, int64_t out, const RecurrentOptions& o = {});
