@@ -61,10 +61,6 @@ struct VAE {
 };
 FLX_FUNCTOR(VAE, encoder, decoder)
 
-// Flux's logitbinarycrossentropy(ŷ, y; agg = sum): (1 - y) ŷ - logσ(ŷ), where
-// -logσ(ŷ) = softplus(-ŷ).
-Tensor logitbce_sum(const Tensor& logits, const Tensor& y) { return sum((1.0 - y) * logits + softplus(-logits)); }
-
 // The negative ELBO per image of x (784, n): cross-entropy and KL, each
 // summed and divided by n; ε from the global generator.
 std::pair<Tensor, Tensor> neg_elbo(const VAE& m, const Tensor& x) {
@@ -72,7 +68,7 @@ std::pair<Tensor, Tensor> neg_elbo(const VAE& m, const Tensor& x) {
   const Tensor z = mu + (randn(logsigma.shape()) | x.device()) * exp(logsigma);
   const double n = double(x.shape()[1]);
   const Tensor kl = 0.5 * sum(exp(2.0 * logsigma) + mu * mu - 1.0 - 2.0 * logsigma) / n;
-  return {logitbce_sum(m.decoder(z), x) / n, kl};
+  return {logitbinarycrossentropy(m.decoder(z), x, {.agg = Agg::sum}) / n, kl};
 }
 
 Tensor squares(const Dense& d) { return sum(d.weight * d.weight) + sum(d.bias * d.bias); }

@@ -45,4 +45,10 @@ const std::map<std::string, HalfUlps>& layer_half_ulps();
 std::vector<Case> sequence_layer_cases();
 const std::map<std::string, HalfUlps>& sequence_layer_half_ulps();
 
+// Every loss of Flux.Losses beyond mse and the cross-entropies, and
+// ctc_loss's CPU round trip: conformance_loss_cases.cpp, with their half
+// tolerances (every case named there).
+std::vector<Case> loss_cases();
+const std::map<std::string, HalfUlps>& loss_half_ulps();
+
 }  // namespace flx::testing

@@ -565,6 +565,18 @@ TEST_P(Conformance, SequenceLayersMatchTheCpu) {
     check_case(c, GetParam().device, t, tolerance(t) * 5, &ulps.at(c.name));
 }
 
+// The losses of tests/conformance_loss_cases.cpp (which argues their half
+// tolerances).
+TEST_P(Conformance, LossesMatchTheCpu) {
+  skip_without_accelerator(GetParam());
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
+  const DType t = GetParam().dtype;
+  const auto& ulps = flx::testing::loss_half_ulps();
+  set_seed(29);
+  for (const Case& c : flx::testing::loss_cases())
+    check_case(c, GetParam().device, t, tolerance(t), &ulps.at(c.name));
+}
+
 namespace {
 // Gradients of shape s in dtype t on device d, one per step, that change from
 // step to step (tests/adam_reference.hpp says why), and their values in t.
