@@ -18,6 +18,7 @@ prints both test accuracies and training times.
   python3 bench/compare_resnet.py --build build --rounds 5                  # --threads 2 by default
   python3 bench/compare_resnet.py --build build --rounds 5 --torch-passive  # on a machine shared with other jobs
   python3 bench/compare_resnet.py --build build --rounds 0 --epoch --limit 60000
+  python3 bench/compare_resnet.py --build build --rounds 3 --device cuda    # on a GPU (scripts/cuda-check.sh)
 """
 import argparse
 import json
@@ -32,18 +33,18 @@ from interleaved import find, run_json, run_rounds, threads_in_use_note, torch_t
 HERE = Path(__file__).resolve().parent
 
 
-def torch_benches(torch, small):
+def torch_benches(torch, small, device):
     from resnet_torch import resnet18
     F = torch.nn.functional
     batch = 2 if small else 32
 
     def make(step):
         torch.manual_seed(42)
-        model = resnet18(10).train()
+        model = resnet18(10).train().to(device)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         g = torch.Generator().manual_seed(1234)
-        pool = [(torch.rand(batch, 3, 32, 32, generator=g), torch.randint(0, 10, (batch,), generator=g))
-                for _ in range(4)]
+        pool = [(torch.rand(batch, 3, 32, 32, generator=g).to(device),
+                 torch.randint(0, 10, (batch,), generator=g).to(device)) for _ in range(4)]
         k = [0]
 
         def body():
@@ -72,6 +73,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=None)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: both steps on the GPU (flx's CUDA:0 with cuDNN; PyTorch's cuda with cuDNN, its "
+                         "defaults: cudnn.benchmark off)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=2.0)
     ap.add_argument("--small", action="store_true", help="batch 2 (a check that everything runs)")
@@ -92,13 +96,14 @@ def main():
         os.environ["OMP_WAIT_POLICY"] = env["OMP_WAIT_POLICY"] = "PASSIVE"
     import torch
     torch.set_num_threads(args.threads)
-    result = {"threads": args.threads, "torch": torch.__version__, "rounds": args.rounds,
+    result = {"device": args.device, "threads": args.threads, "torch": torch.__version__, "rounds": args.rounds,
               "torch_passive": args.torch_passive, "flx_env": args.flx_env}
 
     if args.rounds:
         bench = find(args.build, "bench_resnet", "compare_resnet", "bench_resnet")
-        flx_cmd = [str(bench), "--repeats", "1", "--min-time", str(args.min_time)] + (["--small"] if args.small else [])
-        tb = torch_benches(torch, args.small)
+        flx_cmd = [str(bench), "--repeats", "1", "--min-time", str(args.min_time),
+                   "--device", "CUDA:0" if args.device == "cuda" else "CPU"] + (["--small"] if args.small else [])
+        tb = torch_benches(torch, args.small, args.device)
         flx, pt, titers = {}, {}, {}
 
         def do_flx():
@@ -108,12 +113,13 @@ def main():
 
         def do_torch():
             for name, body in tb.items():
-                ns, titers[name] = torch_time(torch, "cpu", body, args.min_time, titers.get(name))
+                ns, titers[name] = torch_time(torch, args.device, body, args.min_time, titers.get(name))
                 pt.setdefault(name, []).append(ns)
 
         run_rounds(args.rounds, [do_flx, do_torch])
         med = statistics.median
-        print(f"flx {bench} vs PyTorch {torch.__version__} on the CPU, Float32, {args.threads} threads, medians of "
+        where = "the GPU (cuDNN)" if args.device == "cuda" else f"the CPU, {args.threads} threads"
+        print(f"flx {bench} vs PyTorch {torch.__version__} on {where}, Float32, medians of "
               f"{args.rounds} interleaved rounds{' (--small)' if args.small else ''}"
               f"{', PyTorch with OMP_WAIT_POLICY=PASSIVE' if args.torch_passive else ''}"
               f"{' flx env ' + ' '.join(args.flx_env) if args.flx_env else ''}")
