@@ -5,8 +5,9 @@
 //   gpu_backend("OpenCL");                       // write LocalPreferences.toml (new processes)
 //
 // GPU backends are plugins (libflx_backend_<name>.so) found in
-// $FLX_BACKEND_PATH, then beside libflx (and in its flx/ folder), then the
-// install prefix; they are loaded on first need or by load_backend(name).
+// $FLX_BACKEND_PATH, then in the flx/ folder beside libflx and beside libflx
+// itself (as loaded, then with links resolved), never in a folder fixed at
+// build time; they are loaded on first need or by load_backend(name).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // A minimal Protocol Buffers encoder for the few messages TensorBoard's event
-// files hold (tensorboard_events.cpp). Written by hand on purpose: five
+// files hold (tensorboard.cpp). Written by hand on purpose: five
 // small messages do not justify libprotobuf, protoc and TensorFlow's .proto
 // files in the build. Only what those messages use is here:
 //
