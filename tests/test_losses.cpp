@@ -64,6 +64,32 @@ void expect_error(const std::function<void()>& fn, const std::vector<std::string
 
 }  // namespace
 
+TEST(Losses, MatchFluxDefinitions) {
+  Tensor yhat = tensor(std::vector<double>{0.1, 0.7, 0.2, 0.3, 0.3, 0.4}, {3, 2});
+  Tensor y = tensor(std::vector<double>{0, 1, 0, 0, 0, 1}, {3, 2});
+  // mse = mean((ŷ - y)^2)
+  double m = (0.01 + 0.09 + 0.04 + 0.09 + 0.09 + 0.36) / 6;
+  EXPECT_NEAR(mse(yhat, y).item<double>(), m, 1e-12);
+  EXPECT_NEAR(mse(yhat, y, {.agg = Agg::sum}).item<double>(), m * 6, 1e-12);
+  EXPECT_EQ(mse(yhat, y, {.agg = Agg::none}).shape(), (Shape{3, 2}));
+  // crossentropy = mean over columns of -Σ y log(ŷ + ϵ)
+  double eps = std::numeric_limits<double>::epsilon();
+  double ce = -(std::log(0.7 + eps) + std::log(0.4 + eps)) / 2;
+  EXPECT_NEAR(crossentropy(yhat, y).item<double>(), ce, 1e-12);
+  // logitcrossentropy = mean over columns of -Σ y logsoftmax(ŷ)
+  auto lse = [](double a, double b, double c) { return std::log(std::exp(a) + std::exp(b) + std::exp(c)); };
+  double lce = -((0.7 - lse(0.1, 0.7, 0.2)) + (0.4 - lse(0.3, 0.3, 0.4))) / 2;
+  EXPECT_NEAR(logitcrossentropy(yhat, y).item<double>(), lce, 1e-12);
+  // binarycrossentropy = mean(-y log(ŷ+ϵ) - (1-y) log(1-ŷ+ϵ))
+  double bce = 0;
+  std::vector<double> p{0.1, 0.7, 0.2, 0.3, 0.3, 0.4}, t{0, 1, 0, 0, 0, 1};
+  for (int i = 0; i < 6; ++i) bce += -t[i] * std::log(p[i] + eps) - (1 - t[i]) * std::log(1 - p[i] + eps);
+  EXPECT_NEAR(binarycrossentropy(yhat, y).item<double>(), bce / 6, 1e-12);
+  // one-hot Bool targets work directly
+  EXPECT_NEAR(logitcrossentropy(yhat, onehotbatch({1, 2}, 3)).item<double>(), lce, 1e-12);
+  EXPECT_THROW(mse(yhat, ones(Float64, 2, 3)), DimensionMismatch);
+}
+
 TEST(Losses, RegressionLossesMatchTheirClosedForms) {
   const Tensor p = t64(kP, {3, 2}), t = t64(kT, {3, 2});
   EXPECT_NEAR(value(mae(p, t)), mean_of(each(kP, kT, [](double a, double b) { return std::fabs(a - b); })), 1e-15);

@@ -16,6 +16,8 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "flx/flx.hpp"
@@ -179,6 +181,106 @@ inline std::vector<std::string> names_of(const State& s) {
   std::vector<std::string> out;
   for (const auto& [name, t] : s) out.push_back(name);
   return out;
+}
+
+
+// ---- shared by the layer tests (tests/layers/) ------------------------------------
+
+// Tensors of the given values and shape, as the tests spell them: Float64
+// (t64, vec) and Int64 indices (ints).
+inline Tensor t64(std::vector<double> v, Shape s) { return tensor(v, s); }
+inline Tensor vec(std::vector<double> v, Shape s) { return tensor(v, s); }
+inline Tensor ints(std::vector<int64_t> v, Shape s) { return tensor(v, s); }
+
+// The names of a model's state (state(model)), in order.
+template <class M>
+  requires(!std::is_same_v<M, State>)
+std::vector<std::string> names_of(const M& m) {
+  return names_of(state(m));
+}
+
+// The message of the E that f throws; "wrong exception type: ..." for any
+// other exception, "(no error)" when f returns.
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "(no error)";
+}
+
+// f throws an E whose message holds `part`.
+template <class E, class F>
+void expect_message(F&& f, const std::string& part) {
+  const std::string m = message_of<E>(std::forward<F>(f));
+  EXPECT_TRUE(has(m, part)) << "expected \"" << part << "\" in: " << m;
+}
+
+// f throws an E whose message holds every one of `parts`.
+template <class E, class F>
+void expect_error(F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception";
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
+// Saved, loaded into a copy whose tensors were zeroed: the same tensors.
+template <class M>
+void expect_round_trip(const M& m) {
+  TempDir dir;
+  save(dir / "m.safetensors", m);
+  M blank = fmap([](const Tensor& t) { return zeros(t.dtype(), t.shape()); }, m);
+  loadmodel(blank, load(dir / "m.safetensors"));
+  const auto a = leaves(blank), b = leaves(m);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t k = 0; k < a.size(); ++k) expect_close(a[k], b[k], 0, "leaf " + std::to_string(k));
+}
+
+// The state's names are `names`; saved, loaded into a copy whose tensors were
+// zeroed (and so differ): the same values.
+template <class M>
+void expect_checkpoint_round_trip(const M& m, const std::vector<std::string>& names) {
+  EXPECT_EQ(names_of(state(m)), names);
+  TempDir dir;
+  save(dir / "m.safetensors", m);
+  const M blank = fmap([](const Tensor& t) { return zeros(t.dtype(), t.shape()); }, m);
+  EXPECT_NE(values_of(blank), values_of(m));
+  loadmodel(blank, load(dir / "m.safetensors"));
+  EXPECT_EQ(values_of(blank), values_of(m));
+}
+
+// One step of Descent(0.1) on sum(m(x)): every trainable leaf moves by -0.1 × its gradient.
+template <class M, class... X>
+void expect_one_step_moves_every_leaf(M& m, const X&... x) {
+  const std::vector<Tensor> before = leaves(m, true);
+  std::vector<std::vector<double>> old;
+  for (const Tensor& t : before) old.push_back(t.to_vector<double>());
+  auto opt = setup(Descent(0.1), m);
+  auto [g] = gradient([&](const M& mm) { return weighted(mm(x...), 11); }, m);
+  const std::vector<Tensor> grads = leaves(g, true);
+  ASSERT_EQ(grads.size(), before.size());
+  update(opt, m, g);
+  const std::vector<Tensor> after = leaves(m, true);
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t k = 0; k < after.size(); ++k) {
+    const auto now = after[k].to_vector<double>(), gk = grads[k].to_vector<double>();
+    bool moved = false;
+    for (size_t i = 0; i < now.size(); ++i) {
+      EXPECT_NEAR(now[i], old[k][i] - 0.1 * gk[i], 1e-6) << "leaf " << k << " element " << i;
+      moved = moved || now[i] != old[k][i];
+    }
+    EXPECT_TRUE(moved) << "leaf " << k << " did not move";
+  }
 }
 
 }  // namespace flx::testing

@@ -1,31 +1,48 @@
-// Embedding and LayerNorm on the CPU: closed forms, Float64 finite
-// differences, the gradient of repeated indices, errors, printing and moves
-// between devices (Flux's behaviour). The other devices' numbers are
-// compared with the CPU by the conformance suite.
+// The lookup layers of src/layers/embedding.cpp
+// (include/flx/layers/embedding.hpp): Embedding and EmbeddingBag on the
+// CPU: closed forms and Flux's docstrings, Float64 finite differences, the
+// gradient of repeated indices, a step of training, errors, printing, and
+// moves between devices (Flux's behaviour). The other devices' numbers are
+// compared with the CPU by the conformance suite; EmbeddingBag's with
+// PyTorch's in test_torch_parity.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "flx/flx.hpp"
 #include "test_util.hpp"
 
 using namespace flx;
-using flx::testing::has;
-using flx::testing::shown;
 using flx::testing::check_gradients;
 using flx::testing::error_message;
 using flx::testing::expect_close;
+using flx::testing::expect_message;
+using flx::testing::expect_round_trip;
 using flx::testing::expect_values;
+using flx::testing::has;
+using flx::testing::ints;
+using flx::testing::names_of;
 using flx::testing::rand64;
+using flx::testing::shown;
 using flx::testing::weighted;
 using V = std::vector<Tensor>;
 
 namespace {
+using Vec = std::vector<double>;
 Tensor indices(std::vector<int64_t> v, Shape s) { return tensor(v, s); }
+
+// Flux's docstring's table: 26 => 3, column k of 100 ⋅ I for k < 3, else zeros.
+EmbeddingBag docstring_bag(BagReduction r = BagReduction::Mean) {
+  std::vector<double> w(3 * 26, 0.0);
+  for (int k = 0; k < 3; ++k) w[size_t(k * 3 + k)] = 100;
+  return EmbeddingBag(tensor(w, {3, 26}), r);
+}
 }  // namespace
 
-// ---- Embedding ------------------------------------------------------------------
+// ---- Embedding ----------------------------------------------------------------------
 
 TEST(Embedding, LooksUpColumnsForIndicesOfAnyShape) {
   // weight (3, 4): column k holds 10k, 10k + 1, 10k + 2.
@@ -150,99 +167,7 @@ TEST(Embedding, WrongInputsNameTheLayerAndWhatItNeeds) {
   EXPECT_TRUE(has(m, "Embedding: the weight must be floating; got Int64")) << m;
 }
 
-// ---- LayerNorm ------------------------------------------------------------------
-
-TEST(LayerNorm, NormalisesEachColumnOfAKnownInput) {
-  // Column 0: 1 2 3 4 (mean 2.5, biased variance 1.25); column 1: 2 2 2 6 (mean 3, variance 3).
-  const Tensor x = tensor(std::vector<double>{1, 2, 3, 4, 2, 2, 2, 6}, {4, 2});
-  const double s0 = 1 / std::sqrt(1.25 + 1e-5), s1 = 1 / std::sqrt(3 + 1e-5);
-  const std::vector<double> normalised = {-1.5 * s0, -0.5 * s0, 0.5 * s0, 1.5 * s0, -s1, -s1, -s1, 3 * s1};
-  LayerNorm ln(4);
-  EXPECT_EQ(ln.scale.shape(), (Shape{4}));
-  expect_values(ln.scale, {1, 1, 1, 1}, 0);
-  expect_values(ln.bias, {0, 0, 0, 0}, 0);
-  ln.scale = ln.scale.to(Float64);
-  ln.bias = ln.bias.to(Float64);
-  expect_values(ln(x), normalised, 1e-12);
-  // scale and bias per feature, then the activation.
-  ln.scale = tensor(std::vector<double>{1, 2, 3, 4});
-  ln.bias = tensor(std::vector<double>{0.5, 0, 0, -1});
-  ln.act = relu;
-  std::vector<double> expected(8);
-  for (size_t j = 0; j < 8; ++j)
-    expected[j] = std::max(0.0, normalised[j] * (double(j % 4) + 1) + std::vector<double>{0.5, 0, 0, -1}[j % 4]);
-  expect_values(ln(x), expected, 1e-12);
-  // affine=false: no parameters, the bare normalisation; ε as given.
-  const LayerNorm bare(4, {.affine = false, .epsilon = 0.25});
-  EXPECT_FALSE(bare.scale.defined());
-  EXPECT_TRUE(leaves(bare).empty());
-  expect_values(bare(x), {-1.5 / std::sqrt(1.5), -0.5 / std::sqrt(1.5), 0.5 / std::sqrt(1.5), 1.5 / std::sqrt(1.5),
-                          -1 / std::sqrt(3.25), -1 / std::sqrt(3.25), -1 / std::sqrt(3.25), 3 / std::sqrt(3.25)},
-                1e-12);
-  // Float32 in, Float32 out; a single sample (no batch dim) is fine.
-  EXPECT_EQ(LayerNorm(4)(x.to(Float32)).dtype(), Float32);
-  expect_values(LayerNorm(4)(x.slice_last(0, 1).to(Float32)), {-1.5 * s0, -0.5 * s0, 0.5 * s0, 1.5 * s0}, 1e-6);
-}
-
-TEST(LayerNorm, NormalisesOverSeveralLeadingDims) {
-  // LayerNorm({2, 3}) on (2, 3, 2): each sample's 6 values together, as Flux's LayerNorm((2, 3)).
-  const Tensor x = tensor(std::vector<double>{1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 12}, {2, 3, 2});
-  LayerNorm ln({2, 3}, {.affine = false});
-  const Tensor y = ln(x);
-  EXPECT_EQ(y.shape(), (Shape{2, 3, 2}));
-  const double s0 = 1 / std::sqrt(17.5 / 6 + 1e-5), s1 = 1 / std::sqrt(20 + 1e-5);  // variances 35/12 and 20
-  expect_values(y, {-2.5 * s0, -1.5 * s0, -0.5 * s0, 0.5 * s0, 1.5 * s0, 2.5 * s0, -2 * s1, -2 * s1, -2 * s1, -2 * s1,
-                    -2 * s1, 10 * s1},
-                1e-12);
-  LayerNorm affine({2, 3});
-  EXPECT_EQ(affine.scale.shape(), (Shape{2, 3}));
-  EXPECT_EQ(affine.bias.shape(), (Shape{2, 3}));
-  // Each sample's output has mean 0 and (biased) variance 1 - ε/(σ² + ε).
-  set_seed(8);
-  const auto v = affine(rand(Float32, {2, 3, 4}) * 10.0).to_vector<double>();
-  for (size_t n = 0; n < 4; ++n) {
-    double m = 0, sq = 0;
-    for (size_t i = 0; i < 6; ++i) m += v[n * 6 + i], sq += v[n * 6 + i] * v[n * 6 + i];
-    EXPECT_NEAR(m / 6, 0, 1e-6);
-    EXPECT_NEAR(sq / 6, 1, 1e-4);
-  }
-}
-
-TEST(LayerNorm, GradientsMatchFiniteDifferences) {
-  auto layer = [](const V& v, Shape size, Activation act) {
-    LayerNorm ln(size, std::move(act));
-    ln.scale = v[1];
-    ln.bias = v[2];
-    return ln(v[0]);
-  };
-  check_gradients([&](const V& v) { return weighted(layer(v, {5}, {}), 9); },
-                  {rand64({5, 3}), rand64({5}), rand64({5})}, 1e-6, 1e-6, "LayerNorm(5)");
-  check_gradients([&](const V& v) { return weighted(layer(v, {3, 2}, flx::tanh), 10); },
-                  {rand64({3, 2, 2, 2}), rand64({3, 2}), rand64({3, 2})}, 1e-6, 1e-6, "LayerNorm(3, 2, tanh)");
-  check_gradients([&](const V& v) { return weighted(LayerNorm(4, {.affine = false})(v[0]), 11); }, {rand64({4, 3})},
-                  1e-6, 1e-6, "LayerNorm(4, affine=false)");
-}
-
-TEST(LayerNorm, WrongInputsNameTheLayerAndWhatItNeeds) {
-  std::string m = error_message<DimensionMismatch>([] { LayerNorm(5)(rand(Float32, {4, 3})); });
-  EXPECT_TRUE(has(m, "LayerNorm(5): expected an input whose first dim is 5 (the normalised size), then any others; "
-                     "got shape (4×3)")) << m;
-  m = error_message<DimensionMismatch>([] { LayerNorm({3, 2}, relu)(rand(Float32, {3, 4, 5})); });
-  EXPECT_TRUE(has(m, "LayerNorm(3, 2, relu): expected an input whose first dims are (3×2)")) << m;
-  EXPECT_TRUE(has(m, "got shape (3×4×5)")) << m;
-  m = error_message<DimensionMismatch>([] { LayerNorm({3, 2})(rand(Float32, {3})); });
-  EXPECT_TRUE(has(m, "got shape (3)")) << m;
-  m = error_message<TypeError>([] { LayerNorm(3)(ones(Int32, {3, 2})); });
-  EXPECT_TRUE(has(m, "LayerNorm(3): expected a floating input; got Int32")) << m;
-  m = error_message<ArgumentError>([] { LayerNorm(3)(Tensor()); });
-  EXPECT_TRUE(has(m, "LayerNorm(3): the input is an undefined tensor")) << m;
-  m = error_message<ArgumentError>([] { LayerNorm(0); });
-  EXPECT_TRUE(has(m, "LayerNorm: the normalised size must be one or more positive dims; got (0)")) << m;
-  m = error_message<ArgumentError>([] { LayerNorm(3, {.epsilon = -1}); });
-  EXPECT_TRUE(has(m, "LayerNorm: expected epsilon >= 0; got -1")) << m;
-}
-
-// ---- both -----------------------------------------------------------------------
+// ---- Embedding with LayerNorm -------------------------------------------------------
 
 TEST(EmbeddingAndLayerNorm, PrintLikeFlux) {
   EXPECT_EQ(shown(Embedding(26, 4)), "Embedding(26 => 4)  # 104 parameters");
@@ -292,4 +217,101 @@ TEST(EmbeddingAndLayerNorm, MoveToEveryDeviceAndComputeThereWhatTheCpuComputes) 
     const std::string l = error_message<DeviceMismatch>([&] { (void)std::get<1>(on.layers)(rand(Float32, {6, 2})); });
     EXPECT_TRUE(has(l, "LayerNorm(6, tanh): the scale (γ) is on " + dev.str() + " but the input is on CPU")) << l;
   }
+}
+
+// ---- EmbeddingBag -------------------------------------------------------------------
+
+TEST(EmbeddingBag, FollowsFluxsDocstring) {
+  const EmbeddingBag eb = docstring_bag();
+  EXPECT_EQ(shown(eb), "EmbeddingBag(26 => 3)  # 78 parameters");
+  expect_values(eb(ints({1}, {1})), {0, 100, 0});  // Flux's eb([2])
+  expect_values(eb(ints({2, 2, 0}, {3})), {33.333333, 0, 66.666666}, 1e-6);  // eb([3,3,1]): [3,3,1] 1-based
+  // eb([1 1 1 1; 1 2 3 4]): 4 bags of 2, each a column.
+  expect_values(eb(ints({0, 0, 0, 1, 0, 2, 0, 3}, {2, 4})), {100, 0, 0, 50, 50, 0, 50, 0, 50, 50, 0, 0});
+  // eb(data, [1, 4]): bags of 3 and 4.
+  expect_values(eb(ints({10, 0, 11, 1, 12, 2, 13}, {7}), ints({0, 3}, {2})), {33.333333, 0, 0, 0, 25, 25}, 1e-6);
+  // One-hot bags: onehotbatch of [1, 1, 0] and of [2, 2], as (26, L, bags).
+  expect_values(eb(onehotbatch({1, 1, 0}, 26)), {33.333333, 66.666666, 0}, 1e-6);
+  EXPECT_EQ(eb(zeros(Int64, Shape{10, 5, 5})).shape(), (Shape{3, 5, 5}));
+  EXPECT_EQ(outputsize(eb, Shape{10, 5, 5}), (Shape{3, 5, 5}));
+  EXPECT_EQ(outputsize(eb, Shape{7}, Shape{2}), (Shape{3, 2}));
+}
+
+TEST(EmbeddingBag, SumAndMaximumReduceEachBag) {
+  const Tensor w = tensor(std::vector<double>{1, -2, 3, 4, -5, 6, 0.5, 7, -1}, {3, 3});  // columns 0, 1, 2
+  const EmbeddingBag sum_bag(w, BagReduction::Sum), max_bag(w, BagReduction::Max), mean_bag(w);
+  const Tensor bags = ints({0, 1, 2, 2, 1, 1}, {3, 2});  // bags [0, 1, 2] and [2, 1, 1]
+  expect_values(sum_bag(bags), {5.5, 0, 8, 8.5, -3, 11});
+  expect_values(max_bag(bags), {4, 7, 6, 4, 7, 6});
+  expect_values(mean_bag(bags), {5.5 / 3, 0, 8 / 3.0, 8.5 / 3, -1, 11 / 3.0});
+  EXPECT_EQ(shown(sum_bag), "EmbeddingBag(3 => 3, sum)  # 9 parameters");
+  EXPECT_EQ(shown(max_bag), "EmbeddingBag(3 => 3, maximum)  # 9 parameters");
+  // Offsets, ragged (bags [2], [0, 1, 1], [2, 0]) and even: the same as the columns.
+  const Tensor data = ints({2, 0, 1, 1, 2, 0}, {6}), at = ints({0, 1, 4}, {3});
+  for (const EmbeddingBag* eb : {&sum_bag, &max_bag, &mean_bag}) {
+    const Tensor y = (*eb)(data, at);
+    expect_close(selectdim(y, 1, 0), (*eb)(ints({2}, {1})), 1e-15);
+    expect_close(selectdim(y, 1, 1), (*eb)(ints({0, 1, 1}, {3})), 1e-15);
+    expect_close(selectdim(y, 1, 2), (*eb)(ints({2, 0}, {2})), 1e-15);
+    expect_close((*eb)(reshape(bags, {6}), ints({0, 3}, {2})), (*eb)(bags), 0);
+  }
+}
+
+TEST(EmbeddingBag, GradientsMatchFiniteDifferences) {
+  set_seed(10);
+  for (BagReduction r : {BagReduction::Mean, BagReduction::Sum, BagReduction::Max}) {
+    const std::string what = r == BagReduction::Mean ? "mean" : r == BagReduction::Sum ? "sum" : "maximum";
+    check_gradients([r](const V& v) { return weighted(EmbeddingBag(v[0], r)(ints({4, 0, 4, 2, 1, 3}, {3, 2})), 6); },
+                    {rand64({3, 5})}, 1e-6, 1e-6, "EmbeddingBag columns, " + what);
+    check_gradients(
+        [r](const V& v) {
+          return weighted(EmbeddingBag(v[0], r)(ints({4, 0, 4, 2, 1, 3, 3}, {7}), ints({0, 1, 5}, {3})), 7);
+        },
+        {rand64({3, 5})}, 1e-6, 1e-6, "EmbeddingBag offsets, " + what);
+  }
+  check_gradients([](const V& v) { return weighted(EmbeddingBag(v[0])(onehotbatch({3, 0, 3, 1}, 4)), 8); },
+                  {rand64({2, 4})}, 1e-6, 1e-6, "EmbeddingBag one-hot");
+}
+
+TEST(EmbeddingBag, TrainsSavesAndLoads) {
+  set_seed(11);
+  auto model = Chain(EmbeddingBag(10, 4, BagReduction::Sum), Dense(4, 2));
+  EXPECT_EQ(names_of(model), (std::vector<std::string>{"layers.0.weight", "layers.1.weight", "layers.1.bias"}));
+  expect_round_trip(model);
+  const Tensor x = ints({1, 2, 3, 9, 9, 0}, {3, 2});
+  auto opt = setup(Descent(0.1), model);
+  const Tensor before = std::get<0>(model.layers).weight.to(Float64);
+  auto [g] = gradient([&](const auto& m) { return sum(m(x)); }, model);
+  update(opt, model, g);
+  const Tensor moved = abs(std::get<0>(model.layers).weight.to(Float64) - before);
+  // Columns 1, 2, 3, 9, 0 moved; 4 to 8 did not.
+  const Vec colsum = sum(moved, {0}).to_vector<double>();
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(colsum[size_t(k)] > 0, k <= 3 || k == 9) << "column " << k;
+}
+
+TEST(EmbeddingBag, BadInputIsATypedErrorNamingTheLayer) {
+  const EmbeddingBag eb(5, 3);
+  expect_message<ArgumentError>([&] { eb(ints({0, 5}, {2})); },
+                  "EmbeddingBag(5 => 3): index 5 is out of range; indices must lie in 0:4");
+  expect_message<DimensionMismatch>([&] { eb(ints({2}, {})); },
+                  "EmbeddingBag(5 => 3): expected an array of indices, (L) for one bag or (L, bags...) with each "
+                  "column a bag, not just one index; got shape ()");
+  expect_message<DimensionMismatch>([&] { eb(zeros(Int64, Shape{0, 3})); },
+                  "each bag needs at least one index; got shape 0×3");
+  expect_message<TypeError>([&] { eb(rand(2, 3)); }, "EmbeddingBag(5 => 3): expected indices as integers");
+  expect_message<DimensionMismatch>([&] { eb(onehotbatch({1, 2}, 4)); },
+                  "a Bool (one-hot) input needs the shape (5, L, bags...)");
+  const Tensor data = ints({0, 1, 2, 3}, {4});
+  expect_message<ArgumentError>([&] { eb(data, ints({1, 2}, {2})); },
+                  "EmbeddingBag(5 => 3): the first offset must be 0 (the first bag starts at data[0]); got 1");
+  expect_message<ArgumentError>([&] { eb(data, ints({0, 2, 2}, {3})); },
+                  "the offsets must increase strictly (no bag may be empty); got offsets[1] = 2 and offsets[2] = 2");
+  expect_message<ArgumentError>([&] { eb(data, ints({0, 4}, {2})); },
+                  "the last offset must lie inside the data of length 4 (no bag may be empty); got 4");
+  expect_message<DimensionMismatch>([&] { eb(ints({0, 1, 2, 3}, {2, 2}), ints({0}, {1})); },
+                  "expected the data and the offsets as vectors, (N) indices and (bags) starts with 1 <= bags <= N; "
+                  "got shapes 2×2 and 1");
+  expect_message<TypeError>([&] { eb(data, rand(2)); }, "the offsets");
+  EXPECT_THROW(EmbeddingBag(0, 3), ArgumentError);
+  EXPECT_THROW(EmbeddingBag(rand(3)), DimensionMismatch);
 }

@@ -1,22 +1,31 @@
-// MultiHeadAttention and dot_product_attention on the CPU: against a
-// reference written with plain loops, Float64 finite differences, masks,
+// MultiHeadAttention and dot_product_attention of src/layers/attention.cpp
+// (include/flx/layers/attention.hpp) on the CPU: against a reference written
+// with plain loops, Float64 finite differences, masks, the additive bias,
 // dropout, errors and printing as Flux's. The other devices are compared
 // with the CPU by the conformance suite; PyTorch's nn.MultiheadAttention by
-// tests/interop/mha_interop.py.
+// tests/interop/mha_interop.py; the path without the scores (src/ops/attention*.cpp)
+// by tests/test_attention_linear.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "flx/flx.hpp"
 #include "test_util.hpp"
 
 using namespace flx;
-using flx::testing::shown;
 using flx::testing::check_gradients;
 using flx::testing::error_message;
+using flx::testing::expect_close;
+using flx::testing::expect_message;
+using flx::testing::has;
+using flx::testing::message_of;
 using flx::testing::rand64;
+using flx::testing::shown;
+using flx::testing::weighted;
 using V = std::vector<Tensor>;
 
 namespace {
@@ -282,4 +291,42 @@ TEST(Attention, PyTorchStateLoadsThroughTorchToMha) {
   kv.insert("attn.bias_k", rand64({1, 1, e}));
   const std::string m = error_message<ArgumentError>([&] { torch_to_mha(kv, "attn."); });
   EXPECT_NE(m.find("add_bias_kv"), std::string::npos) << m;
+}
+
+// ---- MultiHeadAttention's additive bias ---------------------------------------------
+
+TEST(MultiHeadAttentionBias, IsAddedToTheLogitsAsFluxsFourthArgument) {
+  set_seed(15);
+  const MultiHeadAttention m = f64(MultiHeadAttention(AttentionDims{4, 4, 4, 4, 6, 3}, {.nheads = 2}));
+  const Tensor q = rand64({4, 5, 2}), k = rand64({4, 7, 2}), bias = rand64({7, 5, 2, 1}, -2, 2);
+  auto [y, a] = m(q, k, k, bias);
+  auto [y2, a2] = m(q, k, k, {.bias = bias});
+  expect_close(y, y2, 0);
+  expect_close(a, a2, 0);
+  // The same as dot_product_attention of the projections with that bias, not as without.
+  auto [x, alpha] = dot_product_attention(m.q_proj(q), m.k_proj(k), m.v_proj(k), 2, {.bias = bias});
+  expect_close(y, m.out_proj(x), 1e-12);
+  expect_close(a, alpha, 1e-12);
+  EXPECT_GT(sum(abs(m(q, k, k).first - y)).item<double>(), 1e-3);
+  // Without the scores (memory linear in the length), the same output.
+  expect_close(m(q, k, k, bias, {.scores = false}).first, y, 1e-10);
+  // Differentiable in the bias and the weights.
+  check_gradients(
+      [&](const V& v) {
+        MultiHeadAttention mm = m;
+        mm.q_proj.weight = v[0];
+        return weighted(mm(q, k, k, v[1], {.causal = false}).first, 16);
+      },
+      {m.q_proj.weight, rand64({7, 5, 2, 1})}, 1e-6, 1e-6, "MultiHeadAttention bias");
+}
+
+TEST(MultiHeadAttentionBias, ABadOrDoubledBiasIsATypedError) {
+  const MultiHeadAttention m(4, {.nheads = 2});
+  const Tensor x = rand({4, 5, 2});
+  expect_message<ArgumentError>([&] { m(x, x, x, rand(5, 5), {.bias = rand(5, 5)}); },
+                  "MultiHeadAttention(4 => 4 => 4, nheads=2): the bias is given twice");
+  const std::string s = message_of<DimensionMismatch>([&] { m(x, x, x, rand(5, 4)); });
+  EXPECT_TRUE(has(s, "MultiHeadAttention(4 => 4 => 4, nheads=2): the bias must have the shape (kv_len, q_len, "
+                     "nheads, batch) = (5, 5, 2, 2) or broadcast to it")) << s;
+  expect_message<TypeError>([&] { m(x, x, x, ones(Int32, Shape{5, 5})); }, "the bias must be a floating");
 }

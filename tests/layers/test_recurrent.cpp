@@ -1,23 +1,42 @@
-// Recurrent layers: a step of each cell against its formula computed here in
-// plain doubles, the layers against their cells run step by step, Float64
-// finite differences through several time steps (input, initial state, every
-// parameter), the learned initial state, initialisation, printing, the
-// functor machinery and the errors.
+// The recurrent layers of src/layers/recurrent.cpp
+// (include/flx/layers/recurrent.hpp, Flux 0.16's recurrent.jl): a step of
+// each cell (RNNCell, LSTMCell, GRUCell, GRUv3Cell) against its formula
+// computed here in plain doubles, the layers (RNN, LSTM, GRU, GRUv3,
+// Recurrence of any cell) against their cells run step by step, Float64
+// finite differences through several time steps (input, initial state,
+// every parameter), the learned initial state, initialisation, printing,
+// the functor machinery, halves, the errors, and a model of them on every
+// device. Their initialisers, bias = false and PyTorch's checkpoints:
+// test_recurrent_params.cpp; the devices case by case:
+// conformance_seq_cases.cpp.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "flx/flx.hpp"
 #include "test_util.hpp"
 
 using namespace flx;
-using flx::testing::shown;
 using flx::testing::check_gradients;
 using flx::testing::expect_close;
+using flx::testing::expect_error;
+using flx::testing::expect_message;
+using flx::testing::expect_round_trip;
 using flx::testing::expect_values;
+using flx::testing::has;
+using flx::testing::ints;
+using flx::testing::message_of;
+using flx::testing::names_of;
 using flx::testing::rand64;
+using flx::testing::shown;
 using flx::testing::weighted;
+using V = std::vector<Tensor>;
 
 namespace {
-
 
 // The reference: plain column-major doubles.
 using Vec = std::vector<double>;
@@ -72,6 +91,35 @@ void expect_columns(const Tensor& t, const std::vector<Vec>& cols, const std::st
   for (const Vec& c : cols) all.insert(all.end(), c.begin(), c.end());
   expect_values(t, all, 1e-12, what);
 }
+
+// One GRUv3 step for one column, by Flux's docstring.
+Vec gruv3_ref(const Vec& wi, const Vec& wh, const Vec& b, const Vec& whh, const Vec& x, const Vec& h) {
+  const size_t H = h.size();
+  const Vec gx = matvec(wi, int64_t(3 * H), x), gh = matvec(wh, int64_t(3 * H), h);
+  Vec rh(H), z(H);
+  for (size_t k = 0; k < H; ++k) {
+    rh[k] = sig(gx[k] + gh[k] + b[k]) * h[k];
+    z[k] = sig(gx[H + k] + gh[H + k] + b[H + k]);
+  }
+  const Vec c = matvec(whh, int64_t(H), rh);
+  Vec out(H);
+  for (size_t k = 0; k < H; ++k) out[k] = (1 - z[k]) * std::tanh(gx[2 * H + k] + c[k] + b[2 * H + k]) + z[k] * h[k];
+  return out;
+}
+
+// A cell of one's own for Recurrence: h' = tanh(W x) + decay ⊙ h, returning
+// (output, state) as a std::pair, its output twice the state.
+struct LeakyCell {
+  Tensor W, decay;
+  std::pair<Tensor, Tensor> operator()(const Tensor& x, const Tensor& h) const {
+    Tensor h2 = flx::tanh(matmul(W, x)) + decay * h;
+    return {h2 * 2.0, h2};
+  }
+};
+FLX_FUNCTOR(LeakyCell, W, decay)
+Tensor initialstates(const LeakyCell& c) { return zeros(c.W.dtype(), Shape{c.W.shape()[0]}); }
+void show_compact(std::ostream& os, const LeakyCell& c) { os << "LeakyCell(" << c.W.shape()[1] << " => " << c.W.shape()[0] << ")"; }
+Shape outputsize(const LeakyCell& c, const Shape& x) { return Shape{c.W.shape()[0], x[1]}; }
 
 }  // namespace
 
@@ -465,22 +513,21 @@ TEST(RecurrentLayers, WorkWithFunctorsCheckpointsAndOptimisers) {
   EXPECT_LT(loss(model).item<double>(), 0.5 * first);
 }
 
-// ---- errors -----------------------------------------------------------------------
-
-namespace {
-template <class E, class F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
+TEST(RecurrentLayers, HalvesRunTheCellsStepByStep) {
+  set_seed(14);
+  const LSTM lstm(3, 4);
+  const Tensor x = rand({3, 5, 2});
+  for (DType t : {Float16, BFloat16}) {
+    const LSTM low = fmap([t](const Tensor& w) { return w.to(t); }, lstm);
+    const Tensor y = low(x.to(t));
+    EXPECT_EQ(y.dtype(), t);
+    expect_close(y.to(Float32), lstm(x), t == Float16 ? 5e-3 : 3e-2, std::string(dtype_name(t)));
+    auto [g] = gradient([&](const Tensor& xs) { return sum(low(xs)); }, x.to(t));
+    EXPECT_EQ(g.dtype(), t);
   }
 }
-}  // namespace
+
+// ---- errors -----------------------------------------------------------------------
 
 TEST(RecurrentErrors, WrongFeatureCountRankOrStateShape) {
   LSTM lstm(3, 5);
@@ -522,381 +569,211 @@ TEST(RecurrentErrors, BadConstructionArguments) {
   expect_error<ArgumentError>([] { LSTM(LSTMCell(3, 2), {zeros(2), Tensor{}}); }, {"needs both h and c"});
 }
 
-// ---- PyTorch's checkpoints ------------------------------------------------------------
+// ---- GRUv3 -------------------------------------------------------------------------
 
-TEST(RecurrentCheckpoints, TorchNamesAndBiasesBecomeFluxs) {
-  // nn.GRU(2, 1)'s entries under "enc.", with a Dense beside them that stays as it is.
-  State s;
-  s.insert("enc.weight_ih_l0", tensor(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2}));
-  s.insert("enc.weight_hh_l0", tensor(std::vector<float>{7, 8, 9}, {3, 1}));
-  s.insert("enc.bias_ih_l0", tensor(std::vector<float>{0.5f, 1.5f, 2.5f}, {3}));
-  s.insert("enc.bias_hh_l0", tensor(std::vector<float>{10, 20, 30}, {3}));
-  s.insert("head.weight", ones(2, 1));
-  const State g = torch_to_gru(s, {.prefix = "enc.", .into = "layers.0."});
-  std::vector<std::string> keys;
-  for (const auto& [k, t] : g) keys.push_back(k);
-  EXPECT_EQ(keys, (std::vector<std::string>{"layers.0.cell.Wi", "layers.0.cell.Wh", "layers.0.cell.b",
-                                            "layers.0.cell.bh", "head.weight"}));
-  EXPECT_EQ(g.at("layers.0.cell.Wi").id(), s.at("enc.weight_ih_l0").id());  // the weights as they are
-  expect_values(g.at("layers.0.cell.b"), {10.5, 21.5, 2.5});                // b_ih + (b_hr, b_hz, 0)
-  expect_values(g.at("layers.0.cell.bh"), {30});                            // b_hn
-  auto model = Chain(GRU(2, 1, {.recurrent_bias = true}), Dense(1, 2));
-  std::get<1>(model.layers).bias = Tensor{};
-  loadmodel(model, rename(g, {{"head.", "layers.1."}}));
-  expect_values(std::get<0>(model.layers).cell.bh, {30});
-  // LSTM and RNN: the two biases summed; the layer number picks a stacked module's layer.
-  State l;
-  l.insert("weight_ih_l1", zeros(8, 3));
-  l.insert("weight_hh_l1", zeros(8, 2));
-  l.insert("bias_ih_l1", ones(8));
-  l.insert("bias_hh_l1", full(2.0f, 8));
-  expect_values(torch_to_lstm(l, {.layer = 1}).at("cell.bias"), Vec(8, 3.0));
-  State r;
-  r.insert("weight_ih_l0", zeros(2, 3));
-  r.insert("weight_hh_l0", zeros(2, 2));
-  const State rnn = torch_to_rnn(r);  // bias=False: no biases to convert
-  EXPECT_FALSE(rnn.contains("cell.bias"));
-  loadmodel(RNN(3, 2, flx::tanh, {.bias = false}), rnn);
-}
-
-TEST(RecurrentCheckpoints, WhatFluxsLayersCannotHoldIsRefused) {
-  State s;
-  s.insert("lstm.weight_ih_l0", zeros(8, 3));
-  s.insert("lstm.weight_hh_l0", zeros(8, 2));
-  s.insert("lstm.bias_ih_l0", zeros(8));
-  s.insert("lstm.bias_hh_l0", zeros(8));
-  expect_error<CheckpointError>([&] { torch_to_lstm(s); },
-                                {"torch_to_lstm", "no \"weight_ih_l0\"", "it holds lstm.weight_ih_l0", "{.prefix"});
-  expect_error<CheckpointError>([&] { torch_to_gru(s, {.prefix = "lstm."}); },
-                                {"torch_to_gru", "\"lstm.weight_ih_l0\" has shape (8×3)", "[3·hidden, input]"});
-  State bidirectional = s;
-  bidirectional.insert("lstm.weight_ih_l0_reverse", zeros(8, 3));
-  expect_error<CheckpointError>([&] { torch_to_lstm(bidirectional, {.prefix = "lstm."}); },
-                                {"bidirectional nn.LSTM", "one direction"});
-  State projected = s;
-  projected.insert("lstm.weight_hr_l0", zeros(1, 2));
-  expect_error<CheckpointError>([&] { torch_to_lstm(projected, {.prefix = "lstm."}); }, {"proj_size"});
-  State one_bias;
-  one_bias.insert("weight_ih_l0", zeros(8, 3));
-  one_bias.insert("weight_hh_l0", zeros(8, 2));
-  one_bias.insert("bias_ih_l0", zeros(8));
-  expect_error<CheckpointError>([&] { torch_to_lstm(one_bias); }, {"has \"bias_ih_l0\" but not \"bias_hh_l0\""});
-  State bad_hh;
-  bad_hh.insert("weight_ih_l0", zeros(8, 3));
-  bad_hh.insert("weight_hh_l0", zeros(8, 3));
-  expect_error<CheckpointError>([&] { torch_to_lstm(bad_hh); }, {"\"weight_hh_l0\" has shape (8×3)", "must be (8×2)"});
-  // A PyTorch GRU into a GRU without the candidate's recurrent bias: loadmodel names the extra entry.
-  State g;
-  g.insert("weight_ih_l0", zeros(6, 3));
-  g.insert("weight_hh_l0", zeros(6, 2));
-  g.insert("bias_ih_l0", zeros(6));
-  g.insert("bias_hh_l0", zeros(6));
-  expect_error<CheckpointError>([&] { loadmodel(GRU(3, 2), torch_to_gru(g)); }, {"cell.bh"});
-}
-
-TEST(RecurrentLayers, HalvesRunTheCellsStepByStep) {
-  set_seed(14);
-  const LSTM lstm(3, 4);
-  const Tensor x = rand({3, 5, 2});
-  for (DType t : {Float16, BFloat16}) {
-    const LSTM low = fmap([t](const Tensor& w) { return w.to(t); }, lstm);
-    const Tensor y = low(x.to(t));
-    EXPECT_EQ(y.dtype(), t);
-    expect_close(y.to(Float32), lstm(x), t == Float16 ? 5e-3 : 3e-2, std::string(dtype_name(t)));
-    auto [g] = gradient([&](const Tensor& xs) { return sum(low(xs)); }, x.to(t));
-    EXPECT_EQ(g.dtype(), t);
+TEST(GRUv3, CellStepFollowsFluxsEquations) {
+  set_seed(3);
+  const GRUv3Cell cell(rand64({6, 3}), rand64({6, 2}), rand64({6}), rand64({2, 2}));
+  const Tensor x = rand64({3, 4}), h = rand64({2, 4});
+  auto [y, s] = cell(x, h);
+  ASSERT_EQ(y.shape(), (Shape{2, 4}));
+  expect_close(s, y, 0);
+  const Vec xv = x.to_vector<double>(), hv = h.to_vector<double>();
+  Vec expected;
+  for (int64_t j = 0; j < 4; ++j) {
+    const Vec col = gruv3_ref(cell.Wi.to_vector<double>(), cell.Wh.to_vector<double>(), cell.b.to_vector<double>(),
+                              cell.Wh_h.to_vector<double>(), Vec(xv.begin() + 3 * j, xv.begin() + 3 * j + 3),
+                              Vec(hv.begin() + 2 * j, hv.begin() + 2 * j + 2));
+    expected.insert(expected.end(), col.begin(), col.end());
   }
+  expect_values(y, expected, 1e-12, "GRUv3Cell");
+  // From the zero state, and a vector state for a batch.
+  expect_close(cell(x).output, cell(x, zeros(Float64, Shape{2})).output, 0);
+  expect_close(cell(x, zeros(Float64, Shape{2})).output, cell(x, zeros(Float64, Shape{2, 4})).output, 0);
+  // Without a bias: the same as a zero one.
+  const GRUv3Cell nob(cell.Wi, cell.Wh, Tensor{}, cell.Wh_h), zb(cell.Wi, cell.Wh, zeros(Float64, Shape{6}), cell.Wh_h);
+  expect_close(nob(x, h).output, zb(x, h).output, 0);
 }
 
-// ---- Flux's keywords: init_kernel, init_recurrent_kernel and bias = false ---------------
-
-namespace {
-// W Wᵀ = I for a wide W (rows orthonormal), Wᵀ W = I for a tall one (columns
-// orthonormal), both for a square one: Flux's orthogonal of (rows, cols).
-void expect_orthogonal(const Tensor& w, double gain, const std::string& what) {
-  ASSERT_EQ(w.ndims(), 2) << what;
-  const Tensor m = w.to(Float64);
-  const int64_t r = m.shape()[0], c = m.shape()[1], n = std::min(r, c);
-  Vec eye(size_t(n * n), 0.0);
-  for (int64_t i = 0; i < n; ++i) eye[size_t(i * n + i)] = gain * gain;
-  if (r <= c) expect_values(matmul(m, transpose(m)), eye, 1e-5, what + ": W Wᵀ");
-  if (r >= c) expect_values(matmul(transpose(m), m), eye, 1e-5, what + ": Wᵀ W");
-}
-
-// Each cell's and layer's constructor of (3 => 5) with options o, by kind.
-template <class F>
-void for_each_recurrent(const RecurrentOptions& o, F&& f) {
-  f("RNNCell", RNNCell(3, 5, flx::tanh, o).Wi, RNNCell(3, 5, flx::tanh, o));
-  f("RNN", RNN(3, 5, flx::tanh, o).cell.Wi, RNN(3, 5, flx::tanh, o).cell);
-  f("LSTMCell", LSTMCell(3, 5, o).Wi, LSTMCell(3, 5, o));
-  f("LSTM", LSTM(3, 5, o).cell.Wi, LSTM(3, 5, o).cell);
-  f("GRUCell", GRUCell(3, 5, o).Wi, GRUCell(3, 5, o));
-  f("GRU", GRU(3, 5, o).cell.Wi, GRU(3, 5, o).cell);
-  f("GRUv3Cell", GRUv3Cell(3, 5, o).Wi, GRUv3Cell(3, 5, o));
-  f("GRUv3", GRUv3(3, 5, o).cell.Wi, GRUv3(3, 5, o).cell);
-}
-}  // namespace
-
-// RecurrentOptions' .init_kernel and .init_recurrent_kernel take an
-// initialiser as Dense's .init does: orthogonal gives (semi-)orthogonal
-// kernels of Flux's shapes, for every cell and layer.
-TEST(RecurrentInit, OrthogonalKernelsAreOrthogonal) {
-  set_seed(21);
-  const RecurrentOptions o{.init_kernel = orthogonal, .init_recurrent_kernel = orthogonal};
-  for_each_recurrent(o, [](const std::string& what, const Tensor&, const auto& cell) {
-    expect_orthogonal(cell.Wi, 1, what + " Wi");  // (k·5, 3): tall, orthonormal columns
-    expect_orthogonal(cell.Wh, 1, what + " Wh");  // (k·5, 5): square for RNN, else tall
-    if constexpr (std::is_same_v<std::decay_t<decltype(cell)>, GRUv3Cell>) expect_orthogonal(cell.Wh_h, 1, what + " Wh_h̃");
-  });
-  // A wide kernel, (out, in) with in > out: orthonormal rows; and a gain through a lambda.
-  const RNN wide(7, 2, flx::tanh, {.init_kernel = orthogonal,
-                                   .init_recurrent_kernel = [](const Shape& s) { return orthogonal(s, {.gain = 2}); }});
-  EXPECT_EQ(wide.cell.Wi.shape(), (Shape{2, 7}));
-  expect_orthogonal(wide.cell.Wi, 1, "RNN(7 => 2) Wi");
-  expect_orthogonal(wide.cell.Wh, 2, "RNN(7 => 2) Wh, gain 2");
-  // Only the kernels change: the bias is zeros, the initial state zeros, and it runs.
-  const LSTM lstm(3, 5, {.learned_state = true, .init_recurrent_kernel = orthogonal});
-  expect_values(lstm.cell.bias, Vec(20, 0.0), 0);
-  expect_values(lstm.state0.h, Vec(5, 0.0), 0);
-  expect_orthogonal(lstm.cell.Wh, 1, "LSTM Wh");
-  EXPECT_EQ(lstm(rand({3, 4, 2})).shape(), (Shape{5, 4, 2}));
-  // Other initialisers as they are: kaiming_normal's kernels, glorot's recurrent one.
-  const GRU gru(30, 40, {.init_kernel = kaiming_normal});
-  const auto v = gru.cell.Wi.to_vector<float>();
-  double var = 0;
-  for (float e : v) var += double(e) * e;
-  var /= double(v.size());
-  EXPECT_NEAR(var, 2.0 / 30, 0.15 * 2.0 / 30);  // kaiming_normal(120, 30): std √2 / √fan_in, fan_in = 30
-}
-
-// A custom initialiser is called with Flux's dims, kernel (k·out, in),
-// recurrent kernel (k·out, out) (GRUv3's Wh_h̃ too: (out, out)), in Flux's
-// order, and what it returns becomes the kernel.
-TEST(RecurrentInit, AnInitialiserGetsFluxsDimsAndItsResultIsTheKernel) {
-  std::vector<Shape> kernel, recurrent;
-  const RecurrentOptions o{
-      .init_kernel = [&](const Shape& s) { kernel.push_back(s); return full(Float32, 0.25, s); },
-      .init_recurrent_kernel = [&](const Shape& s) { recurrent.push_back(s); return full(Float32, -0.5, s); }};
-  const std::vector<std::tuple<std::string, int64_t, bool>> kinds = {
-      {"RNNCell", 1, false}, {"RNN", 1, false},  {"LSTMCell", 4, false}, {"LSTM", 4, false},
-      {"GRUCell", 3, false}, {"GRU", 3, false},  {"GRUv3Cell", 3, true}, {"GRUv3", 3, true}};
-  size_t at = 0;
-  for_each_recurrent(o, [&](const std::string& what, const Tensor&, const auto& cell) {
-    const auto& [name, k, v3] = kinds[at++];
-    ASSERT_EQ(what, name);
-    // for_each_recurrent builds each twice (its Wi, then the cell): two calls each.
-    ASSERT_EQ(kernel.size(), 2u) << what;
-    ASSERT_EQ(recurrent.size(), v3 ? 4u : 2u) << what;
-    EXPECT_EQ(kernel[0], (Shape{k * 5, 3})) << what;
-    EXPECT_EQ(recurrent[0], (Shape{k * 5, 5})) << what;
-    if (v3) EXPECT_EQ(recurrent[1], (Shape{5, 5})) << what;
-    expect_values(cell.Wi, Vec(size_t(k * 15), 0.25), 0, what + " Wi");
-    expect_values(cell.Wh, Vec(size_t(k * 25), -0.5), 0, what + " Wh");
-    if constexpr (std::is_same_v<std::decay_t<decltype(cell)>, GRUv3Cell>) expect_values(cell.Wh_h, Vec(25, -0.5), 0);
-    kernel.clear();
-    recurrent.clear();
-  });
-  EXPECT_EQ(at, kinds.size());
-  // The default is glorot_uniform for both, drawn Wi first, then Wh (then
-  // Wh_h̃): naming it gives the same bits as leaving it out.
-  const RecurrentOptions glorot{.init_kernel = glorot_uniform, .init_recurrent_kernel = glorot_uniform};
-  set_seed(22);
-  const GRUv3 a(3, 5);
-  set_seed(22);
-  const GRUv3 b(3, 5, glorot);
-  expect_close(a.cell.Wi, b.cell.Wi, 0);
-  expect_close(a.cell.Wh, b.cell.Wh, 0);
-  expect_close(a.cell.Wh_h, b.cell.Wh_h, 0);
-  set_seed(23);
-  const LSTM c(3, 5);
-  set_seed(23);
-  const LSTM d(3, 5, {.init_recurrent_kernel = glorot_uniform});
-  expect_close(c.cell.Wi, d.cell.Wi, 0);
-  expect_close(c.cell.Wh, d.cell.Wh, 0);
-  // A kernel of another element type makes the bias of that type (Flux's create_bias).
-  const RNN r64(3, 5, flx::tanh, {.init_kernel = [](const Shape& s) { return glorot_uniform(s).to(Float64); },
-                                  .init_recurrent_kernel = [](const Shape& s) { return glorot_uniform(s).to(Float64); }});
-  EXPECT_EQ(r64.cell.bias.dtype(), Float64);
-  EXPECT_EQ(r64(rand64({3, 4, 2})).dtype(), Float64);
-}
-
-namespace {
-// A layer's copy with a zero bias of its weights in place of none.
-RNN with_zero_bias(const RNN& l) {
-  return RNN(RNNCell(l.cell.Wi, l.cell.Wh, zeros(l.cell.Wi.dtype(), Shape{l.cell.Wi.shape()[0]}), l.cell.act));
-}
-LSTM with_zero_bias(const LSTM& l) {
-  return LSTM(LSTMCell(l.cell.Wi, l.cell.Wh, zeros(l.cell.Wi.dtype(), Shape{l.cell.Wi.shape()[0]})));
-}
-GRU with_zero_bias(const GRU& l) {
-  return GRU(GRUCell(l.cell.Wi, l.cell.Wh, zeros(l.cell.Wi.dtype(), Shape{l.cell.Wi.shape()[0]}), l.cell.bh));
-}
-GRUv3 with_zero_bias(const GRUv3& l) {
-  return GRUv3(GRUv3Cell(l.cell.Wi, l.cell.Wh, zeros(l.cell.Wi.dtype(), Shape{l.cell.Wi.shape()[0]}), l.cell.Wh_h));
-}
-Tensor last_of(const Tensor& h) { return h; }
-Tensor last_of(const LSTMState& s) { return s.c; }
-
-// The layer without a bias against the same layer with a zero bias, and
-// against its cell step by step (the runner's fused op, where the layer has
-// one, against the cell's plain ops, detail::scan_steps): the loss, and the
-// gradients of the kernels, the input and the initial state.
-template <class Layer, class State>
-void expect_no_bias_is_zero_bias(const Layer& layer, const Tensor& x, const State& s0, double tol,
-                                 const std::string& what) {
-  ASSERT_EQ(leaves(layer.cell).size() + 1, leaves(with_zero_bias(layer).cell).size()) << what;
-  auto by_layer = [](const auto& l, const Tensor& xs, const State& s) {
-    auto r = l.with_state(xs, s);
-    return weighted(r.output, 31) + sum(last_of(r.state) * 3.0);
-  };
-  auto by_steps = [](const Layer& l, const Tensor& xs, const State& s) {
-    auto r = detail::scan_steps(l.cell, detail::as_sequence("steps", xs, -1), s);
-    return weighted(r.output, 31) + sum(last_of(r.state) * 3.0);
-  };
-  const auto a = withgradient(by_layer, layer, x, s0);
-  const auto b = withgradient(by_layer, with_zero_bias(layer), x, s0);
-  const auto c = withgradient(by_steps, layer, x, s0);
-  for (const auto* other : {&b, &c}) {
-    const std::string w = what + (other == &b ? " vs a zero bias" : " vs its cell step by step");
-    const double va = a.val.template item<double>(), vo = other->val.template item<double>();
-    EXPECT_NEAR(va, vo, tol * std::fabs(vo)) << w;
-    const auto& ga = std::get<0>(a.grad);
-    const auto& go = std::get<0>(other->grad);
-    expect_close(ga.cell.Wi, go.cell.Wi, tol, w + ": ∂Wi");
-    expect_close(ga.cell.Wh, go.cell.Wh, tol, w + ": ∂Wh");
-    expect_close(std::get<1>(a.grad), std::get<1>(other->grad), tol, w + ": ∂x");
-    const auto la = leaves(std::get<2>(a.grad)), lo = leaves(std::get<2>(other->grad));
-    ASSERT_EQ(la.size(), lo.size()) << w;
-    for (size_t i = 0; i < la.size(); ++i) expect_close(la[i], lo[i], tol, w + ": ∂state");
+TEST(GRUv3, LayerIsItsCellOverTimeAndRecurrenceIsTheLayer) {
+  set_seed(4);
+  const GRUv3 l = f64(GRUv3(3, 2));
+  const Tensor x = rand64({3, 5, 4}), h0 = rand64({2, 4});
+  auto [y, hT] = l.with_state(x, h0);
+  ASSERT_EQ(y.shape(), (Shape{2, 5, 4}));
+  Tensor h = h0;
+  for (int64_t t = 0; t < 5; ++t) {
+    h = l.cell(selectdim(x, 1, t), h).output;
+    expect_close(selectdim(y, 1, t), h, 1e-14, "step " + std::to_string(t));
   }
+  expect_close(hT, h, 1e-14, "last state");
+  expect_close(l(x, h0), y, 0);
+  expect_close(l(x), l(x, zeros(Float64, Shape{2})), 0);
+  // Recurrence of the cell: the layer.
+  const Recurrence r(l.cell);
+  expect_close(r(x, h0), y, 0);
+  auto [ry, rh] = r.with_state(x, h0);
+  expect_close(ry, y, 0);
+  expect_close(rh, hT, 0);
+  // Without a batch dim: (out, time) and (out).
+  const Tensor x1 = rand64({3, 5});
+  auto [y1, h1] = l.with_state(x1);
+  EXPECT_EQ(y1.shape(), (Shape{2, 5}));
+  EXPECT_EQ(h1.shape(), (Shape{2}));
+  expect_close(y1, reshape(l(reshape(x1, {3, 5, 1})), {2, 5}), 0);
 }
-}  // namespace
 
-// {.bias = false}: no bias parameter, and the layer is the layer with a zero
-// bias, through the runner's fused op (Float64 and Float32: the compute
-// table's kernels, which start the input projection from no bias; Float32
-// LSTMs: oneDNN's, to which flx passes no bias and which reads zeros in its
-// place) as through its cell step by step.
-TEST(RecurrentInit, WithoutBiasIsTheLayerWithAZeroBiasFusedOrStepByStep) {
-  for (DType t : {Float64, Float32}) {
-    SCOPED_TRACE(dtype_name(t));
-    set_seed(24);
-    const double tol = t == Float64 ? 1e-11 : 3e-5;
-    auto as = [t](const auto& m) { return fmap([t](const Tensor& w) { return w.to(t); }, m); };
-    const Tensor x = (rand({3, 6, 4}) * 2.0 - 1.0).to(t);
-    auto state = [&](int64_t n) { return (rand({5, n}) - 0.5).to(t); };
-    const RecurrentOptions none{.bias = false};
-    for (Activation act : {Activation(flx::tanh), Activation(relu), Activation(gelu)}) {
-      const RNN rnn = as(RNN(3, 5, act, none));
-      EXPECT_FALSE(rnn.cell.bias.defined());
-      expect_no_bias_is_zero_bias(rnn, x, state(4), tol, "RNN " + shown(act));
-    }
-    const LSTM lstm = as(LSTM(3, 5, none));
-    EXPECT_FALSE(lstm.cell.bias.defined());
-    expect_no_bias_is_zero_bias(lstm, x, LSTMState{state(4), state(4)}, tol, "LSTM");
-    const Tensor h1 = (rand({5}) - 0.5).to(t), c1 = (rand({5}) - 0.5).to(t);
-    expect_no_bias_is_zero_bias(lstm, x, LSTMState{h1, c1}, tol, "LSTM from a vector state");
-    expect_no_bias_is_zero_bias(lstm, x.slice_last(0, 1), LSTMState{state(1), state(1)}, tol, "LSTM, batch of one");
-    const GRU gru = as(GRU(3, 5, none));
-    EXPECT_FALSE(gru.cell.b.defined());
-    expect_no_bias_is_zero_bias(gru, x, state(4), tol, "GRU");
-    GRU gru_bh = as(GRU(3, 5, {.bias = false, .recurrent_bias = true}));
-    gru_bh.cell.bh = (rand({5}) - 0.5).to(t);
-    expect_no_bias_is_zero_bias(gru_bh, x, state(4), tol, "GRU with bh only");
-    const GRUv3 v3 = as(GRUv3(3, 5, none));
-    EXPECT_FALSE(v3.cell.b.defined());
-    expect_no_bias_is_zero_bias(v3, x, state(4), tol, "GRUv3");
+TEST(GRUv3, GradientsMatchFiniteDifferences) {
+  set_seed(6);
+  check_gradients(
+      [](const V& v) {
+        auto [y, h] = GRUv3(GRUv3Cell(v[0], v[1], v[2], v[3])).with_state(v[4], v[5]);
+        return weighted(y, 1) + weighted(h, 2);
+      },
+      {rand64({6, 3}), rand64({6, 2}), rand64({6}), rand64({2, 2}), rand64({3, 4, 3}), rand64({2, 3})}, 1e-6, 1e-6,
+      "GRUv3");
+  // The learned initial state, and the unused third block of Wh: no gradient.
+  GRUv3 l = f64(GRUv3(2, 2, {.learned_state = true}));
+  l.state0 = rand64({2});
+  const Tensor x = rand64({2, 3, 2});
+  auto [g] = gradient([&](const GRUv3& m) { return weighted(m(x), 3); }, l);
+  EXPECT_TRUE(g.state0.defined());
+  EXPECT_GT(sum(abs(g.state0)).item<double>(), 0);
+  expect_values(slice(g.cell.Wh, 0, 4, 6), Vec(4, 0.0), 0, "Wh's third block");
+}
+
+TEST(GRUv3, PrintsInitialisesSavesAndShapes) {
+  EXPECT_EQ(shown(GRUv3Cell(3, 5)), "GRUv3Cell(3 => 5)   # 160 parameters");
+  EXPECT_EQ(shown(GRUv3(3, 5)), "GRUv3(3 => 5)       # 160 parameters");
+  EXPECT_EQ(shown(GRUv3(3, 5, {.bias = false, .learned_state = true})),
+            "GRUv3(3 => 5; bias=false, learned_state=true)  # 150 parameters");
+  const GRUv3 l(3, 5);
+  EXPECT_EQ(l.cell.Wi.shape(), (Shape{15, 3}));
+  EXPECT_EQ(l.cell.Wh.shape(), (Shape{15, 5}));
+  EXPECT_EQ(l.cell.Wh_h.shape(), (Shape{5, 5}));
+  EXPECT_EQ(sum(abs(l.cell.b)).item<double>(), 0);
+  // Flux's names, Wh_h̃ included.
+  EXPECT_EQ(names_of(l), (std::vector<std::string>{"cell.Wi", "cell.Wh", "cell.b", "cell.Wh_h\u0303"}));
+  expect_round_trip(Chain(GRUv3(3, 5), Dense(5, 2)));
+  EXPECT_EQ(outputsize(l, Shape{3, 7, 2}), (Shape{5, 7, 2}));
+  EXPECT_EQ(outputsize(l, Shape{3, 7}), (Shape{5, 7}));
+  EXPECT_EQ(outputsize(l.cell, Shape{3, 2}), (Shape{5, 2}));
+  EXPECT_EQ(outputsize(Chain(GRUv3(3, 5), Dense(5, 2)), Shape{3, 7, 2}), (Shape{2, 7, 2}));
+}
+
+TEST(GRUv3, ErrorsNameTheLayerAndTheShapes) {
+  const GRUv3 l(3, 5);
+  const std::string m = message_of<DimensionMismatch>([&] { l(rand(4, 7, 2)); });
+  EXPECT_TRUE(has(m, "GRUv3(3 => 5): expected a sequence of 3 features, (3, time, batch) or (3, time); got shape "
+                     "4×7×2")) << m;
+  expect_message<DimensionMismatch>([&] { outputsize(l, Shape{4, 7, 2}); }, "GRUv3(3 => 5)");
+  const std::string s = message_of<DimensionMismatch>([&] { l(rand(3, 7, 2), zeros(5, 3)); });
+  EXPECT_TRUE(has(s, "GRUv3(3 => 5): expected the state h of shape (5) or (5, 2); got shape 5×3")) << s;
+  const std::string c = message_of<DimensionMismatch>([&] { l.cell(rand(2, 4)); });
+  EXPECT_TRUE(has(c, "GRUv3Cell(3 => 5): expected an input of 3 features")) << c;
+  expect_message<DimensionMismatch>([&] { GRUv3Cell(rand(6, 3), rand(6, 2), rand(6), rand(3, 3)); },
+                  "GRUv3Cell: Wh_h (Flux's Wh_h\u0303, the candidate's recurrent kernel) must have shape 2×2");
+  expect_message<ArgumentError>([] { GRUv3(0, 5); }, "GRUv3: sizes must be positive");
+  expect_message<ArgumentError>([] { GRUv3(3, 5, {.recurrent_bias = true}); },
+                  "recurrent_bias is an option of GRU and GRUCell only");
+}
+
+// ---- Recurrence ----------------------------------------------------------------------
+
+// Recurrence of a built-in cell runs through the same runner, and the same
+// fused op, as the cell's layer: the same numbers, bit for bit.
+TEST(Recurrence, OfABuiltInCellIsItsLayer) {
+  set_seed(8);
+  const Tensor x = rand({3, 6, 4});
+  const RNN rnn(3, 5);
+  const LSTM lstm(3, 5);
+  const GRU gru(3, 5);
+  expect_close(Recurrence(rnn.cell)(x), rnn(x), 0, "RNN");
+  expect_close(Recurrence(lstm.cell)(x), lstm(x), 0, "LSTM");
+  expect_close(Recurrence(gru.cell)(x), gru(x), 0, "GRU");
+  auto [y, s] = Recurrence(lstm.cell).with_state(x);
+  auto [ly, ls] = lstm.with_state(x);
+  expect_close(y, ly, 0);
+  expect_close(s.h, ls.h, 0);
+  expect_close(s.c, ls.c, 0);
+  // And their gradients.
+  auto g1 = std::get<0>(gradient([&](const Recurrence<LSTMCell>& r) { return weighted(r(x), 2); }, Recurrence(lstm.cell)));
+  auto g2 = std::get<0>(gradient([&](const LSTM& l) { return weighted(l(x), 2); }, lstm));
+  expect_close(g1.cell.Wi, g2.cell.Wi, 0);
+  expect_close(g1.cell.Wh, g2.cell.Wh, 0);
+  expect_close(g1.cell.bias, g2.cell.bias, 0);
+}
+
+TEST(Recurrence, RunsACellOfOnesOwn) {
+  set_seed(9);
+  const Recurrence r(LeakyCell{rand64({2, 3}), rand64({2})});
+  const Tensor x = rand64({3, 4, 2});
+  auto [y, h] = r.with_state(x);
+  ASSERT_EQ(y.shape(), (Shape{2, 4, 2}));
+  Tensor s = zeros(Float64, Shape{2});
+  for (int64_t t = 0; t < 4; ++t) {
+    auto [out, next] = r.cell(selectdim(x, 1, t), s);
+    expect_close(selectdim(y, 1, t), out, 1e-14);
+    s = next;
   }
+  expect_close(h, s, 1e-14);
+  EXPECT_EQ(shown(r), "Recurrence(LeakyCell(3 => 2))  # 8 parameters");
+  EXPECT_EQ(outputsize(r, Shape{3, 4, 2}), (Shape{2, 4, 2}));
+  EXPECT_EQ(names_of(r), (std::vector<std::string>{"cell.W", "cell.decay"}));
+  check_gradients(
+      [](const V& v) {
+        auto [y, h] = Recurrence(LeakyCell{v[0], v[1]}).with_state(v[2], v[3]);
+        return weighted(y, 4) + weighted(h, 5);
+      },
+      {rand64({2, 3}), rand64({2}), rand64({3, 4, 2}), rand64({2, 2})}, 1e-6, 1e-6, "Recurrence(LeakyCell)");
+  // A wrong rank names the Recurrence.
+  const std::string m = message_of<DimensionMismatch>([&] { r(rand64({3})); });
+  EXPECT_TRUE(has(m, "Recurrence(LeakyCell(3 => 2)): expected a sequence (features, time, batch) or (features, "
+                     "time); got shape 3.")) << m;
 }
 
-TEST(RecurrentInit, WithoutBiasStateNamesNoBiasAndItTrainsSavesPrintsAndMoves) {
-  set_seed(25);
-  const RecurrentOptions none{.bias = false};
-  auto model = Chain(LSTM(3, 4, none), GRU(4, 4, none), RNN(4, 4, flx::tanh, none), GRUv3(4, 4, none), Dense(4, 2));
-  EXPECT_EQ(flx::testing::names_of(state(model)),
-            (std::vector<std::string>{"layers.0.cell.Wi", "layers.0.cell.Wh", "layers.1.cell.Wi", "layers.1.cell.Wh",
-                                      "layers.2.cell.Wi", "layers.2.cell.Wh", "layers.3.cell.Wi", "layers.3.cell.Wh",
-                                      "layers.3.cell.Wh_h\u0303", "layers.4.weight", "layers.4.bias"}));
-  EXPECT_EQ(shown(std::get<0>(model.layers)), "LSTM(3 => 4; bias=false)  # 112 parameters");
-  EXPECT_EQ(shown(LSTM(3, 5, {.bias = false, .init_kernel = orthogonal})), "LSTM(3 => 5; bias=false)  # 160 parameters");
-  EXPECT_EQ(shown(RNNCell(3, 5, relu, none)), "RNNCell(3 => 5, relu; bias=false)  # 40 parameters");
-  EXPECT_EQ(shown(GRUCell(3, 5, none)), "GRUCell(3 => 5; bias=false)  # 120 parameters");
-  EXPECT_EQ(shown(GRUv3Cell(3, 5, none)), "GRUv3Cell(3 => 5; bias=false)  # 145 parameters");
-  // The initialisers do not print (Flux's show has no init keyword either).
-  EXPECT_EQ(shown(GRU(3, 5, {.init_kernel = orthogonal})), shown(GRU(3, 5)));
-  const Tensor x = rand({3, 6, 5});
-  // Saved and loaded into a fresh model without biases: the same outputs.
-  const auto path = std::filesystem::temp_directory_path() / "flx_test_recurrent_nobias.safetensors";
-  save(path.string(), model);
-  auto fresh = Chain(LSTM(3, 4, none), GRU(4, 4, none), RNN(4, 4, flx::tanh, none), GRUv3(4, 4, none), Dense(4, 2));
-  loadmodel(fresh, load(path.string()));
-  std::filesystem::remove(path);
-  expect_close(fresh(x), model(x), 0);
-  // On every other device (moved as gpu() moves it, but by name: gpu() itself
-  // warns once a process where there is no GPU, which Movement.* checks), the
-  // same numbers.
-  auto [g_cpu] = gradient([&](const auto& m) { return weighted(m(x), 26); }, model);
-  for (const Device& dev : flx::testing::accelerator_devices()) {
+TEST(Recurrence, PrintsAsFluxAndChecksItsBuiltInCellsState) {
+  EXPECT_EQ(shown(Recurrence(RNNCell(2, 3))), "Recurrence(RNNCell(2 => 3, tanh))  # 18 parameters");
+  EXPECT_EQ(shown(Recurrence(GRUv3Cell(2, 3))), "Recurrence(GRUv3Cell(2 => 3))  # 63 parameters");
+  const Recurrence r(LSTMCell(3, 4));
+  EXPECT_EQ(outputsize(r, Shape{3, 5, 2}), (Shape{4, 5, 2}));
+  EXPECT_EQ(outputsize(r, Shape{3, 5}), (Shape{4, 5}));
+  const std::string m = message_of<DimensionMismatch>([&] { r(rand(3, 5, 2), LSTMState{zeros(4, 3), zeros(4, 3)}); });
+  EXPECT_TRUE(has(m, "Recurrence(LSTMCell(3 => 4)): expected the state h of shape (4) or (4, 2); got shape 4×3")) << m;
+  const std::string f = message_of<DimensionMismatch>([&] { r(rand(2, 5, 2)); });
+  EXPECT_TRUE(has(f, "Recurrence(LSTMCell(3 => 4)): expected a sequence of 3 features")) << f;
+  expect_round_trip(Chain(Recurrence(GRUCell(3, 4)), Dense(4, 1)));
+}
+
+// ---- with EmbeddingBag and WeightNorm on every device -------------------------------
+
+TEST(SequenceLayers, MoveToEveryDeviceComputeThereAndComeBack) {
+  const auto devices = flx::testing::accelerator_devices();
+  if (devices.empty()) GTEST_SKIP() << "no device besides the CPU is functional";
+  set_seed(16);
+  const auto model = Chain(GRUv3(3, 4), Recurrence(LSTMCell(4, 4)), WeightNorm(Dense(4, 2, flx::tanh)));
+  const auto bag = EmbeddingBag(9, 3, BagReduction::Max);
+  const Tensor x = rand({3, 5, 2}), idx = ints({0, 8, 3, 3, 1, 2}, {6}), at = ints({0, 2}, {2});
+  auto [g_cpu] = gradient([&](const auto& m) { return weighted(m(x), 17); }, model);
+  auto [gb_cpu] = gradient([&](const EmbeddingBag& b) { return weighted(b(idx, at), 18); }, bag);
+  for (const Device& dev : devices) {
     SCOPED_TRACE(dev.str());
     const auto on = model | dev;
-    EXPECT_FALSE(std::get<0>(on.layers).cell.bias.defined());
-    expect_close(on(x | dev), model(x), 1e-5, "output");
-    auto [g_dev] = gradient([&](const auto& m) { return weighted(m(x | dev), 26); }, on);
+    EXPECT_EQ(get_device(on), dev);
+    EXPECT_EQ(shown(on), shown(model));
+    const Tensor y = on(x | dev);
+    EXPECT_EQ(y.device(), dev);
+    expect_close(y, model(x), 1e-5, "output");
+    auto [g_dev] = gradient([&](const auto& m) { return weighted(m(x | dev), 17); }, on);
     const auto gd = leaves(g_dev), gc = leaves(g_cpu);
     ASSERT_EQ(gd.size(), gc.size());
     for (size_t k = 0; k < gd.size(); ++k) expect_close(gd[k], gc[k], 1e-4, "gradient " + std::to_string(k));
+    const auto bag_on = bag | dev;
+    expect_close(bag_on(idx | dev, at), bag(idx, at), 1e-6, "EmbeddingBag");
+    auto [gb_dev] = gradient([&](const EmbeddingBag& b) { return weighted(b(idx | dev, at | dev), 18); }, bag_on);
+    expect_close(gb_dev.weight, gb_cpu.weight, 1e-6, "EmbeddingBag gradient");
+    expect_message<DeviceMismatch>([&] { bag_on(idx, at); }, "EmbeddingBag(9 => 3, maximum)");
+    const auto back = on | cpu;
+    expect_close(back(x), model(x), 0, "back on the CPU");
   }
-  // setup and update: a few Adam steps lower the loss, and no bias appears.
-  auto loss = [&](const auto& m) { return mse(m(x), zeros(2, 6, 5)); };
-  auto opt = setup(Adam(0.05), model);
-  const double first = loss(model).item<double>();
-  for (int i = 0; i < 20; ++i) {
-    auto [l, grads] = withgradient(loss, model);
-    update(opt, model, std::get<0>(grads));
-  }
-  EXPECT_LT(loss(model).item<double>(), 0.5 * first);
-  EXPECT_FALSE(std::get<0>(model.layers).cell.bias.defined());
-  EXPECT_FALSE(std::get<3>(model.layers).cell.b.defined());
-  EXPECT_EQ(flx::testing::names_of(state(model)).size(), 11u);
-}
-
-// An initialiser that returns another shape: a DimensionMismatch naming the
-// layer (not its cell, for a layer), the option, the kernel and both shapes,
-// before anything else is drawn.
-TEST(RecurrentErrors, ABadInitialiserIsATypedErrorNamingTheLayerAndTheShapes) {
-  const InitFn transposed = [](const Shape& s) { return zeros(Float32, Shape{s[1], s[0]}); };
-  const InitFn nothing = [](const Shape&) { return Tensor{}; };
-  const InitFn flat = [](const Shape& s) { return zeros(Float32, Shape{s.numel()}); };
-  expect_error<DimensionMismatch>([&] { LSTM(3, 5, {.init_kernel = transposed}); },
-                                  {"LSTM: the .init_kernel function must return an array of the dims it is given, "
-                                   "(20×3) for Wi (4·out, in); got 3×20"});
-  expect_error<DimensionMismatch>([&] { LSTMCell(3, 5, {.init_kernel = transposed}); },
-                                  {"LSTMCell: the .init_kernel function", "(20×3) for Wi (4·out, in); got 3×20"});
-  expect_error<DimensionMismatch>([&] { GRU(3, 5, {.init_recurrent_kernel = nothing}); },
-                                  {"GRU: the .init_recurrent_kernel function must return an array of the dims it is "
-                                   "given, (15×5) for Wh (3·out, out); got undefined"});
-  expect_error<DimensionMismatch>([&] { GRUCell(3, 5, {.init_recurrent_kernel = transposed}); },
-                                  {"GRUCell: the .init_recurrent_kernel", "(15×5) for Wh (3·out, out); got 5×15"});
-  expect_error<DimensionMismatch>([&] { RNN(3, 5, flx::tanh, {.init_kernel = flat}); },
-                                  {"RNN: the .init_kernel", "(5×3) for Wi (out, in); got 15"});
-  expect_error<DimensionMismatch>([&] { RNNCell(3, 5, relu, {.init_recurrent_kernel = flat}); },
-                                  {"RNNCell: the .init_recurrent_kernel", "(5×5) for Wh (out, out); got 25"});
-  // GRUv3's Wh_h̃ comes from init_recurrent_kernel too, with dims (out, out).
-  const InitFn always_15x5 = [](const Shape&) { return zeros(Float32, Shape{15, 5}); };
-  expect_error<DimensionMismatch>([&] { GRUv3(3, 5, {.init_recurrent_kernel = always_15x5}); },
-                                  {"GRUv3: the .init_recurrent_kernel", "(5×5) for Wh_h\u0303 (out, out); got 15×5"});
-  expect_error<DimensionMismatch>([&] { GRUv3Cell(3, 5, {.init_recurrent_kernel = always_15x5}); },
-                                  {"GRUv3Cell: the .init_recurrent_kernel", "for Wh_h\u0303"});
-  // The sizes and the other options are checked before an initialiser is called.
-  int calls = 0;
-  const InitFn counted = [&](const Shape& s) { ++calls; return glorot_uniform(s); };
-  expect_error<ArgumentError>([&] { GRU(0, 5, {.init_kernel = counted}); }, {"GRU: sizes must be positive"});
-  expect_error<ArgumentError>([&] { LSTM(3, 5, {.recurrent_bias = true, .init_kernel = counted}); },
-                              {"LSTM", "recurrent_bias is an option of GRU and GRUCell only"});
-  expect_error<ArgumentError>([&] { LSTMCell(3, 5, {.learned_state = true, .init_kernel = counted}); },
-                              {"LSTMCell", "learned_state is an option of the layer"});
-  EXPECT_EQ(calls, 0);
-  // An initialiser's own error goes through as it is.
-  expect_error<ArgumentError>([] { GRU(3, 5, {.init_kernel = [](const Shape& s) { return orthogonal(Shape{s[0]}); }}); },
-                              {"orthogonal: needs two or more dims"});
 }

@@ -1,9 +1,9 @@
-// The containers (SkipConnection, Parallel, PairwiseFusion, Maxout), the
-// layers Bilinear and Scale, and the run-time Chain: each against a closed
+// The containers of src/layers/containers.cpp (include/flx/layers/containers.hpp):
+// SkipConnection, Parallel, PairwiseFusion and Maxout, each against a closed
 // form, Float64 finite differences, a step of training, checkpoint names and
-// a load, printing as Flux prints it, and the errors of misuse. Moves between
-// devices and outputsize are in test_containers_devices.cpp and
-// test_outputsize.cpp.
+// a load, printing as Flux prints it, and the errors of misuse; then every
+// container on every device. Their shape rules are in test_outputsize.cpp;
+// Chain, Bilinear and Scale (basic.hpp) in test_basic.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,64 +17,29 @@
 using namespace flx;
 using flx::testing::check_gradients;
 using flx::testing::error_message;
+using flx::testing::expect_checkpoint_round_trip;
 using flx::testing::expect_close;
+using flx::testing::expect_one_step_moves_every_leaf;
 using flx::testing::expect_values;
 using flx::testing::has;
+using flx::testing::names_of;
 using flx::testing::rand64;
 using flx::testing::shown;
-using flx::testing::names_of;
+using flx::testing::t64;
 using flx::testing::values_of;
 using flx::testing::weighted;
 using V = std::vector<Tensor>;
 
 namespace {
 
-Tensor t64(std::vector<double> v, Shape s) { return tensor(v, s); }
-
 // Dense layers of known Float64 weights.
 Dense dense64(std::vector<double> w, int64_t out, int64_t in, std::vector<double> b, Activation act = {}) {
   return Dense(t64(std::move(w), {out, in}), t64(std::move(b), {out}), std::move(act));
 }
 
-// One step of Descent(0.1) on sum(m(x)): every trainable leaf moves by -0.1 × its gradient.
-template <class M, class... X>
-void expect_one_step_moves_every_leaf(M& m, const X&... x) {
-  const std::vector<Tensor> before = leaves(m, true);
-  std::vector<std::vector<double>> old;
-  for (const Tensor& t : before) old.push_back(t.to_vector<double>());
-  auto opt = setup(Descent(0.1), m);
-  auto [g] = gradient([&](const M& mm) { return weighted(mm(x...), 11); }, m);
-  const std::vector<Tensor> grads = leaves(g, true);
-  ASSERT_EQ(grads.size(), before.size());
-  update(opt, m, g);
-  const std::vector<Tensor> after = leaves(m, true);
-  ASSERT_EQ(after.size(), before.size());
-  for (size_t k = 0; k < after.size(); ++k) {
-    const auto now = after[k].to_vector<double>(), gk = grads[k].to_vector<double>();
-    bool moved = false;
-    for (size_t i = 0; i < now.size(); ++i) {
-      EXPECT_NEAR(now[i], old[k][i] - 0.1 * gk[i], 1e-6) << "leaf " << k << " element " << i;
-      moved = moved || now[i] != old[k][i];
-    }
-    EXPECT_TRUE(moved) << "leaf " << k << " did not move";
-  }
-}
-
-// save, load into a copy whose tensors were zeroed, and compare.
-template <class M>
-void expect_checkpoint_round_trip(const M& m, const std::vector<std::string>& names) {
-  EXPECT_EQ(names_of(state(m)), names);
-  flx::testing::TempDir dir;
-  save(dir / "m.safetensors", m);
-  const M blank = fmap([](const Tensor& t) { return zeros(t.dtype(), t.shape()); }, m);
-  EXPECT_NE(values_of(blank), values_of(m));
-  loadmodel(blank, load(dir / "m.safetensors"));
-  EXPECT_EQ(values_of(blank), values_of(m));
-}
-
 }  // namespace
 
-// ---- SkipConnection --------------------------------------------------------------------
+// ---- SkipConnection -----------------------------------------------------------------
 
 TEST(SkipConnection, AddsTheLayersOutputToItsInput) {
   // W = [1 2; 3 4], b = [0.5, -1]: W x + b + x.
@@ -134,7 +99,7 @@ TEST(SkipConnection, ALayerThatChangesTheShapeIsNamedWithTheShapes) {
   EXPECT_TRUE(has(e, "cannot be broadcast together")) << e;  // the operator's own words follow
 }
 
-// ---- Parallel -------------------------------------------------------------------------
+// ---- Parallel -----------------------------------------------------------------------
 
 TEST(Parallel, GivesOneInputToEveryLayerOrOneInputEach) {
   auto a = dense64({2}, 1, 1, {1});   // 2x + 1
@@ -216,7 +181,7 @@ TEST(Parallel, TheWrongNumberOfInputsIsAnArgumentErrorNamingItAndTheShapes) {
       << c;
 }
 
-// ---- PairwiseFusion ---------------------------------------------------------------------
+// ---- PairwiseFusion -----------------------------------------------------------------
 
 TEST(PairwiseFusion, FeedsEachLayerTheLastOutputFusedWithItsInput) {
   auto a = dense64({2}, 1, 1, {0});   // 2x
@@ -273,7 +238,7 @@ TEST(PairwiseFusion, TheWrongNumberOfInputsIsAnArgumentError) {
       << e;
 }
 
-// ---- Maxout ----------------------------------------------------------------------------
+// ---- Maxout -------------------------------------------------------------------------
 
 TEST(Maxout, TakesTheElementwiseMaximumOfItsLayers) {
   auto m = Maxout(dense64({1}, 1, 1, {0}), dense64({3}, 1, 1, {0}), dense64({-2}, 1, 1, {1}));
@@ -316,157 +281,7 @@ TEST(Maxout, MadeOfAFunctionAndACountAsFlux) {
       << s;
 }
 
-// ---- Bilinear ------------------------------------------------------------------------
-
-TEST(Bilinear, ComputesXTransposeWYPerOutput) {
-  set_seed(6);
-  const Tensor w = rand64({2, 3, 4}), b = rand64({2}), x = rand64({3, 5}), y = rand64({4, 5});
-  auto bl = Bilinear(w, b, flx::tanh);
-  const auto W = w.to_vector<double>(), B = b.to_vector<double>(), X = x.to_vector<double>(), Y = y.to_vector<double>();
-  std::vector<double> want;
-  for (int s = 0; s < 5; ++s)
-    for (int o = 0; o < 2; ++o) {
-      double z = B[size_t(o)];
-      for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 4; ++j) z += X[size_t(s * 3 + i)] * W[size_t(o + 2 * (i + 3 * j))] * Y[size_t(s * 4 + j)];
-      want.push_back(std::tanh(z));
-    }
-  expect_values(bl(x, y), want, 1e-12);
-  expect_values(bl(std::make_tuple(x, y)), want, 1e-12);
-  // Vectors give a vector; b(x) is b(x, x).
-  const Tensor xv = rand64({3}), yv = rand64({4});
-  expect_close(bl(xv, yv), reshape(bl(reshape(xv, {3, 1}), reshape(yv, {4, 1})), {2}), 1e-12);
-  auto square_form = Bilinear(rand64({2, 3, 3}), Tensor());
-  expect_close(square_form(x), square_form(x, x), 0);
-  // Batch dims past the first: the same per observation.
-  const Tensor x3 = reshape(x, {3, 5, 1}), y3 = reshape(y, {4, 5, 1});
-  EXPECT_EQ(bl(x3, y3).shape(), (Shape{2, 5, 1}));
-  expect_values(bl(x3, y3), want, 1e-12);
-}
-
-TEST(Bilinear, GradientsMatchFiniteDifferences) {
-  check_gradients([](const V& v) { return weighted(Bilinear(v[0], v[1], sigmoid)(v[2], v[3]), 9); },
-                  {rand64({2, 3, 4}), rand64({2}), rand64({3, 2}), rand64({4, 2})}, 1e-6, 1e-6, "Bilinear");
-}
-
-TEST(Bilinear, InitialisesAsFluxTrainsAndPrints) {
-  set_seed(7);
-  auto bl = Bilinear(5, 5, 7);
-  EXPECT_EQ(bl.weight.shape(), (Shape{7, 5, 5}));
-  EXPECT_EQ(bl.weight.dtype(), Float32);
-  expect_values(bl.bias, std::vector<double>(7, 0.0));
-  const double a = std::sqrt(6.0 / (7.0 * 10.0));  // Glorot over fans 7·5 and 7·5
-  for (float v : bl.weight.to_vector<float>()) EXPECT_LE(std::fabs(v), a);
-  EXPECT_EQ(shown(bl), "Bilinear(5 => 7)    # 182 parameters");  // Flux's docstring
-  EXPECT_EQ(shown(Bilinear(rand(4, 8, 16), Tensor(), flx::tanh)), "Bilinear((8, 16) => 4, tanh; bias=false)  # 512 parameters");
-  EXPECT_EQ(shown(Bilinear(3, 2, relu)), "Bilinear(3 => 2, relu)  # 20 parameters");
-  expect_one_step_moves_every_leaf(bl, rand(5, 3));
-  expect_checkpoint_round_trip(bl, {"weight", "bias"});
-}
-
-TEST(Bilinear, ShapesThatDoNotFitNameTheLayerAndBoth) {
-  auto bl = Bilinear(5, 4, 3);
-  const std::string f = error_message<DimensionMismatch>([&] { bl(rand(6, 2), rand(4, 2)); });
-  EXPECT_TRUE(has(f, "Bilinear((5, 4) => 3): expected x with 5 features in dim 0 and y with 4; got x of shape 6×2 and "
-                     "y of shape 4×2"))
-      << f;
-  const std::string n = error_message<DimensionMismatch>([&] { bl(rand(5, 3), rand(4, 2)); });
-  EXPECT_TRUE(has(n, "Bilinear((5, 4) => 3): x and y must have the same batch dims (all but the first); got x of shape "
-                     "5×3 and y of shape 4×2"))
-      << n;
-  EXPECT_THROW(Bilinear(rand(2, 3), Tensor()), DimensionMismatch);
-  EXPECT_THROW(Bilinear(rand(2, 3, 4), rand(3)), DimensionMismatch);
-  EXPECT_THROW(Bilinear(0, 3, 2), ArgumentError);
-}
-
-// ---- Scale -----------------------------------------------------------------------------
-
-TEST(Scale, ScalesAndShiftsElementwiseWithBroadcasting) {
-  auto a = Scale(2);
-  EXPECT_EQ(a.scale.shape(), (Shape{2}));
-  expect_values(a.scale, {1, 1});
-  expect_values(a.bias, {0, 0});
-  // Flux's docstring: a([1 2 3]) is 2×3.
-  expect_values(a(tensor({1.0f, 2.0f, 3.0f}, {1, 3})), {1, 1, 2, 2, 3, 3});
-  // Scale(Float32[1 2 3 4], false, abs2)([1, 10]): 2×4.
-  auto b = Scale(tensor({1.0f, 2.0f, 3.0f, 4.0f}, {1, 4}), Tensor(), [](const Tensor& t) { return square(t); });
-  expect_values(b(tensor({1.0f, 10.0f})), {1, 100, 4, 400, 9, 900, 16, 1600});
-  auto c = Scale(t64({2, -1}, {2}), t64({1, 1}, {2}), relu);
-  expect_values(c(t64({1, 3, -1, -4}, {2, 2})), {3, 0, 0, 5});
-  EXPECT_EQ(Scale(4, 3, relu).scale.shape(), (Shape{4, 3}));
-  EXPECT_EQ(Scale({4, 3}, relu).scale.shape(), (Shape{4, 3}));
-}
-
-TEST(Scale, GradientsMatchFiniteDifferences) {
-  check_gradients([](const V& v) { return weighted(Scale(v[0], v[1], flx::tanh)(v[2]), 10); },
-                  {rand64({3, 2}), rand64({3, 2}), rand64({3, 2, 4})}, 1e-6, 1e-6, "Scale");
-}
-
-TEST(Scale, TrainsSavesPrintsAndChecks) {
-  auto s = Scale(3, relu);
-  expect_one_step_moves_every_leaf(s, rand(3, 4));
-  expect_checkpoint_round_trip(s, {"scale", "bias"});
-  EXPECT_EQ(shown(Scale(2)), "Scale(2)            # 4 parameters");  // Flux's docstring
-  EXPECT_EQ(shown(Scale(tensor({1.0f, 2.0f, 3.0f, 4.0f}, {1, 4}), Tensor(), relu)),
-            "Scale(1, 4, relu; bias=false)  # 4 parameters");
-  const std::string e = error_message<DimensionMismatch>([] { Scale(3)(rand(2, 5)); });
-  EXPECT_TRUE(has(e, "Scale(3): shapes (3) and (2×5) cannot be broadcast together")) << e;
-  EXPECT_THROW(Scale(0), ArgumentError);
-  EXPECT_THROW(Scale(rand(2), rand(3)), DimensionMismatch);
-}
-
-// ---- Chain of run-time length, activations ------------------------------------------------
-
-TEST(RuntimeChain, AppliesItsLayersInOrderAndIndexes) {
-  set_seed(8);
-  std::vector<Dense> blocks;
-  for (int i = 0; i < 4; ++i) blocks.emplace_back(3, 3, flx::tanh);
-  auto trunk = Chain(std::move(blocks));
-  static_assert(std::is_same_v<decltype(trunk.layers), std::vector<Dense>>);
-  ASSERT_EQ(trunk.size(), 4u);
-  const Tensor x = rand(3, 2);
-  expect_close(trunk(x), trunk[3](trunk[2](trunk[1](trunk[0](x)))), 0);
-  const auto acts = activations(trunk, x);
-  ASSERT_EQ(acts.size(), 4u);
-  expect_close(acts[0], trunk[0](x), 0);
-  expect_close(acts[3], trunk(x), 0);
-  const std::string e = error_message<ArgumentError>([&] { (void)trunk[4]; });
-  EXPECT_TRUE(has(e, "Chain: index 4 is past the end of a Chain of 4 layers (indices are 0-based: 0 to 3)")) << e;
-  trunk[0].weight = zeros(3, 3);  // a layer is a reference into the Chain
-  expect_values(trunk[0](x), std::vector<double>(6, 0.0));
-}
-
-TEST(RuntimeChain, GradientsTrainingCheckpointsAndPrinting) {
-  check_gradients(
-      [](const V& v) { return weighted(Chain(std::vector<Dense>{Dense(v[0], v[1], flx::tanh), Dense(v[2], v[3])})(v[4]), 12); },
-      {rand64({3, 2}), rand64({3}), rand64({2, 3}), rand64({2}), rand64({2, 4})}, 1e-6, 1e-6, "Chain([Dense, Dense])");
-  set_seed(9);
-  auto c = Chain(std::vector<Dense>{Dense(2, 3), Dense(3, 4)});
-  expect_one_step_moves_every_leaf(c, rand(2, 5));
-  expect_checkpoint_round_trip(c, {"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"});
-  EXPECT_EQ(shown(c),
-            "Chain(\n"
-            "  [\n"
-            "    Dense(2 => 3),                      # 9 parameters\n"
-            "    Dense(3 => 4),                      # 16 parameters\n"
-            "  ],\n"
-            ")                   # Total: 4 arrays, 25 parameters, 100 bytes.");
-  EXPECT_EQ(shown(Chain(std::vector<Dense>{Dense(2, 3)})), "Chain([Dense(2 => 3)])  # 9 parameters");
-}
-
-TEST(Activations, GivesEveryLayersOutput) {
-  set_seed(10);
-  auto m = Chain(Dense(3, 4, relu), Scale(4), softmax);
-  const Tensor x = rand(3, 2);
-  const auto acts = activations(m, x);
-  ASSERT_EQ(acts.size(), 3u);
-  expect_close(acts[0], std::get<0>(m.layers)(x), 0);
-  expect_close(acts[1], std::get<1>(m.layers)(acts[0]), 0);
-  expect_close(acts[2], m(x), 0);
-  EXPECT_EQ(m.size(), 3u);
-}
-
-// ---- every container on every device ------------------------------------------------------
+// ---- every container on every device ------------------------------------------------
 
 TEST(Containers, MoveToEveryDeviceComputeTrainThereAndComeBack) {
   const auto devices = flx::testing::accelerator_devices();
