@@ -21,6 +21,7 @@
 #include "test_util.hpp"
 
 using namespace flx;
+using flx::testing::TempDir;
 using flx::testing::check_gradients;
 using flx::testing::expect_close;
 using flx::testing::expect_error;
@@ -496,11 +497,11 @@ TEST(RecurrentLayers, WorkWithFunctorsCheckpointsAndOptimisers) {
   EXPECT_EQ(std::get<0>(m64.layers).cell.Wh.dtype(), Float64);
   EXPECT_EQ(m64(x.to(Float64)).dtype(), Float64);
   // Saved and loaded into a fresh model, the same outputs.
-  const auto path = std::filesystem::temp_directory_path() / "flx_test_recurrent.safetensors";
-  save(path.string(), model);
+  const TempDir dir;  // one per test and process: ctest runs tests in parallel
+  const std::string path = dir / "flx_test_recurrent.safetensors";
+  save(path, model);
   auto fresh = Chain(GRU(3, 4), Dense(4, 2));
-  loadmodel(fresh, load(path.string()));
-  std::filesystem::remove(path);
+  loadmodel(fresh, load(path));
   expect_close(fresh(x), model(x), 0);
   // A few Adam steps lower the loss.
   auto loss = [&](const auto& m) { return mse(m(x), zeros(2, 6, 5)); };

@@ -16,6 +16,7 @@
 #include "test_util.hpp"
 
 using namespace flx;
+using flx::testing::TempDir;
 using flx::testing::expect_close;
 using flx::testing::expect_error;
 using flx::testing::expect_values;
@@ -317,11 +318,11 @@ TEST(RecurrentInit, WithoutBiasStateNamesNoBiasAndItTrainsSavesPrintsAndMoves) {
   EXPECT_EQ(shown(GRU(3, 5, {.init_kernel = orthogonal})), shown(GRU(3, 5)));
   const Tensor x = rand({3, 6, 5});
   // Saved and loaded into a fresh model without biases: the same outputs.
-  const auto path = std::filesystem::temp_directory_path() / "flx_test_recurrent_nobias.safetensors";
-  save(path.string(), model);
+  const TempDir dir;  // one per test and process: ctest runs tests in parallel
+  const std::string path = dir / "flx_test_recurrent_nobias.safetensors";
+  save(path, model);
   auto fresh = Chain(LSTM(3, 4, none), GRU(4, 4, none), RNN(4, 4, flx::tanh, none), GRUv3(4, 4, none), Dense(4, 2));
-  loadmodel(fresh, load(path.string()));
-  std::filesystem::remove(path);
+  loadmodel(fresh, load(path));
   expect_close(fresh(x), model(x), 0);
   // On every other device (moved as gpu() moves it, but by name: gpu() itself
   // warns once a process where there is no GPU, which Movement.* checks), the
