@@ -291,3 +291,19 @@ TEST(OptimiserRules, EveryRuleStateResumesFromACheckpointExactly) {
     EXPECT_EQ(c.to_vector<float>(), a.to_vector<float>());
   }
 }
+
+// Optimisers.jl's _eps: for Float16 parameters ϵ is at least Float16(1e-7)
+// (1e-8 would round to 0 there), so a zero gradient steps by 0, not NaN.
+TEST(OptimiserRules, Float16KeepsEpsilonAboveZero) {
+  const std::vector<std::shared_ptr<OptRule>> rules = {
+      std::make_shared<NAdam>(), std::make_shared<RAdam>(), std::make_shared<AdaMax>(), std::make_shared<OAdam>(),
+      std::make_shared<AdaDelta>(), std::make_shared<AdaBelief>()};
+  for (const auto& rule : rules) {
+    std::ostringstream name;
+    name << *rule;
+    Tensor x = tensor({0.5, -0.25}).to(Float16);
+    OptState st(rule->clone(), {{"x", x}});
+    st.step({{x, zeros(Float16, {2})}});
+    EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{0.5, -0.25})) << name.str();
+  }
+}

@@ -147,3 +147,38 @@ TEST(OptimiserUtils, TrainStepsOncePerBatchAsGradientAndUpdate) {
   EXPECT_THROW(train([](const MLP& m, const Tensor& x) { return sum(m(x)); }, a, bad, sa), Error);
   EXPECT_EQ(values(trainables(a)[0]), before);
 }
+
+TEST(OptimiserUtils, FreezeAndThawByDottedPath) {
+  MLP m = mlp();
+  auto st = setup(Momentum(0.1), m);
+  const auto before = trainables(m);
+  std::vector<std::vector<double>> start;
+  for (const Tensor& p : before) start.push_back(values(p));
+  set_seed(3);
+  const Tensor x = randn(3, 5), y = randn(2, 5);
+  auto step = [&] { update(st, m, std::get<0>(gradient([&](const MLP& mm) { return mse(mm(x), y); }, m))); };
+  // Leaf paths as the state names them: "layers.0.weight", ...
+  EXPECT_EQ(st.entries()[0].path, "layers.0.weight");
+  EXPECT_EQ(freeze(st, "layers.0"), 2u);  // its weight and bias
+  step();
+  EXPECT_EQ(values(before[0]), start[0]);
+  EXPECT_EQ(values(before[1]), start[1]);
+  EXPECT_NE(values(before[2]), start[2]);
+  // A frozen leaf's state (Momentum's velocity) stays as it was too.
+  EXPECT_EQ(values(st.entries()[0].state.tensors[0]), std::vector<double>(12, 0.0));
+  EXPECT_EQ(thaw(st, "layers.0.weight"), 1u);
+  step();
+  EXPECT_NE(values(before[0]), start[0]);
+  EXPECT_EQ(values(before[1]), start[1]);
+  EXPECT_EQ(thaw(st), 1u);  // "" : everything (the bias was still frozen)
+  EXPECT_EQ(freeze(st), 4u);
+  const auto frozen_at = values(before[3]);
+  step();
+  EXPECT_EQ(values(before[3]), frozen_at);
+  // "layers.1" is not "layers.10"; a path that names nothing is refused.
+  EXPECT_THROW(freeze(st, "layers.2"), ArgumentError);
+  EXPECT_THROW(freeze(st, "layers.0.wei"), ArgumentError);
+  // adjust keeps the flags.
+  adjust<Momentum>(st, [](Momentum& r) { r.rho = 0.5; });
+  EXPECT_TRUE(st.entries()[2].frozen);
+}

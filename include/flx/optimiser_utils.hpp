@@ -134,6 +134,7 @@ void adjust(OptState& state, F&& f) {
               "change, ", *rule, " keeps another state than ", shown.str(), " (RMSProp's centred, say); setup() it "
               "anew instead");
     fresh[i].state = state.entries()[i].state;
+    fresh[i].frozen = state.entries()[i].frozen;
   }
   state = std::move(adjusted);
 }

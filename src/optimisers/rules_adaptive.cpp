@@ -3,6 +3,7 @@
 // SignDecay. Each is composed of elementwise tensor ops (as Momentum and
 // RMSProp are), so every device runs it from this one formula. Host scalars
 // (βᵗ, the step count) live in RuleState::scalars, so checkpoints save them.
+#include <algorithm>
 #include <cmath>
 
 #include "flx/error.hpp"
@@ -30,6 +31,10 @@ void moments(Tensor& m, Tensor& v, const Tensor& dx, const Beta& beta) {
   assign(m, m * beta.first + dx * (1 - beta.first));
   assign(v, v * beta.second + square(dx) * (1 - beta.second));
 }
+// Optimisers.jl's _eps(T, ϵ): ϵ itself, but at least Float16(1e-7) for
+// Float16 parameters (a smaller nonzero ϵ rounds to 0 there), so the
+// denominators stay nonzero. States that start at ϵ start at ϵ itself.
+double eps_for(const Tensor& x, double e) { return x.dtype() == Float16 && e != 0 ? std::max(e, 1e-7) : e; }
 void print_beta(std::ostream& os, const Beta& b) { os << "(" << b.first << ", " << b.second << ")"; }
 // State for the rules with m, v and βᵗ (scalars {β₁ᵗ, β₂ᵗ}, starting at β).
 RuleState two_moments(const Tensor& x, const Beta& beta) {
@@ -44,11 +49,12 @@ void advance(RuleState& st, const Beta& beta) {
 // ---- NAdam ------------------------------------------------------------------------
 RuleState NAdam::init(const Tensor& x) const { return two_moments(x, beta); }
 Tensor NAdam::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  const double eps = eps_for(dx, epsilon);
   Tensor &m = st.tensors[0], &v = st.tensors[1];
   const double bt1 = st.scalars[0], bt2 = st.scalars[1];
   const double b1 = beta.first, b2 = beta.second;
   moments(m, v, dx, beta);
-  Tensor step = (m * (b1 / (1 - b1 * bt1)) + dx * ((1 - b1) / (1 - bt1))) / (sqrt(v * (b2 / (1 - bt2))) + epsilon) * eta;
+  Tensor step = (m * (b1 / (1 - b1 * bt1)) + dx * ((1 - b1) / (1 - bt1))) / (sqrt(v * (b2 / (1 - bt2))) + eps) * eta;
   advance(st, beta);
   return step;
 }
@@ -66,6 +72,7 @@ RuleState RAdam::init(const Tensor& x) const {
   return st;
 }
 Tensor RAdam::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  const double eps = eps_for(dx, epsilon);
   Tensor &m = st.tensors[0], &v = st.tensors[1];
   const double bt1 = st.scalars[0], bt2 = st.scalars[1], t = st.scalars[2];
   moments(m, v, dx, beta);
@@ -74,7 +81,7 @@ Tensor RAdam::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
   Tensor step;
   if (rho > 4) {
     const double r = std::sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho));
-    step = m / (1 - bt1) / (sqrt(v / (1 - bt2)) + epsilon) * (eta * r);
+    step = m / (1 - bt1) / (sqrt(v / (1 - bt2)) + eps) * (eta * r);
   } else {
     step = m * (eta / (1 - bt1));
   }
@@ -91,11 +98,12 @@ void RAdam::print(std::ostream& os) const {
 // ---- AdaMax -----------------------------------------------------------------------
 RuleState AdaMax::init(const Tensor& x) const { return two_moments(x, beta); }
 Tensor AdaMax::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  const double eps = eps_for(dx, epsilon);
   Tensor &m = st.tensors[0], &u = st.tensors[1];
   const double bt1 = st.scalars[0];
   assign(m, m * beta.first + dx * (1 - beta.first));
   assign(u, maximum(u * beta.second, abs(dx)));
-  Tensor step = m / (u + epsilon) * (eta / (1 - bt1));
+  Tensor step = m / (u + eps) * (eta / (1 - bt1));
   advance(st, beta);
   return step;
 }
@@ -113,10 +121,11 @@ RuleState OAdam::init(const Tensor& x) const {
   return st;
 }
 Tensor OAdam::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  const double eps = eps_for(dx, epsilon);
   Tensor &m = st.tensors[0], &v = st.tensors[1], &term = st.tensors[2];
   const double bt1 = st.scalars[0], bt2 = st.scalars[1];
   moments(m, v, dx, beta);
-  Tensor now = m / (1 - bt1) / (sqrt(v / (1 - bt2)) + epsilon) * eta;
+  Tensor now = m / (1 - bt1) / (sqrt(v / (1 - bt2)) + eps) * eta;
   Tensor step = now * 2.0 - term;
   assign(term, now);
   advance(st, beta);
@@ -131,18 +140,20 @@ void OAdam::print(std::ostream& os) const {
 // ---- AdaGrad ----------------------------------------------------------------------
 RuleState AdaGrad::init(const Tensor& x) const { return {{filled_like(x, epsilon)}, {}, {}}; }
 Tensor AdaGrad::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  const double eps = eps_for(dx, epsilon);
   Tensor& acc = st.tensors[0];
   assign(acc, acc + square(dx));
-  return dx * eta / (sqrt(acc) + epsilon);
+  return dx * eta / (sqrt(acc) + eps);
 }
 void AdaGrad::print(std::ostream& os) const { os << "AdaGrad(" << eta << ", " << epsilon << ")"; }
 
 // ---- AdaDelta ---------------------------------------------------------------------
 RuleState AdaDelta::init(const Tensor& x) const { return {{zeros_like(x), zeros_like(x)}, {}, {}}; }
 Tensor AdaDelta::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  const double eps = eps_for(dx, epsilon);
   Tensor &acc = st.tensors[0], &dacc = st.tensors[1];
   assign(acc, acc * rho + square(dx) * (1 - rho));
-  Tensor step = dx * sqrt(dacc + epsilon) / sqrt(acc + epsilon);  // the old Δacc
+  Tensor step = dx * sqrt(dacc + eps) / sqrt(acc + eps);  // the old Δacc
   assign(dacc, dacc * rho + square(step) * (1 - rho));
   return step;
 }
@@ -153,10 +164,11 @@ RuleState AMSGrad::init(const Tensor& x) const {
   return {{filled_like(x, epsilon), filled_like(x, epsilon), filled_like(x, epsilon)}, {}, {}};
 }
 Tensor AMSGrad::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  const double eps = eps_for(dx, epsilon);
   Tensor &m = st.tensors[0], &v = st.tensors[1], &vhat = st.tensors[2];
   moments(m, v, dx, beta);
   assign(vhat, maximum(vhat, v));
-  return m * eta / (sqrt(vhat) + epsilon);
+  return m * eta / (sqrt(vhat) + eps);
 }
 void AMSGrad::print(std::ostream& os) const {
   os << "AMSGrad(" << eta << ", ";
@@ -167,11 +179,12 @@ void AMSGrad::print(std::ostream& os) const {
 // ---- AdaBelief --------------------------------------------------------------------
 RuleState AdaBelief::init(const Tensor& x) const { return two_moments(x, beta); }
 Tensor AdaBelief::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
+  const double eps = eps_for(dx, epsilon);
   Tensor &m = st.tensors[0], &s = st.tensors[1];
   const double bt1 = st.scalars[0], bt2 = st.scalars[1];
   assign(m, m * beta.first + dx * (1 - beta.first));
-  assign(s, s * beta.second + square(dx - m) * (1 - beta.second) + epsilon);
-  Tensor step = m * eta / (1 - bt1) / (sqrt(s / (1 - bt2)) + epsilon);
+  assign(s, s * beta.second + square(dx - m) * (1 - beta.second) + eps);
+  Tensor step = m * eta / (1 - bt1) / (sqrt(s / (1 - bt2)) + eps);
   advance(st, beta);
   return step;
 }
