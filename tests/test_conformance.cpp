@@ -633,7 +633,9 @@ TEST_P(Conformance, OptimiserStepsMatchTheCpu) {
       {"AdaBelief", std::make_shared<AdaBelief>(0.01, Beta{0.9, 0.999}, 1e-8), per_step},
       {"Lion", std::make_shared<Lion>(0.01), exact},
       {"Rprop", std::make_shared<Rprop>(0.01), exact},
-      {"SignDecay", std::make_shared<SignDecay>(0.01), exact}};
+      {"SignDecay", std::make_shared<SignDecay>(0.01), exact},
+      // A step every 2 gradients, none between.
+      {"AccumGrad", std::make_shared<OptimiserChain>(AccumGrad(2), Momentum()), exact}};
   for (const auto& [name, rule, half] : rules) {
     SCOPED_TRACE(name);
     set_seed(5);
