@@ -194,7 +194,9 @@ namespace {
 void step_copy(const OptRule& rule, RuleState& inner, const Tensor& xT, const Tensor& dx) {
   const Tensor g = dx.to(xT.dtype());
   if (rule.apply_in_place(inner, xT, g)) return;
-  const Tensor s = rule.apply(inner, xT, g).to(xT.dtype());
+  const Tensor step = rule.apply(inner, xT, g);
+  if (!step.defined()) return;  // no step this time (AccumGrad)
+  const Tensor s = step.to(xT.dtype());
   ops::raw_map_into(xT, FLX_OP_SUB, xT.dtype(), {{&xT}, {&s}});
 }
 }  // namespace
@@ -230,7 +232,9 @@ RuleState OptimiserChain::init(const Tensor& x) const {
 }
 Tensor OptimiserChain::apply(RuleState& st, const Tensor& x, const Tensor& dx) const {
   Tensor d = dx;
-  for (size_t i = 0; i < rules.size(); ++i) d = rules[i]->apply(st.children[i], x, d);
+  // An undefined step (AccumGrad between its n-th gradients) ends the chain:
+  // no step, as Optimisers.jl's `nothing`.
+  for (size_t i = 0; i < rules.size() && d.defined(); ++i) d = rules[i]->apply(st.children[i], x, d);
   return d;
 }
 std::shared_ptr<GradientTransform> OptimiserChain::gradient_transform(const std::vector<Tensor>& params) const {
@@ -343,7 +347,7 @@ void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
     };
     std::vector<Staged> staged;
     for (size_t i = 0; i < leaves_.size(); ++i) {
-      if (!grads[i].defined()) continue;
+      if (!grads[i].defined() || leaves_[i].frozen) continue;
       const Tensor& x = leaves_[i].param;
       RuleState st = copy_state(leaves_[i].state);
       if (rule_->steps_in_place()) {
@@ -360,16 +364,44 @@ void OptState::step(const std::vector<std::pair<Tensor, Tensor>>& param_grads) {
     for (auto& [i, st, s, updated] : staged) {
       commit_state(leaves_[i].state, st);
       if (updated.defined()) assign(leaves_[i].param, updated);
-      else subtract(leaves_[i].param, s);
+      else if (s.defined()) subtract(leaves_[i].param, s);
     }
     return;
   }
   for (size_t i = 0; i < leaves_.size(); ++i) {
-    if (!grads[i].defined()) continue;
+    if (!grads[i].defined() || leaves_[i].frozen) continue;
     Leaf& leaf = leaves_[i];
     if (rule_->apply_in_place(leaf.state, leaf.param, grads[i])) continue;
-    subtract(leaf.param, rule_->apply(leaf.state, leaf.param, grads[i]));
+    const Tensor s = rule_->apply(leaf.state, leaf.param, grads[i]);
+    if (s.defined()) subtract(leaf.param, s);  // undefined: no step (AccumGrad)
   }
 }
+
+namespace {
+// Whether the leaf at `leaf` is `path` or under it ("" is everything).
+bool under(const std::string& leaf, const std::string& path) {
+  return path.empty() || leaf == path ||
+         (leaf.size() > path.size() && leaf.compare(0, path.size(), path) == 0 && leaf[path.size()] == '.');
+}
+size_t set_frozen(OptState& state, const std::string& path, bool frozen, const char* what) {
+  bool named = false;
+  size_t changed = 0;
+  for (auto& leaf : state.entries()) {
+    if (!under(leaf.path, path)) continue;
+    named = true;
+    changed += leaf.frozen != frozen;
+    leaf.frozen = frozen;
+  }
+  if (!named && !path.empty()) {
+    std::string names;
+    for (const auto& leaf : state.entries()) names += (names.empty() ? "" : ", ") + leaf.path;
+    FLX_THROW(ArgumentError, what, ": no leaf of the optimiser state is at \"", path, "\"; its leaves are ", names);
+  }
+  return changed;
+}
+}  // namespace
+
+size_t freeze(OptState& state, const std::string& path) { return set_frozen(state, path, true, "freeze"); }
+size_t thaw(OptState& state, const std::string& path) { return set_frozen(state, path, false, "thaw"); }
 
 }  // namespace flx

@@ -14,6 +14,7 @@
 
 #include "adam_reference.hpp"
 #include "conformance_case.hpp"
+#include "flx/optimiser_rules.hpp"
 #include "test_util.hpp"
 #include "ulps.hpp"
 
@@ -620,7 +621,21 @@ TEST_P(Conformance, OptimiserStepsMatchTheCpu) {
       {"Chain", std::make_shared<OptimiserChain>(ClipNorm(0.5), WeightDecay(0.01), ClipGrad(0.1), Adam()), per_step},
       // Float32 copies stepped by Adam, each rounded to t: the copies may
       // differ by Adam's float rounding, so the parameters by 1 ulp a step.
-      {"MixedPrecision", std::make_shared<MixedPrecision>(Float32, Adam(0.01)), per_step}};
+      {"MixedPrecision", std::make_shared<MixedPrecision>(Float32, Adam(0.01)), per_step},
+      // The rules composed of tensor ops (src/optimisers/rules_adaptive.cpp).
+      {"NAdam", std::make_shared<NAdam>(0.01), per_step},
+      {"RAdam", std::make_shared<RAdam>(0.01, Beta{0.8, 0.9}), per_step},
+      {"AdaMax", std::make_shared<AdaMax>(0.01), per_step},
+      {"OAdam", std::make_shared<OAdam>(0.01), per_step},
+      {"AdaGrad", std::make_shared<AdaGrad>(), per_step},
+      {"AdaDelta", std::make_shared<AdaDelta>(), per_step},
+      {"AMSGrad", std::make_shared<AMSGrad>(0.01), per_step},
+      {"AdaBelief", std::make_shared<AdaBelief>(0.01, Beta{0.9, 0.999}, 1e-8), per_step},
+      {"Lion", std::make_shared<Lion>(0.01), exact},
+      {"Rprop", std::make_shared<Rprop>(0.01), exact},
+      {"SignDecay", std::make_shared<SignDecay>(0.01), exact},
+      // A step every 2 gradients, none between.
+      {"AccumGrad", std::make_shared<OptimiserChain>(AccumGrad(2), Momentum()), exact}};
   for (const auto& [name, rule, half] : rules) {
     SCOPED_TRACE(name);
     set_seed(5);

@@ -20,6 +20,8 @@
 #include "flx/movement.hpp"
 #include "flx/ops.hpp"
 #include "flx/optimisers.hpp"
+#include "flx/optimiser_rules.hpp"
+#include "flx/optimiser_utils.hpp"
 #include "flx/precision.hpp"
 #include "flx/shape.hpp"
 #include "flx/tensor.hpp"

@@ -235,6 +235,7 @@ class OptState {
     std::string path;  // "layers.0.weight"
     Tensor param;
     RuleState state;
+    bool frozen = false;  // freeze(state, path): update() leaves it (and its state) alone
   };
   OptState(std::shared_ptr<const OptRule> rule, const std::vector<std::pair<std::string, Tensor>>& params);
   const OptRule& rule() const { return *rule_; }
@@ -267,7 +268,17 @@ OptState setup(const R& rule, const M& model) {
 }
 
 // Optimisers.adjust!: change the learning rate of a state tree in place.
+// (Any other field: adjust<Rule>(state, f) in flx/optimiser_utils.hpp.)
 inline void adjust(OptState& state, double eta) { state.adjust(eta); }
+
+// Optimisers.freeze! / thaw!: stop (and resume) updating the leaves at a
+// dotted path as the state names them ("layers.0" for a layer's every
+// tensor, "layers.0.weight" for one; "" for all). A frozen leaf keeps its
+// parameter and its state as they are. Returns how many leaves it changed;
+// a path that names no leaf is an ArgumentError listing the leaves. The
+// flags are not part of checkpoints: freeze again after loading.
+size_t freeze(OptState& state, const std::string& path = "");
+size_t thaw(OptState& state, const std::string& path = "");
 
 template <class M>
 void update(OptState& state, const M& model, const M& grads) {
