@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/resource.h>
 #include <vector>
 
 using namespace flx;
@@ -70,6 +71,12 @@ std::tuple<Tensor, Tensor> augment(const std::tuple<Tensor, Tensor>& b, uint64_t
   return {tensor(out, {H, W, 1, n}), id};
 }
 
+double cpu_seconds() {  // this process, user + system
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -110,22 +117,26 @@ int main(int argc, char** argv) {
   DataLoader parallel(data, {.batchsize = batchsize, .shuffle = true, .seed = 7, .parallel = true});
 
   // An epoch, each batch read (its observation count) so none is skipped.
-  auto run = [](const auto& loader, double& check) {
+  // Wall seconds; the process's CPU seconds go to *cpu.
+  auto run = [](const auto& loader, double& check, std::vector<double>& cpu) {
+    const double c0 = cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     for (const auto& b : loader) check += double(std::get<0>(b).size(3));
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cpu.push_back(cpu_seconds() - c0);
+    return wall;
   };
   double c1 = 0, c2 = 0;
-  run(serial, c1);  // warm-up (allocator, first-touch)
-  run(parallel, c2);
-  std::vector<double> ts, tp;
+  std::vector<double> ts, tp, cs, cp, warm;
+  run(serial, c1, warm);  // warm-up (allocator, first-touch)
+  run(parallel, c2, warm);
   for (int r = 0; r < repeats; ++r) {
     if (r % 2 == 0) {
-      ts.push_back(run(serial, c1));
-      tp.push_back(run(parallel, c2));
+      ts.push_back(run(serial, c1, cs));
+      tp.push_back(run(parallel, c2, cp));
     } else {
-      tp.push_back(run(parallel, c2));
-      ts.push_back(run(serial, c1));
+      tp.push_back(run(parallel, c2, cp));
+      ts.push_back(run(serial, c1, cs));
     }
   }
   if (c1 != c2) {
@@ -133,11 +144,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double ms = median(ts) * 1e3, mp = median(tp) * 1e3;
+  auto list = [](const std::vector<double>& v) {
+    std::string out;
+    char buf[32];
+    for (double t : v) {
+      std::snprintf(buf, sizeof buf, "%s%.1f", out.empty() ? "" : ", ", t * 1e3);
+      out += buf;
+    }
+    return out;
+  };
   std::printf("{\"name\": \"dataloader_epoch_serial\", \"n\": %lld, \"batchsize\": %lld, \"threads\": %d, "
-              "\"repeats\": %d, \"ms_per_epoch\": %.1f}\n",
-              (long long)n, (long long)batchsize, threads, repeats, ms);
+              "\"repeats\": %d, \"ms_per_epoch\": %.1f, \"cpu_ms_per_epoch\": %.1f, \"rounds_ms\": [%s]}\n",
+              (long long)n, (long long)batchsize, threads, repeats, ms, median(cs) * 1e3, list(ts).c_str());
   std::printf("{\"name\": \"dataloader_epoch_parallel\", \"n\": %lld, \"batchsize\": %lld, \"threads\": %d, "
-              "\"repeats\": %d, \"ms_per_epoch\": %.1f, \"ratio_to_serial\": %.3f}\n",
-              (long long)n, (long long)batchsize, threads, repeats, mp, mp / ms);
+              "\"repeats\": %d, \"ms_per_epoch\": %.1f, \"cpu_ms_per_epoch\": %.1f, \"rounds_ms\": [%s], "
+              "\"ratio_to_serial\": %.3f}\n",
+              (long long)n, (long long)batchsize, threads, repeats, mp, median(cp) * 1e3, list(tp).c_str(), mp / ms);
   return 0;
 }
