@@ -384,3 +384,16 @@ TEST(DataLoaderBuffer, ReusesABatchsMemoryOnlyOnceItIsReleased) {
   }
   EXPECT_EQ(distinct.size(), held.size());
 }
+
+TEST(DataLoaderParallel, DataOnEveryDeviceGivesTheSerialBatches) {
+  for (Device d : flx::testing::conformance_devices()) {
+    SCOPED_TRACE(::testing::Message() << d);
+    auto data = std::tuple{columns(13).to(d), labels(13).to(d)};
+    DataLoaderOptions o{.batchsize = 4, .shuffle = true, .seed = 5};
+    DataLoaderOptions p = o;
+    p.parallel = true;
+    p.buffer = true;
+    EXPECT_EQ(epoch_bytes(DataLoader(data, o)), epoch_bytes(DataLoader(data, p)));
+    EXPECT_EQ(epoch_bytes(DataLoader(data, o) | d), epoch_bytes(DataLoader(data, p) | d));
+  }
+}

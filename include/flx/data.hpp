@@ -56,7 +56,8 @@ struct DataLoaderOptions {
   // member's observations in batch order; it returns the batch tensor,
   // observations along its last dim. flx::batch is MLUtils' default (stack).
   std::function<Tensor(const std::vector<Tensor>&)> collate;
-  // Prepare batches on num_threads() threads, ahead of the consumer. The
+  // Prepare batches on num_threads() threads, ahead of the consumer (data
+  // in host memory; data on a device is batched by one thread). The
   // batches are those of a serial loader with the same seed, bit for bit and
   // in the same order (each batch is a function of the epoch's plan and its
   // number; a mapobs transform must be deterministic and thread-safe).
@@ -495,6 +496,9 @@ class DataLoader {
   std::shared_ptr<detail::ParallelBatcher<Batch>> parallel_batcher(
       std::shared_ptr<const detail::EpochPlan> plan) const {
     if (!opts_.parallel || plan->nbatches == 0) return nullptr;
+    // Data on a device is batched there, by one thread.
+    if constexpr (requires { detail::on_host(data_); })
+      if (!detail::on_host(data_)) return nullptr;
     return std::make_shared<detail::ParallelBatcher<Batch>>(
         plan->nbatches, [self = *this, plan](int64_t k) { return self.batch(*plan, k); }, num_threads());
   }
