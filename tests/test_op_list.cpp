@@ -77,17 +77,23 @@ TEST(OpList, EveryCodeRecordsTheMinorVersionThatBroughtIt) {
     EXPECT_LE(map_ops::since(op), int(FLX_BACKEND_ABI_MINOR));
   }
   EXPECT_EQ(map_ops::since(FLX_OP_SOFTSIGN), 3);
+  EXPECT_EQ(map_ops::since(FLX_OP_MISH), 10);
+  EXPECT_EQ(map_ops::since(FLX_OP_RRELU), 10);
+  EXPECT_EQ(map_ops::since(FLX_OP_LISHT_GRAD), 10);
 }
 
 TEST(OpList, EveryFusedDerivativeMatchesFiniteDifferencesOfItsOp) {
-  const std::vector<double> xs{-2.3, -0.7, -0.1, 0.3, 0.9, 2.1};  // away from kinks (0, clamp's ±0.5)
+  // Away from the kinks: 0, ±1 (hardtanh), ±3 (hardσ, hardswish), 6 (relu6),
+  // ±alpha (clamp's ±0.5, softshrink's ±0.5, trelu's 0.7).
+  const std::vector<double> xs{-2.3, -0.7, -0.1, 0.3, 0.9, 2.1, 3.4, -3.6, 6.5};
   const double h = 1e-6;
   int checked = 0;
   for (int op : all_ops()) {
     const auto& in = map_ops::info(op);
     if (in.grad == FLX_OP_NONE) continue;
     SCOPED_TRACE(in.name);
-    const double alpha = op == FLX_OP_CLAMP ? -0.5 : 0.7, beta = op == FLX_OP_CLAMP ? 0.5 : 0;
+    const double alpha = op == FLX_OP_CLAMP || op == FLX_OP_SOFTSHRINK ? (op == FLX_OP_CLAMP ? -0.5 : 0.5) : 0.7,
+                 beta = op == FLX_OP_CLAMP ? 0.5 : 0;
     Tensor x = tensor(xs), up = tensor(xs) + h, down = tensor(xs) - h;
     Tensor g = tensor(std::vector<double>(xs.size(), 1.0));
     std::vector<double> fused = ops::raw_binary(in.grad, x, g, alpha, beta).to_vector<double>();
@@ -97,5 +103,7 @@ TEST(OpList, EveryFusedDerivativeMatchesFiniteDifferencesOfItsOp) {
       EXPECT_NEAR(fused[i], (fu[i] - fd[i]) / (2 * h), 1e-6) << "at x = " << xs[i];
     ++checked;
   }
-  EXPECT_GE(checked, 9);  // gelu, gelu_erf, leakyrelu, elu, swish, softplus, clamp, celu, softsign
+  // gelu, gelu_erf, leakyrelu, elu, swish, softplus, clamp, celu, softsign, and
+  // the 13 of ABI 2.10: hardsigmoid ... lisht
+  EXPECT_GE(checked, 22);
 }

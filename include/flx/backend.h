@@ -12,7 +12,9 @@
  * collectives across processes, NCCL's model); "dnn" (flx_dnn_table,
  * minor 5: convolution, pooling, batch normalisation, as cuDNN and oneDNN
  * offer them; recurrent layers, minor 6; attention, minor 7). Minor 8 added
- * the map ops sin, cos and erf (backend_ops.h).
+ * the map ops sin, cos and erf (backend_ops.h); minor 9 the core call
+ * precision_path; minor 10 the map ops of NNlib's remaining activations
+ * (hardsigmoid ... lisht, rrelu) and their derivative products.
  *
  * Conventions
  *  - Every call takes the backend's own context pointer first.

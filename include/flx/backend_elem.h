@@ -49,6 +49,24 @@ FLX_ELEM_FN CT gelu_tanh_grad(CT x) {
 FLX_ELEM_FN CT gelu_erf_grad(CT x) {
   return K(0.5) * (K(1) + erf(x * K(FLX_SQRT_HALF))) + x * K(FLX_INV_SQRT_2PI) * exp(K(-0.5) * x * x);
 }
+/* NNlib's hardsigmoid, clamp((x + 3) / 6, 0, 1); NaN stays NaN. */
+FLX_ELEM_FN CT hardsigm(CT x) { return x <= K(-3) ? K(0) : (x >= K(3) ? K(1) : (x + K(3)) / K(6)); }
+/* log(1 + exp(x)) without overflow (softplus's body). */
+FLX_ELEM_FN CT softplus_of(CT x) { return log1p(exp(-abs_of(x))) + max_nan(x, K(0)); }
+/* d/dx of x sigm(sqrt(8/pi) x (1 + 0.044715 x^2)), gelu's sigmoid form. */
+FLX_ELEM_FN CT gelu_sigmoid_grad(CT x) {
+  CT s = sigm(K(FLX_GELU_2K) * x * (K(1) + K(0.044715) * x * x));
+  return s + x * s * (K(1) - s) * K(FLX_GELU_2K) * (K(1) + K(3 * 0.044715) * x * x);
+}
+/* d/dx of x tanh(softplus(x)). */
+FLX_ELEM_FN CT mish_grad(CT x) {
+  CT t = tanh(softplus_of(x));
+  return t + x * (K(1) - t * t) * sigm(x);
+}
+/* NNlib's softshrink: x - a above a, x + a below -a, else 0; NaN stays NaN. */
+FLX_ELEM_FN CT softshrink_of(CT x, CT a) {
+  return x + a > K(0) ? (x - a < K(0) ? K(0) : x - a) : x + a;
+}
 #endif
 
 #endif /* FLX_BACKEND_ELEM_H */

@@ -66,6 +66,19 @@
   X(SIN,      22, 1, FLOAT, NONE,           sin(x)) \
   X(COS,      23, 1, FLOAT, NONE,           cos(x)) \
   X(ERF,      24, 1, FLOAT, NONE,           erf(x)) \
+  X(HARDSIGMOID, 25, 1, FLOAT, HARDSIGMOID_GRAD, hardsigm(x)) \
+  X(HARDTANH,  26, 1, FLOAT, HARDTANH_GRAD,  x < K(-1) ? K(-1) : (x > K(1) ? K(1) : x)) \
+  X(RELU6,     27, 1, FLOAT, RELU6_GRAD,     x < K(0) ? K(0) : (x > K(6) ? K(6) : x)) \
+  X(GELU_SIGMOID, 28, 1, FLOAT, GELU_SIGMOID_GRAD, x * sigm(K(FLX_GELU_2K) * x * (K(1) + K(0.044715) * x * x))) \
+  X(HARDSWISH, 29, 1, FLOAT, HARDSWISH_GRAD, x * hardsigm(x)) \
+  X(SELU,      30, 1, FLOAT, SELU_GRAD,      K(FLX_SELU_L) * (x > K(0) ? x : K(FLX_SELU_A) * (exp(x) - K(1)))) \
+  X(LOGSIGMOID, 31, 1, FLOAT, LOGSIGMOID_GRAD, min_nan(x, K(0)) - log1p(exp(-abs_of(x)))) \
+  X(LOGCOSH,  128, 1, FLOAT, LOGCOSH_GRAD,   abs_of(x) + log1p(exp(K(-2) * abs_of(x))) - K(FLX_LN2)) \
+  X(MISH,     129, 1, FLOAT, MISH_GRAD,      x * tanh(softplus_of(x))) \
+  X(TANHSHRINK, 130, 1, FLOAT, TANHSHRINK_GRAD, x - tanh(x)) \
+  X(SOFTSHRINK, 131, 1, FLOAT, SOFTSHRINK_GRAD, softshrink_of(x, a)) \
+  X(TRELU,    132, 1, FLOAT, TRELU_GRAD,     x <= a ? K(0) : x) \
+  X(LISHT,    133, 1, FLOAT, LISHT_GRAD,     x * tanh(x)) \
   /* binary */ \
   X(ADD,      32, 2, NUM,   NONE,           (CT)(x + y)) \
   X(SUB,      33, 2, NUM,   NONE,           (CT)(x - y)) \
@@ -81,6 +94,7 @@
   X(LE,       43, 2, CMP,   NONE,           x <= y) \
   X(GT,       44, 2, CMP,   NONE,           x > y) \
   X(GE,       45, 2, CMP,   NONE,           x >= y) \
+  X(RRELU,    46, 2, FLOAT, NONE,           x > K(0) ? x : y * x) /* y: each element's slope */ \
   /* derivative products (x or y, upstream gradient g = y here) */ \
   X(RELU_GRAD,      64, 2, FLOAT, NONE, x > K(0) ? y : K(0)) \
   X(GELU_GRAD,      65, 2, FLOAT, NONE, y * gelu_tanh_grad(x)) \
@@ -95,6 +109,19 @@
   X(GELU_ERF_GRAD,  74, 2, FLOAT, NONE, y * gelu_erf_grad(x)) \
   X(CELU_GRAD,      75, 2, FLOAT, NONE, x > K(0) ? y : y * exp(x / a)) \
   X(SOFTSIGN_GRAD,  76, 2, FLOAT, NONE, y / ((K(1) + abs_of(x)) * (K(1) + abs_of(x)))) \
+  X(HARDSIGMOID_GRAD, 77, 2, FLOAT, NONE, x > K(-3) && x < K(3) ? y / K(6) : K(0)) \
+  X(HARDTANH_GRAD,  78, 2, FLOAT, NONE, x > K(-1) && x < K(1) ? y : K(0)) \
+  X(RELU6_GRAD,     79, 2, FLOAT, NONE, x > K(0) && x < K(6) ? y : K(0)) \
+  X(GELU_SIGMOID_GRAD, 80, 2, FLOAT, NONE, y * gelu_sigmoid_grad(x)) \
+  X(HARDSWISH_GRAD, 81, 2, FLOAT, NONE, x < K(-3) ? K(0) : (x > K(3) ? y : y * (x / K(3) + K(0.5)))) \
+  X(SELU_GRAD,      82, 2, FLOAT, NONE, x > K(0) ? y * K(FLX_SELU_L) : y * K(FLX_SELU_LA) * exp(x)) \
+  X(LOGSIGMOID_GRAD, 83, 2, FLOAT, NONE, y * sigm(-x)) \
+  X(LOGCOSH_GRAD,   84, 2, FLOAT, NONE, y * tanh(x)) \
+  X(MISH_GRAD,      85, 2, FLOAT, NONE, y * mish_grad(x)) \
+  X(TANHSHRINK_GRAD, 86, 2, FLOAT, NONE, y * tanh(x) * tanh(x)) \
+  X(SOFTSHRINK_GRAD, 87, 2, FLOAT, NONE, softshrink_of(x, a) != K(0) ? y : K(0)) \
+  X(TRELU_GRAD,     88, 2, FLOAT, NONE, x > a ? y : K(0)) \
+  X(LISHT_GRAD,     89, 2, FLOAT, NONE, y * (tanh(x) + x * (K(1) - tanh(x) * tanh(x)))) \
   /* ternary */ \
   X(WHERE,          96, 3, SELECT, NONE, K(0) /* a select: each backend's map loop */)
 
@@ -105,12 +132,23 @@
  * NotImplemented there, with this version in the message). */
 #define FLX_MAP_OPS_ADDED(X) \
   X(SOFTSIGN, 3) X(SOFTSIGN_GRAD, 3) \
-  X(SIN, 8) X(COS, 8) X(ERF, 8)
+  X(SIN, 8) X(COS, 8) X(ERF, 8) \
+  X(HARDSIGMOID, 10) X(HARDTANH, 10) X(RELU6, 10) X(GELU_SIGMOID, 10) X(HARDSWISH, 10) X(SELU, 10) \
+  X(LOGSIGMOID, 10) X(LOGCOSH, 10) X(MISH, 10) X(TANHSHRINK, 10) X(SOFTSHRINK, 10) X(TRELU, 10) X(LISHT, 10) \
+  X(RRELU, 10) \
+  X(HARDSIGMOID_GRAD, 10) X(HARDTANH_GRAD, 10) X(RELU6_GRAD, 10) X(GELU_SIGMOID_GRAD, 10) X(HARDSWISH_GRAD, 10) \
+  X(SELU_GRAD, 10) X(LOGSIGMOID_GRAD, 10) X(LOGCOSH_GRAD, 10) X(MISH_GRAD, 10) X(TANHSHRINK_GRAD, 10) \
+  X(SOFTSHRINK_GRAD, 10) X(TRELU_GRAD, 10) X(LISHT_GRAD, 10)
 /* clang-format on */
 
 /* Constants the bodies use (plain literals, so every language reads them). */
 #define FLX_GELU_K 0.7978845608028654     /* sqrt(2/pi) */
 #define FLX_SQRT_HALF 0.7071067811865476  /* 1/sqrt(2) */
 #define FLX_INV_SQRT_2PI 0.3989422804014327 /* 1/sqrt(2 pi) */
+#define FLX_GELU_2K 1.5957691216057308    /* sqrt(8/pi) */
+#define FLX_SELU_L 1.0507009873554805     /* selu's lambda */
+#define FLX_SELU_A 1.6732632423543772     /* selu's alpha */
+#define FLX_SELU_LA 1.7580993408473768    /* lambda * alpha */
+#define FLX_LN2 0.6931471805599453        /* log(2) */
 
 #endif /* FLX_BACKEND_OPS_H */
