@@ -36,6 +36,10 @@ struct HalfUlps {
 // their half tolerances (a case not named there is exact: 0 ulps).
 std::vector<Case> array_op_cases();
 const std::map<std::string, HalfUlps>& array_op_half_ulps();
+// NNlib's activations of tests/conformance_activation_cases.cpp, with their
+// half tolerances (every case named there).
+std::vector<Case> activation_cases();
+const std::map<std::string, HalfUlps>& activation_half_ulps();
 // The layers of tests/conformance_layer_cases.cpp.
 std::vector<Case> layer_cases();
 const std::map<std::string, HalfUlps>& layer_half_ulps();

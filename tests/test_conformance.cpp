@@ -396,6 +396,17 @@ TEST_P(Conformance, ArrayOpsMatchTheCpuForwardAndBackward) {
   }
 }
 
+// NNlib's activations of issue 29 and glu (tests/conformance_activation_cases.cpp,
+// which argues their half tolerances).
+TEST_P(Conformance, ActivationsMatchTheCpu) {
+  skip_without_accelerator(GetParam());
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper returns from the helper only
+  const DType t = GetParam().dtype;
+  set_seed(16);
+  for (const Case& c : flx::testing::activation_cases())
+    check_case(c, GetParam().device, t, tolerance(t), &flx::testing::activation_half_ulps().at(c.name));
+}
+
 // GroupNorm, InstanceNorm, Upsample, PixelShuffle, DepthwiseConv and
 // ConvTranspose's outpad (tests/conformance_layer_cases.cpp, which argues
 // their half tolerances).

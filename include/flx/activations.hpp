@@ -30,16 +30,44 @@ Tensor softmax(const Tensor& x, int dim, bool log);
 FLX_ACTIVATION(Sigmoid, sigmoid, "σ")
 FLX_ACTIVATION(Relu, relu, "relu")
 FLX_ACTIVATION(Tanh, tanh, "tanh")
-// gelu is NNlib's (and Flux's) gelu: the tanh approximation
-// x/2 (1 + tanh(sqrt(2/π) (x + 0.044715 x³))). gelu_erf is the exact form
-// x/2 (1 + erf(x/√2)), PyTorch's default nn.GELU() (gelu_tanh there is
-// nn.GELU(approximate="tanh")); they differ by up to ~5e-4.
-FLX_ACTIVATION(Gelu, gelu, "gelu")
+// gelu is NNlib's (and Flux's) gelu, gelu_tanh: the tanh approximation
+// x/2 (1 + tanh(sqrt(2/π) (x + 0.044715 x³))); as in NNlib, gelu and
+// gelu_tanh are one function, which prints as gelu_tanh. gelu_sigmoid is the
+// same function written x σ(sqrt(8/π) (x + 0.044715 x³)) (NNlib's, to
+// rounding). gelu_erf is the exact form x/2 (1 + erf(x/√2)), PyTorch's
+// default nn.GELU() (gelu_tanh there is nn.GELU(approximate="tanh")); they
+// differ by up to ~5e-4.
+FLX_ACTIVATION(Gelu, gelu, "gelu_tanh")
+inline constexpr Gelu gelu_tanh{};
+FLX_ACTIVATION(GeluSigmoid, gelu_sigmoid, "gelu_sigmoid")
 FLX_ACTIVATION(GeluErf, gelu_erf, "gelu_erf")
 FLX_ACTIVATION(Swish, swish, "swish")
 FLX_ACTIVATION(Softplus, softplus, "softplus")
 // softsign(x) = x / (1 + |x|), as NNlib.softsign and torch.nn.Softsign.
 FLX_ACTIVATION(Softsign, softsign, "softsign")
+// NNlib's other activations (docs/activations.md has each formula):
+// hardσ(x) = clamp((x + 3)/6, 0, 1), hardtanh(x) = clamp(x, -1, 1),
+// relu6(x) = clamp(x, 0, 6), hardswish(x) = x hardσ(x),
+// selu(x) = λ (x > 0 ? x : α (eˣ − 1)) with NNlib's λ ≈ 1.0507, α ≈ 1.6733,
+// logσ(x) = log σ(x) = −softplus(−x), logcosh(x) = log cosh x,
+// mish(x) = x tanh(softplus(x)), tanhshrink(x) = x − tanh x,
+// lisht(x) = x tanh x. hardsigmoid and logsigmoid print as NNlib's hardσ and
+// logσ.
+FLX_ACTIVATION(HardSigmoid, hardsigmoid, "hardσ")
+FLX_ACTIVATION(HardTanh, hardtanh, "hardtanh")
+FLX_ACTIVATION(Relu6, relu6, "relu6")
+FLX_ACTIVATION(HardSwish, hardswish, "hardswish")
+FLX_ACTIVATION(Selu, selu, "selu")
+FLX_ACTIVATION(LogSigmoid, logsigmoid, "logσ")
+FLX_ACTIVATION(LogCosh, logcosh, "logcosh")
+FLX_ACTIVATION(Mish, mish, "mish")
+FLX_ACTIVATION(TanhShrink, tanhshrink, "tanhshrink")
+FLX_ACTIVATION(Lisht, lisht, "lisht")
+// NNlib's tanh_fast and sigmoid_fast are faster, less exact forms of tanh
+// and σ; here they compute as flx::tanh and sigmoid do (the same bits), and
+// print their own names.
+FLX_ACTIVATION(TanhFast, tanh_fast, "tanh_fast")
+FLX_ACTIVATION(SigmoidFast, sigmoid_fast, "sigmoid_fast")
 #undef FLX_ACTIVATION
 
 struct LeakyRelu {  // leakyrelu(x, a = 0.01)
@@ -59,6 +87,40 @@ struct Celu {
   static const char* name() { return "celu"; }
 };
 inline constexpr Celu celu{};
+// softshrink(x, λ = 0.5): x − λ above λ, x + λ below −λ, 0 between (λ ≥ 0).
+struct Softshrink {
+  Tensor operator()(const Tensor& x, double lambda = 0.5) const;
+  static const char* name() { return "softshrink"; }
+};
+inline constexpr Softshrink softshrink{};
+// trelu(x, θ = 1): x above θ, else 0 (NNlib's trelu, also thresholdrelu).
+struct Trelu {
+  Tensor operator()(const Tensor& x, double theta = 1.0) const;
+  static const char* name() { return "trelu"; }
+};
+inline constexpr Trelu trelu{};
+inline constexpr Trelu thresholdrelu{};
+// rrelu(x, lo = 1/8, hi = 1/3): x where x > 0, else a·x, with a slope a drawn
+// for each element uniformly from [lo, hi] (NNlib's rrelu) while training;
+// otherwise the mean slope (lo + hi)/2, as PyTorch's rrelu in evaluation
+// and the RReLU paper at test time. Training is decided as layers decide it
+// by default (inside gradient/withgradient), or by `training`. The slopes
+// are drawn as dropout's mask: on x's device, from the global seed
+// (set_seed). Unlike NNlib's, rrelu outside gradient is deterministic.
+struct Rrelu {
+  Tensor operator()(const Tensor& x, double lo = 1.0 / 8, double hi = 1.0 / 3) const;
+  Tensor operator()(const Tensor& x, double lo, double hi, bool training) const;
+  static const char* name() { return "rrelu"; }
+};
+inline constexpr Rrelu rrelu{};
+// glu(x, dim = 0): x split in two halves a, b along dim (whose size must be
+// even), then a .* σ(b): NNlib's glu (its default dim 1 is dim 0 here). Also
+// a layer in a Chain, where it splits dim 0.
+struct Glu {
+  Tensor operator()(const Tensor& x, int dim = 0) const;
+  static const char* name() { return "glu"; }
+};
+inline constexpr Glu glu{};
 struct Identity {
   Tensor operator()(const Tensor& x) const { return x; }
   static const char* name() { return "identity"; }
@@ -90,8 +152,10 @@ class Activation {
     if constexpr (std::is_same_v<std::decay_t<F>, Relu>) kind_ = Kind::Relu;
     else if constexpr (std::is_same_v<std::decay_t<F>, Gelu>) kind_ = Kind::Gelu;
     else if constexpr (std::is_same_v<std::decay_t<F>, Identity>) kind_ = Kind::Identity;
-    else if constexpr (std::is_same_v<std::decay_t<F>, Tanh>) kind_ = Kind::Tanh;
-    else if constexpr (std::is_same_v<std::decay_t<F>, Sigmoid>) kind_ = Kind::Sigmoid;
+    else if constexpr (std::is_same_v<std::decay_t<F>, Tanh> || std::is_same_v<std::decay_t<F>, TanhFast>)
+      kind_ = Kind::Tanh;
+    else if constexpr (std::is_same_v<std::decay_t<F>, Sigmoid> || std::is_same_v<std::decay_t<F>, SigmoidFast>)
+      kind_ = Kind::Sigmoid;
   }
   Tensor operator()(const Tensor& x) const { return identity_ ? x : fn_(x); }
   const std::string& name() const { return name_; }
@@ -114,5 +178,6 @@ std::ostream& operator<<(std::ostream& os, const Activation& a);
 FLX_LEAF(Activation)
 FLX_LEAF(Softmax)
 FLX_LEAF(LogSoftmax)
+FLX_LEAF(Glu)
 
 }  // namespace flx

@@ -72,9 +72,11 @@ TEST(Layers, ChainAppliesInOrderAndPrintsLikeFlux) {
   EXPECT_EQ(shown(Dense(2, 3, relu)), "Dense(2 => 3, relu)  # 9 parameters");
   EXPECT_EQ(shown(Chain(Chain(Dense(2, 2, flx::tanh)), Dense(2, 1, gelu))),
             "Chain(\n  Chain(\n    Dense(2 => 2, tanh),                # 6 parameters\n  ),\n"
-            "  Dense(2 => 1, gelu),                  # 3 parameters\n"
+            "  Dense(2 => 1, gelu_tanh),             # 3 parameters\n"
             ")                   # Total: 4 arrays, 9 parameters, 36 bytes.");
-  EXPECT_EQ(shown(Chain(Chain(Dense(2, 2, flx::tanh)), gelu)), "Chain(Chain(Dense(2 => 2, tanh)), gelu)  # 6 parameters");
+  // gelu is NNlib's gelu_tanh, and prints so (as Julia prints NNlib.gelu).
+  EXPECT_EQ(shown(Chain(Chain(Dense(2, 2, flx::tanh)), gelu)),
+            "Chain(Chain(Dense(2 => 2, tanh)), gelu_tanh)  # 6 parameters");
   auto lam = Chain(Dense(2, 2), [](const Tensor& t) { return t * 2.0; });
   expect_values(lam(zeros(2)), {0, 0});
 }

@@ -18,7 +18,7 @@ using flx::testing::shown;
 TEST(Layers, ActivationNamesAsFluxPrintsThem) {
   EXPECT_EQ(shown(Activation(sigmoid)), "σ");
   for (auto [a, n] : std::vector<std::pair<Activation, std::string>>{
-           {relu, "relu"}, {flx::tanh, "tanh"}, {gelu, "gelu"}, {leakyrelu, "leakyrelu"}, {elu, "elu"},
+           {relu, "relu"}, {flx::tanh, "tanh"}, {gelu, "gelu_tanh"}, {leakyrelu, "leakyrelu"}, {elu, "elu"},
            {swish, "swish"}, {softplus, "softplus"}, {identity, "identity"}})
     EXPECT_EQ(shown(a), n);
   EXPECT_EQ(std::string(Softmax::name()), "softmax");
