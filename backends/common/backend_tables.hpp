@@ -81,7 +81,12 @@
 #else
 #define FLX_SINCE_10(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 10, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 11
+#define FLX_SINCE_11(...) __VA_ARGS__
+#else
+#define FLX_SINCE_11(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 11, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off

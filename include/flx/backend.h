@@ -13,8 +13,9 @@
  * minor 5: convolution, pooling, batch normalisation, as cuDNN and oneDNN
  * offer them; recurrent layers, minor 6; attention, minor 7). Minor 8 added
  * the map ops sin, cos and erf (backend_ops.h); minor 9 the core call
- * precision_path; minor 10 the map ops of NNlib's remaining activations
- * (hardsigmoid ... lisht, rrelu) and their derivative products.
+ * precision_path; minor 10 the dnn table's group normalisation; minor 11 the
+ * map ops of NNlib's remaining activations (hardsigmoid ... lisht, rrelu)
+ * and their derivative products.
  *
  * Conventions
  *  - Every call takes the backend's own context pointer first.
@@ -85,7 +86,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 10u
+#define FLX_BACKEND_ABI_MINOR 11u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
