@@ -79,12 +79,12 @@ const std::vector<double> kSmooth{-4.2, -2.7, -1.3, -0.6, -0.2, 0.15, 0.4, 0.8, 
 
 }  // namespace
 
-class Activations : public ::testing::TestWithParam<Device> {
+class NNlibActivations : public ::testing::TestWithParam<Device> {
  protected:
   Tensor on(const Tensor& t) const { return t.to(GetParam()); }
 };
 
-INSTANTIATE_TEST_SUITE_P(Devices, Activations, ::testing::ValuesIn(flx::testing::conformance_devices()),
+INSTANTIATE_TEST_SUITE_P(Devices, NNlibActivations, ::testing::ValuesIn(flx::testing::conformance_devices()),
                          [](const auto& info) {
                            return std::string(info.param.backend()) + std::to_string(info.param.ordinal());
                          });
@@ -92,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, Activations, ::testing::ValuesIn(flx::testing:
 // Each activation against its closed form in Float64, at the kinks and at
 // large and tiny magnitudes; NaN stays NaN, ±Inf gives the limit; Float32
 // to its precision.
-TEST_P(Activations, MatchTheirClosedForms) {
+TEST_P(NNlibActivations, MatchTheirClosedForms) {
   const Tensor x = on(tensor(kPoints));
   const Tensor special = on(tensor(std::vector<double>{kNaN, kInf, -kInf}));
   std::vector<float> p32;
@@ -131,7 +131,7 @@ TEST_P(Activations, MatchTheirClosedForms) {
 // The parameters: softshrink's λ and trelu's θ, NNlib's defaults and others
 // (a negative θ too, where the gradient is 1 above θ: NNlib's rule, Ω > 0,
 // would give 0 between θ and 0).
-TEST_P(Activations, TakeTheirParameters) {
+TEST_P(NNlibActivations, TakeTheirParameters) {
   const Tensor x = on(tensor(kPoints));
   for (double lambda : {0.0, 0.5, 1.2}) {
     std::vector<double> want;
@@ -152,7 +152,7 @@ TEST_P(Activations, TakeTheirParameters) {
 
 // Float64 finite differences of each gradient (the fused derivative ops),
 // at points away from the kinks; the parameters too.
-TEST_P(Activations, GradientsMatchFiniteDifferences) {
+TEST_P(NNlibActivations, GradientsMatchFiniteDifferences) {
   const Tensor x = on(tensor(kSmooth));
   for (const Act& a : acts()) {
     const Fn f = a.f;
@@ -180,7 +180,7 @@ TEST_P(Activations, GradientsMatchFiniteDifferences) {
 // gradient; inside it (training, as layers decide), a slope per element
 // drawn uniformly from [lo, hi] from the global seed, the same for the same
 // seed on every device, with the gradient of the drawn slope.
-TEST_P(Activations, RreluDrawsItsSlopesOnlyWhileTraining) {
+TEST_P(NNlibActivations, RreluDrawsItsSlopesOnlyWhileTraining) {
   std::vector<double> xs;
   for (int i = 0; i < 400; ++i) xs.push_back(i % 2 ? -1.0 - i * 0.01 : 0.5 + i * 0.01);
   const Tensor x = on(tensor(xs));
@@ -220,7 +220,7 @@ TEST_P(Activations, RreluDrawsItsSlopesOnlyWhileTraining) {
 }
 
 // glu: a .* σ(b), a the first half along dim and b the second (NNlib's).
-TEST_P(Activations, GluGatesTheFirstHalfWithTheSecond) {
+TEST_P(NNlibActivations, GluGatesTheFirstHalfWithTheSecond) {
   const Tensor x = on(flx::testing::rand64({4, 3, 2}, -3, 3));
   const std::vector<double> v = x.to_vector<double>();
   for (int dim : {0, 1, 2}) {
