@@ -22,6 +22,11 @@ int fail(int status, const std::string& msg);
 const char* last_error();
 
 inline char* addr(flx_mem m) { return reinterpret_cast<char*>(m.buf) + m.offset; }
+// m's elements as T, or nullptr for a NULL buf (an optional operand).
+template <class T>
+T* ptr_or_null(flx_mem m) {
+  return m.buf ? reinterpret_cast<T*>(addr(m)) : nullptr;
+}
 
 // Elements per chunk of a parallel loop, at least: a loop of fewer than two
 // grains runs on the calling thread, since waking a helper costs more than

@@ -18,11 +18,6 @@ namespace {
 
 using onednn::guarded;  // what the loops throw (out of memory) as a status
 
-template <class T>
-T* ptr(flx_mem m) {
-  return m.buf ? reinterpret_cast<T*>(addr(m)) : nullptr;
-}
-
 }  // namespace
 
 int batchnorm_forward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
@@ -51,9 +46,10 @@ int batchnorm_forward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
   return guarded(call, [&] {
     auto direct = [&](auto tag) {
       using T = decltype(tag);
-      direct_batchnorm_forward<T>(*d, ptr<T>(d->x), ptr<T>(d->y), ptr<T>(d->scale), ptr<T>(d->bias),
-                                  ptr<T>(d->running_mean), ptr<T>(d->running_var), ptr<T>(d->saved_mean),
-                                  ptr<T>(d->saved_invstd));
+      direct_batchnorm_forward<T>(*d, ptr_or_null<T>(d->x), ptr_or_null<T>(d->y), ptr_or_null<T>(d->scale),
+                                  ptr_or_null<T>(d->bias), ptr_or_null<T>(d->running_mean),
+                                  ptr_or_null<T>(d->running_var), ptr_or_null<T>(d->saved_mean),
+                                  ptr_or_null<T>(d->saved_invstd));
     };
     if (d->dtype == FLX_F32)
       direct(float{});
@@ -88,8 +84,9 @@ int batchnorm_backward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
   return guarded(call, [&] {
     auto direct = [&](auto tag) {
       using T = decltype(tag);
-      direct_batchnorm_backward<T>(*d, ptr<T>(d->x), ptr<T>(d->dy), ptr<T>(d->scale), ptr<T>(d->saved_mean),
-                                   ptr<T>(d->saved_invstd), ptr<T>(d->dx), ptr<T>(d->dscale), ptr<T>(d->dbias));
+      direct_batchnorm_backward<T>(*d, ptr_or_null<T>(d->x), ptr_or_null<T>(d->dy), ptr_or_null<T>(d->scale),
+                                   ptr_or_null<T>(d->saved_mean), ptr_or_null<T>(d->saved_invstd),
+                                   ptr_or_null<T>(d->dx), ptr_or_null<T>(d->dscale), ptr_or_null<T>(d->dbias));
     };
     if (d->dtype == FLX_F32)
       direct(float{});

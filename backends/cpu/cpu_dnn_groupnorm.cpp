@@ -19,11 +19,6 @@ namespace {
 
 using onednn::guarded;  // what the loops throw (out of memory) as a status
 
-template <class T>
-T* ptr(flx_mem m) {
-  return m.buf ? reinterpret_cast<T*>(addr(m)) : nullptr;
-}
-
 int check(const char* call, const flx_groupnorm_desc* d) {
   if (!d || d->struct_size < sizeof(flx_groupnorm_desc))
     return fail(FLX_ERR_INVALID_ARGUMENT, std::string(call) + ": the descriptor is missing or older than this " +
@@ -43,8 +38,10 @@ int check(const char* call, const flx_groupnorm_desc* d) {
 template <class T>
 void forward(const flx_groupnorm_desc& d) {
   const int64_t S = d.spatial, C = d.channels, G = d.groups, cpg = C / G, m = S * cpg;
-  const T *x = ptr<const T>(d.x), *scale = ptr<const T>(d.scale), *bias = ptr<const T>(d.bias);
-  T *y = ptr<T>(d.y), *saved_mean = ptr<T>(d.saved_mean), *saved_invstd = ptr<T>(d.saved_invstd);
+  const T *x = ptr_or_null<const T>(d.x), *scale = ptr_or_null<const T>(d.scale);
+  const T* bias = ptr_or_null<const T>(d.bias);
+  T *y = ptr_or_null<T>(d.y), *saved_mean = ptr_or_null<T>(d.saved_mean);
+  T* saved_invstd = ptr_or_null<T>(d.saved_invstd);
   parallel_for(G * d.batch, grain_of(m), [&](int64_t lo, int64_t hi) {
     for (int64_t set = lo; set < hi; ++set) {
       const int64_t g = set % G, n = set / G, c0 = g * cpg;
@@ -77,9 +74,9 @@ void forward(const flx_groupnorm_desc& d) {
 template <class T>
 void backward(const flx_groupnorm_desc& d) {
   const int64_t S = d.spatial, C = d.channels, G = d.groups, N = d.batch, cpg = C / G, m = S * cpg;
-  const T *x = ptr<const T>(d.x), *dy = ptr<const T>(d.dy), *scale = ptr<const T>(d.scale);
-  const T *saved_mean = ptr<const T>(d.saved_mean), *saved_invstd = ptr<const T>(d.saved_invstd);
-  T *dx = ptr<T>(d.dx), *dscale = ptr<T>(d.dscale), *dbias = ptr<T>(d.dbias);
+  const T *x = ptr_or_null<const T>(d.x), *dy = ptr_or_null<const T>(d.dy), *scale = ptr_or_null<const T>(d.scale);
+  const T *saved_mean = ptr_or_null<const T>(d.saved_mean), *saved_invstd = ptr_or_null<const T>(d.saved_invstd);
+  T *dx = ptr_or_null<T>(d.dx), *dscale = ptr_or_null<T>(d.dscale), *dbias = ptr_or_null<T>(d.dbias);
   // Σ dy and Σ dy x̂ of each (channel, sample), channel fastest
   std::vector<double> sum_dy(size_t(C * N)), sum_dy_xhat(size_t(C * N));
   parallel_for(G * N, grain_of(m), [&](int64_t lo, int64_t hi) {

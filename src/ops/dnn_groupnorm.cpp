@@ -28,8 +28,6 @@ Tensor standardise_sets(const Tensor& x, int64_t rows, int64_t sets, double epsi
   return reshape(centred / sqrt(mean(square(centred), Dims{0}) + epsilon), x.shape());
 }
 
-flx_mem mem_or_null(const Tensor& t) { return t.defined() ? detail::mem(t) : flx_mem{}; }
-
 // The backend's groupnorm_* with its autodiff rule; undefined when the
 // backend declines the case.
 Tensor fused(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t groups, double epsilon) {

@@ -37,4 +37,8 @@ Shape pool_shape(const Shape& x, const std::vector<int64_t>& window, const PoolO
 // on the device of `ref`.
 void check_dnn_operand(const Tensor& t, const Tensor& ref, const char* what, const char* layer);
 
+// A descriptor's memory field for an optional tensor: a NULL buf when t is
+// undefined (no bias, no running statistics).
+inline flx_mem mem_or_null(const Tensor& t) { return t.defined() ? detail::mem(t) : flx_mem{}; }
+
 }  // namespace flx::ops

@@ -67,7 +67,6 @@ Tensor batchnorm(const Tensor& x, const Tensor& scale, const Tensor& bias, const
   d.spatial = channels ? x.numel() / std::max<int64_t>(channels * batch, 1) : 0;
   d.epsilon = epsilon;
   d.momentum = momentum;
-  auto mem_or_null = [](const Tensor& t) { return t.defined() ? detail::mem(t) : flx_mem{}; };
   Tensor y = empty(x.dtype(), x.shape(), x.device());
   Tensor saved_mean, saved_invstd;
   if (training) {
@@ -78,12 +77,12 @@ Tensor batchnorm(const Tensor& x, const Tensor& scale, const Tensor& bias, const
   if (x.numel()) {
     d.x = detail::mem(x);
     d.y = detail::mem(y);
-    d.scale = mem_or_null(scale);
-    d.bias = mem_or_null(bias);
-    d.running_mean = mem_or_null(running_mean);
-    d.running_var = mem_or_null(running_var);
-    d.saved_mean = mem_or_null(saved_mean);
-    d.saved_invstd = mem_or_null(saved_invstd);
+    d.scale = ops::mem_or_null(scale);
+    d.bias = ops::mem_or_null(bias);
+    d.running_mean = ops::mem_or_null(running_mean);
+    d.running_var = ops::mem_or_null(running_var);
+    d.saved_mean = ops::mem_or_null(saved_mean);
+    d.saved_invstd = ops::mem_or_null(saved_invstd);
     detail::be(x).batchnorm_forward(detail::dev(x), d);
   }
   if (training) {
@@ -99,10 +98,10 @@ Tensor batchnorm(const Tensor& x, const Tensor& scale, const Tensor& bias, const
         d.x = detail::mem(xs);
         d.dy = detail::mem(g);
         d.dx = detail::mem(dx);
-        d.scale = sc.defined() ? detail::mem(sc) : flx_mem{};
+        d.scale = ops::mem_or_null(sc);
         d.saved_mean = detail::mem(saved_mean);
         d.saved_invstd = detail::mem(saved_invstd);
-        d.dscale = dscale.defined() ? detail::mem(dscale) : flx_mem{};
+        d.dscale = ops::mem_or_null(dscale);
         d.dbias = dbias.defined() ? detail::mem(dbias) : flx_mem{};
         d.y = {};
         d.running_mean = d.running_var = {};
