@@ -128,8 +128,6 @@ ConvPlan plan_crosscor(const Shape& x, const Shape& w, const ConvOptions& o, con
   return p;
 }
 
-std::vector<int64_t> spatial_of(const Tensor& x, int nsp) { return spatial_of(x.shape(), nsp); }
-
 // dx of a cross-correlation (d's geometry) from dy and w.
 Tensor conv_input_grad(flx_conv_desc d, const Tensor& dy, const Tensor& w, const Shape& x_shape) {
   Tensor dx = empty(w.dtype(), x_shape, w.device());
@@ -186,7 +184,7 @@ Tensor crosscor(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOpt
   if (y.numel()) {
     d.x = detail::mem(x);
     d.w = detail::mem(w);
-    d.b = b.defined() ? detail::mem(b) : flx_mem{};
+    d.b = ops::mem_or_null(b);
     d.y = detail::mem(y);
     detail::be(x).conv(detail::dev(x), d, FLX_CONV_FORWARD);
   }
