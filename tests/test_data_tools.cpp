@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "data_columns.hpp"
 #include "tensor_impl.hpp"
 #include "test_util.hpp"
 
@@ -14,17 +15,9 @@ using namespace flx;
 
 namespace {
 
-// (2, n) data whose column j is (j, 10 j), and labels j.
-Tensor columns(int64_t n) {
-  std::vector<float> v;
-  for (int64_t j = 0; j < n; ++j) v.insert(v.end(), {float(j), float(10 * j)});
-  return tensor(v, {2, n});
-}
-Tensor labels(int64_t n) {
-  auto v = std::vector<int64_t>(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0);
-  return tensor(v, {n});
-}
+using flx::testing::columns;
+using flx::testing::labels;
+
 // The observation ids of a columns() tensor, checked for consistency.
 std::vector<int64_t> col_ids(const Tensor& x) {
   auto xv = x.to_vector<double>();
