@@ -3,7 +3,7 @@ char models' training windows as examples/char_transformer.cpp draws them,
 so that bench/char_models_torch.py can start PyTorch from the same weights
 and feed it the same windows (--init flx, --windows flx).
 
-- flx's rand/randn (src/tensor.cpp, backends/common/philox.hpp): fill number
+- flx's rand/randn (src/tensor.cpp, backends/backend_common/philox.hpp): fill number
   `offset` since set_seed(seed) (each fill takes the next), element i (in
   flx's column-major order) from Philox4x32-10 with counter (i, offset) and
   key seed; uniform: 53 bits in [0, 1) rounded to Float32 (kept below 1);

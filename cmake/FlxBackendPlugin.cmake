@@ -13,12 +13,12 @@ function(flx_backend_option var doc)
 endfunction()
 
 # flx_finish_backend_plugin(TARGET): what every plugin library shares. It
-# exports exactly one symbol, flx_backend_entry (backends/common/exports.map),
+# exports exactly one symbol, flx_backend_entry (backends/backend_common/exports.map),
 # links no undefined symbol, keeps the libraries it links to itself, lands
 # beside libflx in the build tree (where the plugin loader looks) and under
 # <libdir>/flx when installed.
 function(flx_finish_backend_plugin target)
-  set(map ${PROJECT_SOURCE_DIR}/backends/common/exports.map)
+  set(map ${PROJECT_SOURCE_DIR}/backends/backend_common/exports.map)
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME ${target}
     CXX_VISIBILITY_PRESET hidden

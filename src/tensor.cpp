@@ -6,8 +6,8 @@
 #include "autograd.hpp"
 #include "devices/registry.hpp"
 #include "flx/ops.hpp"
-#include "common/host_vector.hpp"
-#include "common/philox.hpp"
+#include "util/host_vector.hpp"
+#include "backend_common/philox.hpp"
 #include "tensor_impl.hpp"
 
 namespace flx {

@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "common/map_op_info.hpp"
+#include "backend_common/map_op_info.hpp"
 #include "ops/ops_internal.hpp"
 #include "test_util.hpp"
 

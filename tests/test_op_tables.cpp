@@ -6,7 +6,7 @@
 //           (plugins/abi_2_2): a compute table with fill and map (Float32
 //           negation), and no probe table
 // The test declares the probe table as libflx declares its own
-// (backends/common/backend_tables.hpp) and runs an op through it with the
+// (backends/backend_common/backend_tables.hpp) and runs an op through it with the
 // dispatch layer's generic calls, workspace included. flx-info's listing of
 // both is checked by ctest (flx_info_op_tables).
 #include <dlfcn.h>

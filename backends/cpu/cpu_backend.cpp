@@ -12,9 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/host_memory.hpp"
-#include "common/philox.hpp"
-#include "common/uniform_bound.hpp"
+#include "backend_common/host_memory.hpp"
+#include "backend_common/philox.hpp"
+#include "backend_common/uniform_bound.hpp"
 #include "cpu_backend.hpp"
 #include "cpu_common.hpp"
 #include "cpu_dnn.hpp"

@@ -7,8 +7,8 @@
 #include <string>
 #include <type_traits>
 
-#include "common/backend_tables.hpp"
-#include "common/saturating_cast.hpp"
+#include "backend_common/backend_tables.hpp"
+#include "backend_common/saturating_cast.hpp"
 #include "flx/backend.h"
 #include "cpu_pool.hpp"
 #include "flx/dtype.hpp"

@@ -45,7 +45,7 @@
 #include <string>
 #include <vector>
 
-#include "common/dropout_keep.hpp"
+#include "backend_common/dropout_keep.hpp"
 #include "cpu_attention_math.hpp"
 #include "cpu_dnn.hpp"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <type_traits>
 
-#include "common/map_op_info.hpp"
+#include "backend_common/map_op_info.hpp"
 #include "cpu_common.hpp"
 #include "cpu_vector_math.hpp"
 
@@ -31,7 +31,7 @@ inline float tanh(float x) { return vmath::tanh1(x); }
 inline double tanh(double x) { return std::tanh(x); }
 #define FLX_ELEM_FN template <class CT> inline
 #define FLX_MAP_FN_PREFIX
-#include "common/map_functors.inc"
+#include "backend_common/map_functors.inc"
 #undef FLX_MAP_FN_PREFIX
 #undef FLX_ELEM_FN
 }  // namespace elem

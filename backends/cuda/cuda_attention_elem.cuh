@@ -8,8 +8,8 @@
 
 #include <cmath>
 
-#include "common/philox.hpp"
-#include "common/uniform_bound.hpp"
+#include "backend_common/philox.hpp"
+#include "backend_common/uniform_bound.hpp"
 #include "cuda_attention.hpp"
 #include "cuda_kernels.cuh"
 

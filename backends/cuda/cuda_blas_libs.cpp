@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "common/vendor_library.hpp"
+#include "backend_common/vendor_library.hpp"
 #include "cuda_common.hpp"
 
 #define FLX_CUDA_STR2(x) #x

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/backend_tables.hpp"
+#include "backend_common/backend_tables.hpp"
 #include "flx/backend.h"
 
 namespace flx_cuda {

@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "common/vendor_library.hpp"
+#include "backend_common/vendor_library.hpp"
 #include "cuda_common.hpp"
 
 #define FLX_CUDA_STR2(x) #x

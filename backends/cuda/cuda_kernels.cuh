@@ -14,7 +14,7 @@
 
 #include "cuda_common.hpp"
 #include "cuda_nan_bits.hpp"
-#include "common/saturating_cast.hpp"
+#include "backend_common/saturating_cast.hpp"
 
 namespace flx_cuda {
 

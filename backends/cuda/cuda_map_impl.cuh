@@ -9,7 +9,7 @@
 #include <string>
 #include <type_traits>
 
-#include "common/map_op_info.hpp"
+#include "backend_common/map_op_info.hpp"
 #include "cuda_kernels.cuh"
 
 namespace flx_cuda {
@@ -17,7 +17,7 @@ namespace elem {
 // exp, log, ... resolve to CUDA's global device overloads (float and double).
 #define FLX_ELEM_FN template <class CT> __device__ inline
 #define FLX_MAP_FN_PREFIX __device__
-#include "common/map_functors.inc"
+#include "backend_common/map_functors.inc"
 #undef FLX_MAP_FN_PREFIX
 #undef FLX_ELEM_FN
 }  // namespace elem

@@ -1,13 +1,13 @@
 // Random fills with Philox4x32-10: element i of a fill made with (seed,
-// offset) gets the same bits as on the CPU (backends/common/philox.hpp,
+// offset) gets the same bits as on the CPU (backends/backend_common/philox.hpp,
 // compiled here for the device), so rand() is reproducible across devices.
 // Uniform numbers match exactly; normal ones to the last bit or two (the
 // device's log and cos round differently from glibc's).
 #include <cmath>
 #include <string>
 
-#include "common/philox.hpp"
-#include "common/uniform_bound.hpp"
+#include "backend_common/philox.hpp"
+#include "backend_common/uniform_bound.hpp"
 #include "cuda_kernels.cuh"
 
 namespace flx_cuda {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/backend_tables.hpp"
+#include "backend_common/backend_tables.hpp"
 #include "flx/backend.h"
 
 namespace flx_ocl {

@@ -9,7 +9,7 @@
 
 #include "flx/dtype.hpp"
 #include "ocl_common.hpp"
-#include "common/saturating_cast.hpp"
+#include "backend_common/saturating_cast.hpp"
 
 namespace flx_ocl {
 

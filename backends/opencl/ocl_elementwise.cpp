@@ -1,12 +1,12 @@
 // Launchers for the elementwise kernels: cast, random and map. Host-side
 // work is what the CPU backend does before its loops: the same op/dtype
-// checks (from the op list, backends/common/map_op_info.hpp) and scalars
+// checks (from the op list, backends/backend_common/map_op_info.hpp) and scalars
 // converted exactly as the CPU converts them. Map descriptors arrive
 // canonical (libflx coalesced the dims), so they launch as they are.
 #include <string>
 
-#include "common/map_op_info.hpp"
-#include "common/uniform_bound.hpp"
+#include "backend_common/map_op_info.hpp"
+#include "backend_common/uniform_bound.hpp"
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"
 

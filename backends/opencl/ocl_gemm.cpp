@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "common/vendor_library.hpp"
+#include "backend_common/vendor_library.hpp"
 #include "ocl_blas.hpp"
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"

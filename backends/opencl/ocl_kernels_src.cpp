@@ -428,7 +428,7 @@ kernel void scatter_add_sorted_k(global const uchar* sb, long so, global uchar* 
 }
 )CLC";
 
-// Uniform and normal numbers: Philox4x32-10, as src/common/philox.hpp.
+// Uniform and normal numbers: Philox4x32-10, as backends/backend_common/philox.hpp.
 const char* const kRandomText = R"CLC(
 #if IS_FLOAT
 inline uint4 philox(uint c0, uint c1, uint c2, uint c3, uint k0, uint k1) {
@@ -461,7 +461,7 @@ inline RT normal01(uint4 r) {
 }
 #endif
 
-// top: the largest value of the dtype below b (backends/common/uniform_bound.hpp).
+// top: the largest value of the dtype below b (backends/backend_common/uniform_bound.hpp).
 kernel void random_k(int dist, global uchar* ob, long oo, long n, ulong seed, ulong offset, RT a, RT b, RT top) {
   global ST* out = PTR(ST, ob, oo);
   for (long t = GID; t < n; t += GSIZE) {

@@ -6,7 +6,7 @@
 // to this backend.
 #include <string>
 
-#include "common/map_op_info.hpp"
+#include "backend_common/map_op_info.hpp"
 #include "ocl_common.hpp"
 
 namespace flx_ocl {

@@ -12,7 +12,7 @@
  * NAME   FLX_OP_<NAME> in the enum; lower-cased, the op's name in messages.
  * CODE   unary 0-31 then 128-191, binary 32-63 then 192-255, derivative
  *        products 64-95 then 256-319, ternary 96-127 (kMaxOpCode in
- *        backends/common/map_op_info.hpp is one past the last).
+ *        backends/backend_common/map_op_info.hpp is one past the last).
  * CLASS  the input types an op takes:
  *          ALL    every dtype, Bool included
  *          NUM    every dtype but Bool

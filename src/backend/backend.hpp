@@ -6,7 +6,7 @@
 // failed status into a typed flx::Error carrying the backend's message:
 // NotImplemented for anything the backend cannot do (a table or call it
 // lacks, FLX_ERR_UNSUPPORTED, an op code newer than its ABI minor). The
-// tables are those declared in backends/common/backend_tables.hpp; nothing
+// tables are those declared in backends/backend_common/backend_tables.hpp; nothing
 // else touches them (a test greps for it). Not installed.
 #pragma once
 
@@ -19,7 +19,7 @@
 #include "backend/pinned_pool.hpp"
 #include "backend/scratch.hpp"
 #include "backend/streams.hpp"
-#include "common/backend_tables.hpp"
+#include "backend_common/backend_tables.hpp"
 #include "flx/backend.h"
 #include "flx/device.hpp"
 #include "flx/dtype.hpp"
@@ -95,7 +95,7 @@ class Backend {
   // any other it lists (list_tables, minor 3).
   std::vector<TableInfo> tables() const;
 
-  // ---- op tables (declared in backends/common/backend_tables.hpp)
+  // ---- op tables (declared in backends/backend_common/backend_tables.hpp)
   // Table T of FLX_OP_TABLES, looked up when the backend was loaded.
   template <class T>
   const LoadedTable<T>& table() const {

@@ -1,6 +1,6 @@
 // Loading a backend's tables and saying what it lacks (backend.hpp): the
 // checks of its core table, the lookup of the op tables declared in
-// backends/common/backend_tables.hpp, the listing flx-info prints, and the
+// backends/backend_common/backend_tables.hpp, the listing flx-info prints, and the
 // errors of failed or impossible calls.
 #include <algorithm>
 #include <cstddef>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "backend/backend.hpp"
-#include "common/map_op_info.hpp"
+#include "backend_common/map_op_info.hpp"
 #include "flx/error.hpp"
 
 namespace flx::detail {

@@ -7,7 +7,7 @@
 #include "backend/backend.hpp"
 #include "backend/descriptors.hpp"
 #include "backend/streams.hpp"
-#include "common/map_op_info.hpp"
+#include "backend_common/map_op_info.hpp"
 #include "devices/log.hpp"
 #include "flx/error.hpp"
 

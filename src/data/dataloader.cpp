@@ -6,7 +6,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "common/philox.hpp"
+#include "backend_common/philox.hpp"
 #include "../tensor_impl.hpp"
 #include "flx/data.hpp"
 #include "../ops/ops_internal.hpp"

@@ -16,7 +16,7 @@
 
 #include "devices/preferences.hpp"
 #include "flx/devices.hpp"
-#include "../common/atomic_file.hpp"
+#include "../util/atomic_file.hpp"
 #include "flx/error.hpp"
 #include "log.hpp"
 #include "names.hpp"

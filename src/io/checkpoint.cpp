@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "../autograd.hpp"
-#include "../common/atomic_file.hpp"
+#include "../util/atomic_file.hpp"
 #include "../tensor_impl.hpp"
 #include "flx/checkpoints.hpp"
 #include "flx/ops.hpp"

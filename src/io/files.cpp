@@ -1,5 +1,5 @@
 // Files on disk: non-blocking opening of regular files; atomic replacement
-// (common/atomic_file.hpp) with a CheckpointError.
+// (util/atomic_file.hpp) with a CheckpointError.
 #include "files.hpp"
 
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "../common/atomic_file.hpp"
+#include "../util/atomic_file.hpp"
 #include "flx/error.hpp"
 
 namespace flx::io {

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../common/utf8.hpp"
+#include "../util/utf8.hpp"
 #include "files.hpp"
 #include "flx/error.hpp"
 

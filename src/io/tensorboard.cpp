@@ -19,7 +19,7 @@
 #include <mutex>
 #include <vector>
 
-#include "../common/utf8.hpp"
+#include "../util/utf8.hpp"
 #include "files.hpp"
 #include "flx/device.hpp"
 #include "flx/error.hpp"

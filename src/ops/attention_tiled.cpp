@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "attention.hpp"
-#include "common/dropout_keep.hpp"
+#include "backend_common/dropout_keep.hpp"
 
 namespace flx::ops {
 namespace {

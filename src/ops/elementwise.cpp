@@ -2,7 +2,7 @@
 // with promotion, broadcasting and their backward rules.
 #include <cmath>
 
-#include "common/map_op_info.hpp"
+#include "backend_common/map_op_info.hpp"
 #include "flx/activations.hpp"
 #include "ops_internal.hpp"
 

@@ -1,7 +1,7 @@
 // Shape ops (reshape, permutedims), one-hot encoding and softmax.
 #include <numeric>
 
-#include "../common/host_vector.hpp"
+#include "../util/host_vector.hpp"
 #include "flx/activations.hpp"
 #include "ops_internal.hpp"
 

@@ -4,7 +4,8 @@
 # it under this libflx: a plugin built for an older minor version must keep
 # working. The sources come from the repository's history (git archive) at
 # configure time; without the history (a tarball, a shallow clone) the tests
-# say so and skip.
+# say so and skip. (The paths archived are that commit's: its backends/common is
+# today's backends/backend_common.)
 #
 # Defines FLX_COMPAT_OPENCL_DIR (the folder holding libflx_backend_opencl.so)
 # and the target flx_backend_opencl_abi_2_2 that builds it, or sets

@@ -2,13 +2,13 @@
 // without a GPU: before the first request neither is mapped; a request maps
 // it and resolves every entry point with the header's type, and the
 // host-only cuBLASLt calls (descriptor set-up) work through those pointers.
-// The vendor-library helper (backends/common/vendor_library.hpp) too.
+// The vendor-library helper (backends/backend_common/vendor_library.hpp) too.
 // The plugin's fail() is replaced here by one that keeps the message.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "common/vendor_library.hpp"
+#include "backend_common/vendor_library.hpp"
 #include "cuda/cuda_blas_libs.hpp"
 #include "flx/backend.h"
 #include "vendor_library_test.hpp"

@@ -1,6 +1,6 @@
 /* The "probe" op table of the op-table tests (tests/test_op_tables.cpp): a
  * table no libflx knows, declared by that test as a table of libflx is
- * declared (backends/common/backend_tables.hpp), and served by the test
+ * declared (backends/backend_common/backend_tables.hpp), and served by the test
  * plugin host_plugin.c built with FLX_TEST_PROBE. It follows the rules of
  * tables that come with minor 3 or later (backend.h): its descriptor
  * begins with struct_size, and a call that needs scratch memory says how

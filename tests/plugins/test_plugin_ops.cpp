@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <string>
 
-#include "common/map_op_info.hpp"
+#include "backend_common/map_op_info.hpp"
 #include "plugin_harness.hpp"
 
 using namespace plugintest;
@@ -70,7 +70,7 @@ void check_map(const Backend& be, int32_t t, int op, Layout layout) {
   SCOPED_TRACE(std::string(info.name) + " " + dname(t) + " " + kLayoutNames[layout]);
   OpValues ov = values_of(op);
   // clamp(x::UInt8, -1, ...): a bound below the type's range saturates to 0
-  // from ABI 2.5 on (backends/common/saturating_cast.hpp); a plugin built for
+  // from ABI 2.5 on (backends/backend_common/saturating_cast.hpp); a plugin built for
   // an older minor may convert it as x86 does (to 255), which the ABI left open.
   if (op == FLX_OP_CLAMP && t == FLX_U8 && FLX_TEST_PLUGIN_MINOR < 5) ov.alpha = 0;
   const bool where = info.cls == mo::OpClass::Select;

@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "common/philox.hpp"
-#include "common/uniform_bound.hpp"
+#include "backend_common/philox.hpp"
+#include "backend_common/uniform_bound.hpp"
 #include "flx/backend.h"
 #include "flx/dtype.hpp"
 

@@ -1,14 +1,14 @@
 // Host buffers whose size comes from user input (class counts, file
 // headers, tensor sizes): an allocation that fails is a typed
 // flx::OutOfMemory naming what it was for, never a std::bad_alloc, and so
-// is one larger than the process could ever fill (common/host_memory.hpp).
+// is one larger than the process could ever fill (backend_common/host_memory.hpp).
 #pragma once
 
 #include <new>
 #include <stdexcept>
 #include <vector>
 
-#include "common/host_memory.hpp"
+#include "backend_common/host_memory.hpp"
 #include "flx/error.hpp"
 
 namespace flx::detail {
