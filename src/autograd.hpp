@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "flx/autodiff.hpp"
+#include "internal/distributed_interface.hpp"
 #include "tensor_impl.hpp"
 
 namespace flx::autograd {
@@ -97,22 +98,9 @@ void record(const char* op, Order order, const Tensor& out, const std::vector<Te
 // rule's node, so a Higher rule that uses it differentiates through it.
 Tensor saved_output(const Tensor& y);
 
-// Watches backward passes (DistributedOptimizer does, to start averaging a
-// gradient across processes while the rest of the pass computes). A pass
-// tells every observer which tensors it differentiates for (their ids,
-// Tensor::id), then each of their gradients as soon as it is final, on the
-// thread running the pass, then that it has ended. Observers are held
-// weakly: one that is destroyed is dropped. While none is registered a
-// pass pays one relaxed atomic load.
-class GradientObserver {
- public:
-  virtual ~GradientObserver() = default;
-  virtual void pass_begins(const std::vector<const void*>& sources) = 0;
-  // grad is undefined never: a tracked tensor that gets no gradient is not
-  // reported (pass_ends says the pass is over).
-  virtual void gradient_ready(const void* source, const Tensor& grad) = 0;
-  virtual void pass_ends() = 0;
-};
+// Watches backward passes: declared in the internal interface of
+// flx::distributed (internal/distributed_interface.hpp), which uses it.
+using internal::GradientObserver;
 void add_gradient_observer(const std::shared_ptr<GradientObserver>& o);
 
 // Runs its scope with recording off (optimiser steps, checkpoints).

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "devices/preferences.hpp"
+#include "internal/distributed_interface.hpp"
 #include "distributed/communicator.hpp"
 #include "distributed/mpi_communicator.hpp"
 #include "distributed/nccl_communicator.hpp"
@@ -50,7 +50,7 @@ bool cuda_aware_declared(std::string* source) {
     *source = "the environment variable FLX_DISTRIBUTED_MPI_CUDA_AWARE";
     return v == "1" || v == "true";
   }
-  return flx::detail::preference_bool("FluxDistributedMPICUDAAware", source).value_or(false);
+  return flx::internal::preference_bool("FluxDistributedMPICUDAAware", source).value_or(false);
 }
 
 bool g_abort_on_uncaught = true;

@@ -5,11 +5,9 @@
 #include <map>
 #include <sstream>
 
-#include "autograd.hpp"
+#include "internal/distributed_interface.hpp"
 #include "distributed/communicator.hpp"
 #include "flx/distributed.hpp"
-#include "io/opt_state_walk.hpp"
-#include "tensor_impl.hpp"
 
 namespace flx::distributed {
 namespace {
@@ -30,10 +28,10 @@ detail::Communicator& comm_of(const DistributedBackend& b, const char* what) {
 // and device (bytes at `offset`).
 void copy_region(const Tensor& dst, uint64_t dst_offset, const Tensor& src, uint64_t src_offset, size_t bytes) {
   if (!bytes) return;
-  flx_mem d = flx::detail::mem(dst), s = flx::detail::mem(src);
+  flx_mem d = flx::internal::mem(dst), s = flx::internal::mem(src);
   d.offset += dst_offset;
   s.offset += src_offset;
-  flx::detail::be(dst).copy_d2d(flx::detail::dev(dst), d, s, bytes);
+  flx::internal::BackendCalls::of(dst).copy_d2d(dst.device().ordinal(), d, s, bytes);
 }
 
 }  // namespace
@@ -67,7 +65,7 @@ namespace detail {
 void broadcast_tree(const DistributedBackend& b, const std::vector<std::pair<std::string, Tensor>>& tensors,
                     const std::vector<double*>& numbers, int root) {
   Communicator& c = comm_of(b, "synchronize");
-  autograd::PauseScope pause;
+  flx::internal::RecordingPause pause;
   FLX_CHECK(root >= 0 && root < c.size, ArgumentError, "synchronize: root ", root, " is not a rank of this job (0 to ",
             c.size - 1, ")");
   // 1. The layout: root's, compared on every rank; a difference anywhere
@@ -139,7 +137,7 @@ void broadcast_tree(const DistributedBackend& b, const std::vector<std::pair<std
 OptState synchronize(const DistributedBackend& b, OptState& state, int root) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::vector<double*> numbers;
-  flx::detail::walk_opt_state(
+  flx::internal::walk_opt_state(
       state, [&](const std::string& name, const Tensor& t) { tensors.emplace_back(name, t); },
       [&](const std::string&, std::vector<double>& v) {
         for (double& d : v) numbers.push_back(&d);

@@ -2,7 +2,7 @@
 // it: the parameters are cut into flat buckets (25 MiB, the first 1 MiB,
 // filled in reverse order of the parameters, one element type and device
 // each), and each bucket is one allreduce. The buckets watch the backward
-// pass (autograd::GradientObserver): a gradient is copied into its bucket
+// pass (flx::internal::GradientObserver): a gradient is copied into its bucket
 // the moment it is final, and a bucket whose gradients are all in starts
 // its allreduce at once (in bucket order, so every rank starts the same
 // collectives in the same order), while the pass computes the rest. update()
@@ -23,11 +23,10 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "autograd.hpp"
+#include "internal/distributed_interface.hpp"
 #include "distributed/communicator.hpp"
 #include "flx/distributed.hpp"
 #include "flx/layers/show.hpp"  // format_bytes
-#include "tensor_impl.hpp"
 
 namespace flx::distributed {
 namespace detail {
@@ -36,7 +35,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-class GradientBuckets final : public GradientTransform, public autograd::GradientObserver {
+class GradientBuckets final : public GradientTransform, public flx::internal::GradientObserver {
  public:
   GradientBuckets(std::shared_ptr<Communicator> comm, const DistributedOptions& o, const std::vector<Tensor>& params)
       : comm_(std::move(comm)), opts_(o), params_(params) {
@@ -186,7 +185,7 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
   }
 
   flx_mem at(const Bucket& b, int64_t element) const {
-    flx_mem m = flx::detail::mem(b.flat);
+    flx_mem m = flx::internal::mem(b.flat);
     m.offset += uint64_t(element) * dtype_size(b.dtype);
     return m;
   }
@@ -196,12 +195,12 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
   bool pack(Bucket& b, size_t k, const Tensor& g) {
     const Tensor& p = params_[b.params[k]];
     if (g.shape() != p.shape() || g.device() != b.device || !is_floating(g.dtype())) return false;
-    const auto& be = flx::detail::be(g);
-    const int dev = flx::detail::dev(g);
+    const auto be = flx::internal::BackendCalls::of(g);
+    const int dev = g.device().ordinal();
     if (g.dtype() == b.dtype)
-      be.copy_d2d(dev, at(b, b.offsets[k]), flx::detail::mem(g), size_t(g.numel()) * dtype_size(b.dtype));
+      be.copy_d2d(dev, at(b, b.offsets[k]), flx::internal::mem(g), size_t(g.numel()) * dtype_size(b.dtype));
     else
-      be.cast(dev, at(b, b.offsets[k]), b.dtype, flx::detail::mem(g), g.dtype(), size_t(g.numel()));
+      be.cast(dev, at(b, b.offsets[k]), b.dtype, flx::internal::mem(g), g.dtype(), size_t(g.numel()));
     b.packed[k] = g.id();
     return true;
   }
@@ -214,8 +213,8 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
   // allreduce.
   void launch(size_t i) {
     Bucket& b = buckets_[i];
-    const auto& be = flx::detail::be(b.flat);
-    const int dev = flx::detail::dev(b.flat);
+    const auto be = flx::internal::BackendCalls::of(b.flat);
+    const int dev = b.flat.device().ordinal();
     const int64_t n = int64_t(b.params.size());
     std::vector<double> presence(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) {
@@ -224,7 +223,7 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
     }
     // Converted on the host: a device need not have Float64.
     const Tensor flags = tensor(presence).to(b.dtype).to(b.device);
-    be.copy_d2d(dev, at(b, b.grad_numel), flx::detail::mem(flags), size_t(n) * dtype_size(b.dtype));
+    be.copy_d2d(dev, at(b, b.grad_numel), flx::internal::mem(flags), size_t(n) * dtype_size(b.dtype));
     std::ostringstream what;
     what << "allreduce of gradient bucket " << i + 1 << " of " << buckets_.size() << " (" << b.grad_numel << " "
          << b.dtype << " values, " << format_bytes(b.grad_numel * int64_t(dtype_size(b.dtype))) << ", on "
@@ -243,13 +242,13 @@ class GradientBuckets final : public GradientTransform, public autograd::Gradien
       const size_t p = b.params[k];
       if (!grads[p].defined()) {  // absent here: present elsewhere?
         if (presence.empty())
-          presence = flx::detail::share(b.flat, Shape{int64_t(b.params.size())},
-                                        b.flat.impl()->offset + uint64_t(b.grad_numel) * dtype_size(b.dtype))
+          presence = flx::internal::share(b.flat, Shape{int64_t(b.params.size())},
+                                          uint64_t(b.grad_numel) * dtype_size(b.dtype))
                          .to_vector<double>();
         if (presence[k] == 0) continue;
       }
-      grads[p] = flx::detail::share(b.flat, params_[p].shape(),
-                                    b.flat.impl()->offset + uint64_t(b.offsets[k]) * dtype_size(b.dtype));
+      grads[p] = flx::internal::share(b.flat, params_[p].shape(),
+                                      uint64_t(b.offsets[k]) * dtype_size(b.dtype));
     }
   }
 
@@ -299,7 +298,7 @@ void DistributedOptimizer::set_eta(double e) { rule_->set_eta(e); }
 
 std::shared_ptr<GradientTransform> DistributedOptimizer::gradient_transform(const std::vector<Tensor>& params) const {
   auto buckets = std::make_shared<detail::GradientBuckets>(backend_, opts_, params);
-  if (opts_.overlap) autograd::add_gradient_observer(buckets);
+  if (opts_.overlap) flx::internal::add_gradient_observer(buckets);
   return buckets;
 }
 

@@ -6,10 +6,8 @@
 
 #include <climits>
 
-#include "autograd.hpp"
+#include "internal/distributed_interface.hpp"
 #include "flx/ops.hpp"
-#include "ops/ops_internal.hpp"
-#include "tensor_impl.hpp"
 
 namespace flx::distributed::detail {
 namespace {
@@ -58,22 +56,22 @@ class MpiWork final : public Work {
     const bool changed = kind_ == Collective::Allreduce || (kind_ == Collective::Broadcast && rank_ != root_) ||
                          (kind_ == Collective::Reduce && rank_ == root_);
     if (!changed) return release();
-    autograd::PauseScope pause;
-    const auto& be = flx::detail::be(wire_);
-    const int dev = flx::detail::dev(wire_);
+    flx::internal::RecordingPause pause;
+    const auto be = flx::internal::BackendCalls::of(wire_);
+    const int dev = wire_.device().ordinal();
     if (pinned_) {
-      be.copy_h2d(dev, flx::detail::mem(wire_), pinned_, flx::detail::checked_nbytes(wire_.shape(), wire_.dtype()));
+      be.copy_h2d(dev, flx::internal::mem(wire_), pinned_, flx::internal::checked_nbytes(wire_.shape(), wire_.dtype()));
       be.synchronize(dev);  // before the pinned buffer goes
       release();
     }
-    if (op_ == ReduceOp::Avg) ops::raw_map_into(wire_, FLX_OP_DIV, wire_.dtype(), {{&wire_}, {nullptr, double(size_)}});
+    if (op_ == ReduceOp::Avg) flx::internal::divide_in_place(wire_, double(size_));
     if (wire_.id() != x_.id())  // a half tensor that travelled as Float32
-      be.cast(dev, flx::detail::mem(x_), x_.dtype(), flx::detail::mem(wire_), wire_.dtype(), size_t(x_.numel()));
+      be.cast(dev, flx::internal::mem(x_), x_.dtype(), flx::internal::mem(wire_), wire_.dtype(), size_t(x_.numel()));
   }
 
  private:
   void release() {
-    if (pinned_) flx::detail::be(wire_).host_free(pinned_);
+    if (pinned_) flx::internal::BackendCalls::of(wire_).host_free(pinned_);
     pinned_ = nullptr;
   }
   MpiEngine& engine_;
@@ -123,26 +121,26 @@ MpiCommunicator::MpiCommunicator(MpiEngine& e, bool cuda_aware) : engine_(e), cu
 std::unique_ptr<Work> MpiCommunicator::start(Collective kind, const Tensor& x, ReduceOp op, int root,
                                              const std::string& what) {
   check_collective(*this, kind, x, op, root);
-  autograd::PauseScope pause;
+  flx::internal::RecordingPause pause;
   const bool half = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16;
   Tensor wire = half ? x.to(DType::Float32) : x;
   FLX_CHECK(wire.numel() <= INT_MAX, ArgumentError, collective_name(kind), ": ", wire.numel(),
             " elements in one tensor; MPI takes at most ", INT_MAX, " per call: split the tensor");
-  const auto& be = flx::detail::be(wire);
-  const int dev = flx::detail::dev(wire);
-  const size_t nbytes = flx::detail::checked_nbytes(wire.shape(), wire.dtype());
-  void* data = flx::detail::host_data(wire);
+  const auto be = flx::internal::BackendCalls::of(wire);
+  const int dev = wire.device().ordinal();
+  const size_t nbytes = flx::internal::checked_nbytes(wire.shape(), wire.dtype());
+  void* data = flx::internal::host_data(wire);
   void* pinned = nullptr;
 #if FLX_BACKEND_ABI_MINOR >= 4
   if (!data && cuda_aware_ && wire.device().backend_id() == BackendId::CUDA) {
-    data = be.device_address(dev, flx::detail::mem(wire));
+    data = be.device_address(dev, flx::internal::mem(wire));
     if (data) be.synchronize(dev);  // MPI reads it outside the stream's order
   }
 #endif
   if (!data) {
     pinned = be.host_alloc(nbytes);
     try {
-      be.copy_d2h(dev, pinned, flx::detail::mem(wire), nbytes);
+      be.copy_d2h(dev, pinned, flx::internal::mem(wire), nbytes);
       be.synchronize(dev);
     } catch (...) {
       be.host_free(pinned);

@@ -13,10 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "autograd.hpp"
-#include "backend/backend.hpp"
-#include "backend/streams.hpp"
-#include "tensor_impl.hpp"
+#include "internal/distributed_interface.hpp"
 
 namespace flx::distributed::detail {
 
@@ -126,7 +123,7 @@ class NcclWork final : public Work {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(MpiCommunicator& mpi, Device device, const flx::detail::Backend& be, flx_comm comm)
+  NcclCommunicator(MpiCommunicator& mpi, Device device, flx::internal::BackendCalls be, flx_comm comm)
       : mpi_(mpi), device_(device), be_(be), comm_(comm) {
     rank = mpi.rank;
     size = mpi.size;
@@ -155,14 +152,14 @@ class NcclCommunicator final : public Communicator {
     check_collective(*this, kind, x, op, root);
     FLX_CHECK(!broken_, DistributedError, rank_label(*this), ": ", what,
               " refused: an earlier NCCL collective failed, and this job cannot go on");
-    autograd::PauseScope pause;
+    flx::internal::RecordingPause pause;
     const int dev = device_.ordinal();
     // After what is queued on the tensor's stream, on the communicator's.
     flx_event queued = be_.event_create(dev);
     be_.event_record(dev, queued);
     flx_event done = be_.event_create(dev);
     {
-      flx::detail::StreamGuard on(BackendId::CUDA, dev, stream_);
+      flx::internal::StreamScope on(Device(BackendId::CUDA, dev), stream_);
       be_.stream_wait_event(dev, queued);
       flx_collective_desc d{};
       d.kind = collective_kind(kind);
@@ -170,7 +167,7 @@ class NcclCommunicator final : public Communicator {
       d.op = comm_op(op);
       d.root = root;
       d.count = uint64_t(x.numel());
-      d.send = d.recv = flx::detail::mem(x);
+      d.send = d.recv = flx::internal::mem(x);
       CallWatchdog::Scope watched(*watchdog_, what, timeout);
       be_.collective(dev, comm_, d);
       be_.event_record(dev, done);
@@ -220,7 +217,7 @@ class NcclCommunicator final : public Communicator {
  private:
   MpiCommunicator& mpi_;
   Device device_;
-  const flx::detail::Backend& be_;
+  flx::internal::BackendCalls be_;
   flx_comm comm_;
   flx_stream stream_ = nullptr;
   bool broken_ = false;
@@ -245,10 +242,10 @@ void NcclWork::wait() {
 }  // namespace
 
 std::shared_ptr<Communicator> start_nccl(MpiCommunicator& mpi) {
-  const flx::detail::Backend* be = nullptr;
+  std::optional<flx::internal::BackendCalls> be;
   int ndev = 0;
   try {
-    be = &flx::detail::backend_of(Device(BackendId::CUDA, 0));
+    be.emplace(Device(BackendId::CUDA, 0));
     ndev = be->device_count();
   } catch (const Error& e) {
     FLX_THROW(DistributedError, "initialize<NCCLBackend>: NCCL needs a CUDA GPU, and CUDA is not usable here: ",

@@ -18,7 +18,7 @@
 #include "flx/ops.hpp"
 #include "files.hpp"
 #include "key_mapping.hpp"
-#include "opt_state_walk.hpp"
+#include "internal/distributed_interface.hpp"  // walk_opt_state
 #include "safetensors.hpp"
 
 namespace flx {
@@ -241,7 +241,7 @@ Tensor scalars_tensor(const std::vector<double>& v) { return tensor(v, Shape{int
 
 State state(const OptState& opt) {
   State s;
-  detail::walk_opt_state(
+  internal::walk_opt_state(
       opt, [&](const std::string& name, const Tensor& t) { s.insert(name, t); },
       [&](const std::string& name, const std::vector<double>& v) { s.insert(name, scalars_tensor(v)); });
   s.metadata()[kKind] = kOptKind;
@@ -263,7 +263,7 @@ void loadmodel(OptState& opt, const State& s) {
   // and copied with the rest, then go back into the rule states.
   std::vector<State::Entry> targets;
   std::vector<std::pair<Tensor, std::vector<double>*>> scalars;
-  detail::walk_opt_state(
+  internal::walk_opt_state(
       opt, [&](const std::string& name, const Tensor& t) { targets.emplace_back(name, t); },
       [&](const std::string& name, std::vector<double>& v) {
         targets.emplace_back(name, scalars_tensor(v));

@@ -14,6 +14,12 @@
    op codes) to user programs.
 4. Only flx::distributed (src/distributed/) includes MPI, and no public
    header does: a program that does not use it neither links nor loads MPI.
+5. flx::distributed (src/distributed/) includes nothing of libflx's but the
+   public headers (flx/...) and its declared internal interface
+   (internal/distributed_interface.hpp), besides its own headers
+   (distributed/...): no private header of libflx.
+6. libflx's include path (src/ and backends/) has no folder name twice, so
+   an include such as "common/x.hpp" names one place.
 
 Usage: check_layers.py REPO_ROOT
 """
@@ -64,6 +70,26 @@ for p in list((root / "src").rglob("*")) + list((root / "include").rglob("*")):
     for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
         if MPI_HEADER.search(line):
             problems.append(f"{rel}:{n}: MPI included outside src/distributed/: {line.strip()}")
+
+DIST_ALLOWED = re.compile(r'(flx/|distributed/|internal/distributed_interface\.hpp$)')
+for p in (root / "src" / "distributed").rglob("*"):
+    if p.suffix not in (".cpp", ".hpp", ".h"):
+        continue
+    rel = p.relative_to(root).as_posix()
+    for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+        m = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
+        if m and not DIST_ALLOWED.match(m.group(1)):
+            problems.append(f"{rel}:{n}: flx::distributed includes a private header of libflx (use "
+                            f"internal/distributed_interface.hpp): {line.strip()}")
+
+folders = {}
+for top in ("src", "backends"):
+    for d in (root / top).iterdir():
+        if d.is_dir():
+            folders.setdefault(d.name, []).append(f"{top}/{d.name}")
+for name, where in sorted(folders.items()):
+    if len(where) > 1:
+        problems.append(f"{' and '.join(where)}: two folders named {name}/ on libflx's include path")
 
 if problems:
     print("\n".join(problems))
