@@ -404,12 +404,12 @@ step_sanitizer() {
   # 180 s. racecheck over the suites with shared-memory kernels
   # (reductions, arg*, softmax): 90 s. The conformance suite's OpenCL:0
   # cases take 16 s here: 150 s for CUDA's under memcheck. Dense: 60 s.
-  sanitize "$san" memcheck plugin 180 "$BUILD_DIR/tests/flx_plugin_tests_cuda"
-  sanitize "$san" racecheck plugin 90 "$BUILD_DIR/tests/flx_plugin_tests_cuda" \
+  sanitize "$san" memcheck plugin 180 "$BUILD_DIR/flx_plugin_tests_cuda"
+  sanitize "$san" racecheck plugin 90 "$BUILD_DIR/flx_plugin_tests_cuda" \
     --gtest_filter='*Reduction*:*Arg*:*Softmax*'
-  sanitize "$san" memcheck conformance 150 "$BUILD_DIR/tests/flx_tests" \
+  sanitize "$san" memcheck conformance 150 "$BUILD_DIR/flx_tests" \
     --gtest_filter='Devices/Conformance.*/CUDA*:MultiDevice.*Cuda*'
-  sanitize "$san" memcheck dense 60 "$BUILD_DIR/tests/flx_dense_tests" --gtest_filter='DenseFused.MatchesTheUnfusedOpsOnEveryDevice:DenseFused.CudaIsCovered*'
+  sanitize "$san" memcheck dense 60 "$BUILD_DIR/flx_dense_tests" --gtest_filter='DenseFused.MatchesTheUnfusedOpsOnEveryDevice:DenseFused.CudaIsCovered*'
 }
 
 # sanitize SANITIZER TOOL LABEL LIMIT EXE [ARGS...]: one sanitizer run of at

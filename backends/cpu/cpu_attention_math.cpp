@@ -128,7 +128,11 @@ double exp_shifted(double* x, int64_t n, double shift) {
   return s;
 }
 
-__attribute__((target_clones("avx2", "default"))) float column_max(const float* x, int64_t n) {
+namespace {
+// In this file only: GCC gives the dispatcher (an ifunc) of an external
+// target_clones function default visibility whatever -fvisibility says, so
+// libflx would export it; column_max(const float*) below calls this.
+__attribute__((target_clones("avx2", "default"))) float column_max_clones(const float* x, int64_t n) {
   using F = Vec<8>::f;
   F m = F{} + kNegInf;
   int64_t j = 0;
@@ -142,6 +146,9 @@ __attribute__((target_clones("avx2", "default"))) float column_max(const float* 
   for (; j < n; ++j) r = std::max(r, x[j]);
   return r;
 }
+}  // namespace
+
+float column_max(const float* x, int64_t n) { return column_max_clones(x, n); }
 
 double column_max(const double* x, int64_t n) {
   double r = -std::numeric_limits<double>::infinity();

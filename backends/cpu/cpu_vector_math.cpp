@@ -29,9 +29,11 @@ inline void each8(float* o, const float* a, const float* b, int64_t n, const F& 
   }
 }
 
-}  // namespace
-
-__attribute__((target_clones("avx2", "default"))) void row(Unary f, float* o, const float* a, int64_t n) {
+// The AVX2 and default copies, in this file only: GCC gives the dispatcher
+// (an ifunc) of an external target_clones function default visibility
+// whatever -fvisibility says, so libflx would export it; row and
+// row_gelu_grad below call these.
+__attribute__((target_clones("avx2", "default"))) void row_clones(Unary f, float* o, const float* a, int64_t n) {
   switch (f) {
     case Unary::exp: each8(o, a, nullptr, n, [](v8f x, v8f) { return exp(x); }); break;
     case Unary::tanh: each8(o, a, nullptr, n, [](v8f x, v8f) { return tanh(x); }); break;
@@ -40,9 +42,14 @@ __attribute__((target_clones("avx2", "default"))) void row(Unary f, float* o, co
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void row_gelu_grad(float* o, const float* x, const float* y,
-                                                                     int64_t n) {
+__attribute__((target_clones("avx2", "default"))) void row_gelu_grad_clones(float* o, const float* x, const float* y,
+                                                                            int64_t n) {
   each8(o, x, y, n, [](v8f a, v8f b) { return b * gelu_grad(a); });
 }
+
+}  // namespace
+
+void row(Unary f, float* o, const float* a, int64_t n) { row_clones(f, o, a, n); }
+void row_gelu_grad(float* o, const float* x, const float* y, int64_t n) { row_gelu_grad_clones(o, x, y, n); }
 
 }  // namespace flx::cpu_backend::vmath

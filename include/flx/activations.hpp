@@ -4,6 +4,8 @@
 // <cmath> is visible too.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <functional>
 #include <ostream>
 #include <string>
@@ -15,13 +17,13 @@
 namespace flx {
 
 namespace detail {
-Tensor softmax(const Tensor& x, int dim, bool log);
+FLX_API Tensor softmax(const Tensor& x, int dim, bool log);
 }  // namespace detail
 
 // Each operator() is defined in src/ops/activations.cpp (the op codes stay
 // inside the library).
 #define FLX_ACTIVATION(TYPE, OBJ, NAME)                  \
-  struct TYPE {                                          \
+  struct FLX_API TYPE {                                  \
     Tensor operator()(const Tensor& x) const;            \
     static const char* name() { return NAME; }          \
   };                                                     \
@@ -75,26 +77,26 @@ struct LeakyRelu {  // leakyrelu(x, a = 0.01)
   static const char* name() { return "leakyrelu"; }
 };
 inline constexpr LeakyRelu leakyrelu{};
-struct Elu {  // elu(x, α = 1)
+struct FLX_API Elu {  // elu(x, α = 1)
   Tensor operator()(const Tensor& x, double alpha = 1.0) const;
   static const char* name() { return "elu"; }
 };
 inline constexpr Elu elu{};
 // celu(x, α = 1) = max(0, x) + min(0, α (exp(x/α) − 1)), as NNlib.celu and
 // torch.nn.CELU.
-struct Celu {
+struct FLX_API Celu {
   Tensor operator()(const Tensor& x, double alpha = 1.0) const;
   static const char* name() { return "celu"; }
 };
 inline constexpr Celu celu{};
 // softshrink(x, λ = 0.5): x − λ above λ, x + λ below −λ, 0 between (λ ≥ 0).
-struct Softshrink {
+struct FLX_API Softshrink {
   Tensor operator()(const Tensor& x, double lambda = 0.5) const;
   static const char* name() { return "softshrink"; }
 };
 inline constexpr Softshrink softshrink{};
 // trelu(x, θ = 1): x above θ, else 0 (NNlib's trelu, also thresholdrelu).
-struct Trelu {
+struct FLX_API Trelu {
   Tensor operator()(const Tensor& x, double theta = 1.0) const;
   static const char* name() { return "trelu"; }
 };
@@ -107,7 +109,7 @@ inline constexpr Trelu thresholdrelu{};
 // by default (inside gradient/withgradient), or by `training`. The slopes
 // are drawn as dropout's mask: on x's device, from the global seed
 // (set_seed). Unlike NNlib's, rrelu outside gradient is deterministic.
-struct Rrelu {
+struct FLX_API Rrelu {
   Tensor operator()(const Tensor& x, double lo = 1.0 / 8, double hi = 1.0 / 3) const;
   Tensor operator()(const Tensor& x, double lo, double hi, bool training) const;
   static const char* name() { return "rrelu"; }
@@ -116,22 +118,22 @@ inline constexpr Rrelu rrelu{};
 // glu(x, dim = 0): x split in two halves a, b along dim (whose size must be
 // even), then a .* σ(b): NNlib's glu (its default dim 1 is dim 0 here). Also
 // a layer in a Chain, where it splits dim 0.
-struct Glu {
+struct FLX_API Glu {
   Tensor operator()(const Tensor& x, int dim = 0) const;
   static const char* name() { return "glu"; }
 };
 inline constexpr Glu glu{};
-struct Identity {
+struct FLX_API Identity {
   Tensor operator()(const Tensor& x) const { return x; }
   static const char* name() { return "identity"; }
 };
 inline constexpr Identity identity{};
 // softmax / logsoftmax over dim (default 0, Flux's dims=1), also layers.
-struct Softmax {
+struct FLX_API Softmax {
   Tensor operator()(const Tensor& x, int dim = 0) const { return detail::softmax(x, dim, false); }
   static const char* name() { return "softmax"; }
 };
-struct LogSoftmax {
+struct FLX_API LogSoftmax {
   Tensor operator()(const Tensor& x, int dim = 0) const { return detail::softmax(x, dim, true); }
   static const char* name() { return "logsoftmax"; }
 };
@@ -140,7 +142,7 @@ inline constexpr LogSoftmax logsoftmax{};
 
 // Activation: any of the above, or any callable Tensor -> Tensor, held by
 // value in layers such as Dense.
-class Activation {
+class FLX_API Activation {
  public:
   Activation() : name_("identity"), identity_(true), kind_(Kind::Identity) {}
   template <class F>
@@ -173,7 +175,7 @@ class Activation {
   Kind kind_ = Kind::Other;
 };
 
-std::ostream& operator<<(std::ostream& os, const Activation& a);
+FLX_API std::ostream& operator<<(std::ostream& os, const Activation& a);
 
 FLX_LEAF(Activation)
 FLX_LEAF(Softmax)

@@ -8,6 +8,8 @@
 // which every dim has size 1) are views that share x's storage.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <concepts>
 #include <cstdint>
 #include <string>
@@ -21,10 +23,10 @@ namespace flx {
 // same extents in every dim but `dim`; a tensor with fewer dims counts as
 // having trailing dims of size 1, so that hcat of vectors is a matrix and
 // cat along a new dim stacks. Element types promote; one device.
-Tensor cat(const std::vector<Tensor>& xs, int dim);
+FLX_API Tensor cat(const std::vector<Tensor>& xs, int dim);
 // vcat (dim 0) and hcat (dim 1), of a list or of tensors given one by one.
-Tensor vcat(const std::vector<Tensor>& xs);
-Tensor hcat(const std::vector<Tensor>& xs);
+FLX_API Tensor vcat(const std::vector<Tensor>& xs);
+FLX_API Tensor hcat(const std::vector<Tensor>& xs);
 template <class... T>
   requires(std::same_as<T, Tensor> && ...)
 Tensor vcat(const Tensor& x, const T&... xs) {
@@ -38,33 +40,33 @@ Tensor hcat(const Tensor& x, const T&... xs) {
 
 // stack(xs, dim): Julia's stack(xs; dims = dim + 1): tensors of one shape
 // along a new dim inserted at `dim` (0 <= dim <= ndims; ndims: the last).
-Tensor stack(const std::vector<Tensor>& xs, int dim);
-Tensor stack(const std::vector<Tensor>& xs);  // a new last dim (Julia's stack(xs))
+FLX_API Tensor stack(const std::vector<Tensor>& xs, int dim);
+FLX_API Tensor stack(const std::vector<Tensor>& xs);  // a new last dim (Julia's stack(xs))
 // unstack(x, dim): MLUtils' unstack: selectdim(x, dim, i) for each i.
-std::vector<Tensor> unstack(const Tensor& x, int dim);
+FLX_API std::vector<Tensor> unstack(const Tensor& x, int dim);
 // chunk(x, n, dim): MLUtils' chunk: x split along `dim` (the last dim when
 // omitted) into pieces of cld(size, n), the last one shorter when size is
 // not a multiple; so there may be fewer than n pieces (10 in 6: 5 of 2).
-std::vector<Tensor> chunk(const Tensor& x, int64_t n, int dim);
-std::vector<Tensor> chunk(const Tensor& x, int64_t n);
+FLX_API std::vector<Tensor> chunk(const Tensor& x, int64_t n, int dim);
+FLX_API std::vector<Tensor> chunk(const Tensor& x, int64_t n);
 
 // selectdim(x, dim, i): the slice at index i (0-based) along dim, with dim
 // dropped (Julia's selectdim). slice(x, dim, start, stop): indices
 // [start, stop) along dim, dim kept (slice_last generalised).
-Tensor selectdim(const Tensor& x, int dim, int64_t i);
-Tensor slice(const Tensor& x, int dim, int64_t start, int64_t stop);
+FLX_API Tensor selectdim(const Tensor& x, int dim, int64_t i);
+FLX_API Tensor slice(const Tensor& x, int dim, int64_t start, int64_t stop);
 
 // repeat(x, counts): Julia's repeat(x, counts...): x tiled counts[k] times
 // along dim k (size[k] * counts[k]); more counts than dims add dims.
-Tensor repeat(const Tensor& x, const std::vector<int64_t>& counts);
+FLX_API Tensor repeat(const Tensor& x, const std::vector<int64_t>& counts);
 // reverse(x, dim): the elements along dim in reverse order; reverse(x):
 // along every dim (Julia's reverse(x; dims = :)).
-Tensor reverse(const Tensor& x, int dim);
-Tensor reverse(const Tensor& x);
+FLX_API Tensor reverse(const Tensor& x, int dim);
+FLX_API Tensor reverse(const Tensor& x);
 // cumsum(x, dim): y[.., j, ..] = sum of x[.., 0:j, ..] along dim; cumsum(x)
 // of a vector. Integer and Bool inputs sum in Int64, as sum does.
-Tensor cumsum(const Tensor& x, int dim);
-Tensor cumsum(const Tensor& x);
+FLX_API Tensor cumsum(const Tensor& x, int dim);
+FLX_API Tensor cumsum(const Tensor& x);
 
 // Padding, NNlib's: `pad` holds (lo, hi) pairs for the leading dims,
 // {lo0, hi0, lo1, hi1, ...} (fewer pairs than dims leave the rest alone);
@@ -79,18 +81,18 @@ Tensor cumsum(const Tensor& x);
 //   pad_repeat    the edge repeated ([1 2 3] by 2: 1 1 1 2 3 3 3)
 //   pad_circular  wrapped around ([1 2 3] by 2: 2 3 1 2 3 1 2); a side
 //                 pads at most size
-Tensor pad_constant(const Tensor& x, const std::vector<int64_t>& pad, double value = 0);
-Tensor pad_constant(const Tensor& x, int64_t pad, double value = 0);
-Tensor pad_zeros(const Tensor& x, const std::vector<int64_t>& pad);
-Tensor pad_zeros(const Tensor& x, int64_t pad);
-Tensor pad_reflect(const Tensor& x, const std::vector<int64_t>& pad);
-Tensor pad_reflect(const Tensor& x, int64_t pad);
-Tensor pad_symmetric(const Tensor& x, const std::vector<int64_t>& pad);
-Tensor pad_symmetric(const Tensor& x, int64_t pad);
-Tensor pad_repeat(const Tensor& x, const std::vector<int64_t>& pad);
-Tensor pad_repeat(const Tensor& x, int64_t pad);
-Tensor pad_circular(const Tensor& x, const std::vector<int64_t>& pad);
-Tensor pad_circular(const Tensor& x, int64_t pad);
+FLX_API Tensor pad_constant(const Tensor& x, const std::vector<int64_t>& pad, double value = 0);
+FLX_API Tensor pad_constant(const Tensor& x, int64_t pad, double value = 0);
+FLX_API Tensor pad_zeros(const Tensor& x, const std::vector<int64_t>& pad);
+FLX_API Tensor pad_zeros(const Tensor& x, int64_t pad);
+FLX_API Tensor pad_reflect(const Tensor& x, const std::vector<int64_t>& pad);
+FLX_API Tensor pad_reflect(const Tensor& x, int64_t pad);
+FLX_API Tensor pad_symmetric(const Tensor& x, const std::vector<int64_t>& pad);
+FLX_API Tensor pad_symmetric(const Tensor& x, int64_t pad);
+FLX_API Tensor pad_repeat(const Tensor& x, const std::vector<int64_t>& pad);
+FLX_API Tensor pad_repeat(const Tensor& x, int64_t pad);
+FLX_API Tensor pad_circular(const Tensor& x, const std::vector<int64_t>& pad);
+FLX_API Tensor pad_circular(const Tensor& x, int64_t pad);
 
 // Upsampling, NNlib's, as the Upsample layer's options spell it: a scale
 // per leading (spatial) dim, or the output's size there.
@@ -108,17 +110,17 @@ Tensor pad_circular(const Tensor& x, int64_t pad);
 // interpolate in Float32.
 // .mode is the Upsample layer's ("nearest" when empty, "bilinear",
 // "trilinear"; layers/upsample.hpp); each function takes its own or none.
-struct UpsampleOptions {
+struct FLX_API UpsampleOptions {
   std::string mode = {};
   std::vector<double> scale = {};
   std::vector<int64_t> size = {};
   bool align_corners = true;
 };
-Tensor upsample_nearest(const Tensor& x, const UpsampleOptions& o);
-Tensor upsample_bilinear(const Tensor& x, const UpsampleOptions& o);
+FLX_API Tensor upsample_nearest(const Tensor& x, const UpsampleOptions& o);
+FLX_API Tensor upsample_bilinear(const Tensor& x, const UpsampleOptions& o);
 
 // pixel_shuffle(x, r): NNlib's: (W, H, r²C, N) to (rW, rH, C, N), and the
 // same for 1 to 3 spatial dims (r^d channels become an r-fold of each).
-Tensor pixel_shuffle(const Tensor& x, int64_t r);
+FLX_API Tensor pixel_shuffle(const Tensor& x, int64_t r);
 
 }  // namespace flx

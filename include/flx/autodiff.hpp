@@ -11,6 +11,8 @@
 // through the inner one's value and gradients (second derivatives).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <tuple>
 #include <unordered_map>
@@ -23,7 +25,7 @@ namespace flx {
 namespace detail {
 
 // Enables recording for its lifetime (nestable).
-class RecordScope {
+class FLX_API RecordScope {
  public:
   RecordScope();
   ~RecordScope();
@@ -31,13 +33,13 @@ class RecordScope {
   RecordScope& operator=(const RecordScope&) = delete;
 };
 
-bool is_recording();
+FLX_API bool is_recording();
 
 // One gradient call: its leaves (the tracked arguments) and, after
 // backward(), their gradients. Calls nest: an inner call's backward pass
 // reaches only its own leaves, and is itself recorded when an outer call is
 // recording, so the outer call differentiates through the inner one.
-class Tape {
+class FLX_API Tape {
  public:
   Tape();
   Tensor track(const Tensor& t);             // a new leaf of this tape on t's storage

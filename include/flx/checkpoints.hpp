@@ -14,6 +14,8 @@
 // below and docs/checkpoints.md).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <functional>
 #include <map>
 #include <ostream>
@@ -30,7 +32,7 @@ namespace flx {
 
 // A named set of tensors (in insertion order) with string metadata: what a
 // checkpoint file holds.
-class State {
+class FLX_API State {
  public:
   using Entry = std::pair<std::string, Tensor>;
   State() = default;
@@ -52,7 +54,7 @@ class State {
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
 };
-std::ostream& operator<<(std::ostream& os, const State& s);
+FLX_API std::ostream& operator<<(std::ostream& os, const State& s);
 
 // Maps a checkpoint's key to the model's name for it ("" leaves the tensor out).
 using KeyMap = std::function<std::string(const std::string& key)>;
@@ -75,14 +77,14 @@ std::vector<State::Entry> named_tensors(const M& model) {
 // nothing missing), then copy the values in place, on the targets' devices.
 // from (if given) holds the checkpoint key each renamed key came from, for
 // messages; hint ends the message of a missing or unexpected key.
-void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what,
+FLX_API void load_into(const std::vector<State::Entry>& targets, const State& s, const char* what,
                const std::map<std::string, std::string>* from = nullptr, const std::string& hint = "");
 // load_into for a model: also refuses an optimiser state with a clear word,
 // and renames the checkpoint's keys first when given a key map.
-void load_model(const std::vector<State::Entry>& targets, const State& s, const KeyMap* key_map = nullptr);
-KeyMap prefix_key_map(const PrefixMap& prefixes);
+FLX_API void load_model(const std::vector<State::Entry>& targets, const State& s, const KeyMap* key_map = nullptr);
+FLX_API KeyMap prefix_key_map(const PrefixMap& prefixes);
 // load() on bytes in memory; origin names them in errors (fuzzing, tests).
-State load_bytes(std::span<const uint8_t> bytes, const std::string& origin);
+FLX_API State load_bytes(std::span<const uint8_t> bytes, const std::string& origin);
 }  // namespace detail
 
 // The named tensors of a model (shared storage, on the model's device).
@@ -94,15 +96,15 @@ State state(const M& model) {
 }
 // An optimiser state's tensors and step counts, named after its parameters
 // ("layers.0.weight.state.t0"), with the rule in the metadata.
-State state(const OptState& opt);
+FLX_API State state(const OptState& opt);
 
 // Writes a safetensors file atomically (a temporary file in the same
 // directory, fsync, rename): a crash leaves the old file or the new one.
-void save(const std::string& path, const State& s);
+FLX_API void save(const std::string& path, const State& s);
 // The temporary files that save(path, ...) left beside path when a process
 // was killed while writing it (hidden: ".<name>.<16 hex digits>.tmp"). They
 // are stale once no process is saving to path: remove them then.
-std::vector<std::string> interrupted_saves(const std::string& path);
+FLX_API std::vector<std::string> interrupted_saves(const std::string& path);
 inline void save(const std::string& path, const OptState& opt) { save(path, state(opt)); }
 template <class M>
 void save(const std::string& path, const M& model) {
@@ -110,7 +112,7 @@ void save(const std::string& path, const M& model) {
 }
 
 // Reads a safetensors file into CPU tensors (CheckpointError on any defect).
-State load(const std::string& path);
+FLX_API State load(const std::string& path);
 
 // Copies a state into a model on any device, in place. Every tensor of the
 // model must be in the state with the same shape, and the state must hold
@@ -157,8 +159,8 @@ const M& loadmodel(const M& model, const State& s, const PrefixMap& prefixes) {
 }
 // The same renaming on its own: the same tensors under the new names, the
 // same metadata. Two keys that map to one name are a CheckpointError.
-State rename(const State& s, const KeyMap& key_map);
-State rename(const State& s, const PrefixMap& prefixes);
+FLX_API State rename(const State& s, const KeyMap& key_map);
+FLX_API State rename(const State& s, const PrefixMap& prefixes);
 
 // ---- tensors in another library's layout ----
 // A file's bytes are row-major under the file's shape, and a tensor loads
@@ -173,20 +175,20 @@ State rename(const State& s, const PrefixMap& prefixes);
 //
 // Returns the same names in the same order with the same metadata.
 using TensorMap = std::function<Tensor(const std::string& name, const Tensor& t)>;
-State map_tensors(const State& s, const TensorMap& f);
+FLX_API State map_tensors(const State& s, const TensorMap& f);
 
 // PyTorch's ConvNd weight [out, in / groups, k1, ..., kN] (as load() reads
 // it: that shape) as flx's CrossCor weight (kN, ..., k1, in / groups, out):
 // the dims reversed, so its bytes are the file's, unchanged. PyTorch's Conv2d
 // is a cross-correlation, as CrossCor is. An ArgumentError unless w has 3 to
 // 5 dims (1 to 3 spatial).
-Tensor torch_to_crosscor(const Tensor& w);
+FLX_API Tensor torch_to_crosscor(const Tensor& w);
 // The same as flx's Conv weight: also flipped along the spatial dims
 // (flip_kernel), since Conv convolves; Conv then computes what Conv2d does.
 // PyTorch's ConvTranspose2d weight [in, out / groups, kH, kW] loads into
 // flx's ConvTranspose (kW, kH, out / groups, in) this way too (flipped, as
 // Flux's ConvTranspose is the transpose of its Conv).
-Tensor torch_to_conv(const Tensor& w);
+FLX_API Tensor torch_to_conv(const Tensor& w);
 
 // PyTorch's nn.RNN, nn.LSTM and nn.GRU state_dicts as flx's RNN, LSTM and
 // GRU name them (docs/checkpoints.md has the whole map). The gates are in
@@ -207,14 +209,14 @@ Tensor torch_to_conv(const Tensor& w);
 // a shape that is not the layer's, or what flx's layers do not have (a
 // bidirectional layer's _reverse entries, LSTM's proj_size weight_hr) is a
 // CheckpointError naming the entry.
-struct TorchRecurrentNames {
+struct FLX_API TorchRecurrentNames {
   std::string prefix;  // before PyTorch's names: "lstm." for a submodule called lstm, "" for the module itself
   std::string into;    // before flx's names: "layers.0." for a Chain's first layer, "" for the layer itself
   int layer = 0;       // which layer of a stacked PyTorch module (num_layers > 1): the n of weight_ih_l<n>
 };
-State torch_to_rnn(const State& s, const TorchRecurrentNames& names = {});
-State torch_to_lstm(const State& s, const TorchRecurrentNames& names = {});
-State torch_to_gru(const State& s, const TorchRecurrentNames& names = {});
+FLX_API State torch_to_rnn(const State& s, const TorchRecurrentNames& names = {});
+FLX_API State torch_to_lstm(const State& s, const TorchRecurrentNames& names = {});
+FLX_API State torch_to_gru(const State& s, const TorchRecurrentNames& names = {});
 
 // PyTorch's nn.MultiheadAttention state under `prefix` as flx's
 // MultiHeadAttention names: in_proj_weight [3E, E] and in_proj_bias [3E]
@@ -223,11 +225,11 @@ State torch_to_gru(const State& s, const TorchRecurrentNames& names = {});
 // v_proj_weight renamed); out_proj.weight and out_proj.bias as they are;
 // other keys unchanged. bias_k and bias_v (add_bias_kv) have no flx
 // counterpart: an ArgumentError.
-State torch_to_mha(const State& s, const std::string& prefix = "");
+FLX_API State torch_to_mha(const State& s, const std::string& prefix = "");
 
 // Restores an optimiser state saved with save(path, opt_state) into one
 // made by setup() with the same rule for the same model. The learning rate
 // is the rule's (adjust() it as the run that saved it did).
-void loadmodel(OptState& opt, const State& s);
+FLX_API void loadmodel(OptState& opt, const State& s);
 
 }  // namespace flx

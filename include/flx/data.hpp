@@ -16,6 +16,8 @@
 // gathered batch's memory once it is no longer held).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -43,7 +45,7 @@
 
 namespace flx {
 
-struct DataLoaderOptions {
+struct FLX_API DataLoaderOptions {
   int64_t batchsize = 1;
   bool shuffle = false;
   bool partial = true;          // keep the short last batch
@@ -70,11 +72,11 @@ struct DataLoaderOptions {
 };
 
 // MLUtils' batch: observations of one shape stacked along a new last dim.
-Tensor batch(const std::vector<Tensor>& observations);
+FLX_API Tensor batch(const std::vector<Tensor>& observations);
 
 namespace detail {
 // Reused batch memory for DataLoaderOptions::buffer (thread-safe).
-class BufferPool {
+class FLX_API BufferPool {
  public:
   // A host tensor of x's dtype with x's shape but `count` observations,
   // reused when nothing else holds it.
@@ -85,14 +87,14 @@ class BufferPool {
   std::vector<Tensor> kept_;
 };
 // getobs(x, idx) written into pool's memory (a plain getobs off the host).
-Tensor getobs_into(const Tensor& x, std::span<const int64_t> idx, BufferPool& pool);
+FLX_API Tensor getobs_into(const Tensor& x, std::span<const int64_t> idx, BufferPool& pool);
 // An observation batch of one observation with its last dim dropped.
-Tensor drop_obs_dim(const Tensor& x);
-[[noreturn]] void throw_collate(const std::string& what);
+FLX_API Tensor drop_obs_dim(const Tensor& x);
+FLX_API [[noreturn]] void throw_collate(const std::string& what);
 }  // namespace detail
 
 namespace detail {
-uint64_t draw_seed();
+FLX_API uint64_t draw_seed();
 // numobs(d) for any data, found by argument-dependent lookup too (data
 // types of other namespaces, e.g. distributed::DistributedDataContainer).
 template <class D>
@@ -107,15 +109,15 @@ auto getobs_idx_or_range(const D& d, int64_t start, int64_t stop) {
 
 // ---- data containers: numobs and getobs (MLUtils' names) ------------------
 // A tensor holds numobs = size of its last dim observations.
-int64_t numobs(const Tensor& x);
+FLX_API int64_t numobs(const Tensor& x);
 // Observations [start, stop): a zero-copy view.
-Tensor getobs(const Tensor& x, int64_t start, int64_t stop);
+FLX_API Tensor getobs(const Tensor& x, int64_t start, int64_t stop);
 // Observations idx (0-based): a gathered copy on x's device.
-Tensor getobs(const Tensor& x, std::span<const int64_t> idx);
+FLX_API Tensor getobs(const Tensor& x, std::span<const int64_t> idx);
 
 namespace detail {
-[[noreturn]] void throw_obs_mismatch(const std::vector<std::pair<int64_t, std::string>>& counts);
-void collect_obs(const Tensor& x, std::vector<std::pair<int64_t, std::string>>& out);
+FLX_API [[noreturn]] void throw_obs_mismatch(const std::vector<std::pair<int64_t, std::string>>& counts);
+FLX_API void collect_obs(const Tensor& x, std::vector<std::pair<int64_t, std::string>>& out);
 template <class... T>
 void collect_obs(const std::tuple<T...>& d, std::vector<std::pair<int64_t, std::string>>& out) {
   std::apply([&](const auto&... x) { (collect_obs(x, out), ...); }, d);
@@ -212,9 +214,9 @@ struct ObsView {
   int64_t operator[](int64_t i) const { return indices ? (*indices)[size_t(i)] : start + i; }
 };
 namespace detail {
-void check_obs_range(const char* fn, int64_t n, int64_t start, int64_t stop);
-std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream);
-int64_t split_point(int64_t n, double at);
+FLX_API void check_obs_range(const char* fn, int64_t n, int64_t start, int64_t stop);
+FLX_API std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream);
+FLX_API int64_t split_point(int64_t n, double at);
 }  // namespace detail
 template <class D>
 int64_t numobs(const ObsView<D>& v) {
@@ -237,7 +239,7 @@ auto getobs(const ObsView<D>& v, std::span<const int64_t> idx) {
   return detail::getobs_idx(v.data, std::span<const int64_t>(mapped));
 }
 
-struct SplitObsOptions {
+struct FLX_API SplitObsOptions {
   double at = std::numeric_limits<double>::quiet_NaN();  // required: the first part's fraction, in [0, 1]
   bool shuffle = false;                                  // permute the observations before splitting
   std::optional<uint64_t> seed;                          // of that permutation; default: from set_seed's generator
@@ -270,13 +272,13 @@ std::pair<ObsView<D>, ObsView<D>> splitobs(D data, const SplitObsOptions& o) {
 // kfolds(n, k): {train index lists, validation index lists}, 0-based, as
 // MLUtils: fold i validates a contiguous run; the first n % k folds hold
 // one observation more.
-std::pair<std::vector<std::vector<int64_t>>, std::vector<std::vector<int64_t>>> kfolds(int64_t n, int64_t k = 5);
+FLX_API std::pair<std::vector<std::vector<int64_t>>, std::vector<std::vector<int64_t>>> kfolds(int64_t n, int64_t k = 5);
 
 
 namespace detail {
 
 // Which observations an epoch's batches hold.
-struct EpochPlan {
+struct FLX_API EpochPlan {
   int64_t n = 0, batchsize = 1, nbatches = 0;
   std::vector<int64_t> perm;  // empty: in order
   std::pair<int64_t, int64_t> range(int64_t k) const {
@@ -284,14 +286,14 @@ struct EpochPlan {
     return {a, std::min(n, a + batchsize)};
   }
 };
-void check_options(const DataLoaderOptions& o);
-int64_t batches_per_epoch(int64_t n, const DataLoaderOptions& o);
-EpochPlan plan_epoch(int64_t n, const DataLoaderOptions& o, uint64_t seed, uint64_t epoch);
-uint64_t draw_seed();
+FLX_API void check_options(const DataLoaderOptions& o);
+FLX_API int64_t batches_per_epoch(int64_t n, const DataLoaderOptions& o);
+FLX_API EpochPlan plan_epoch(int64_t n, const DataLoaderOptions& o, uint64_t seed, uint64_t epoch);
+FLX_API uint64_t draw_seed();
 
 // Whether every tensor of the data is in host memory (then a background
 // thread can gather batches without touching a device).
-bool on_host(const Tensor& x);
+FLX_API bool on_host(const Tensor& x);
 template <class... T>
 bool on_host(const std::tuple<T...>& d) {
   return std::apply([](const auto&... x) { return (on_host(x) && ...); }, d);
@@ -560,7 +562,7 @@ namespace detail {
 // copy stream that ready makes the consumer's stream wait for, so the copy
 // overlaps the compute of earlier batches. `ring` must exceed how many
 // batches the producer can run ahead of the consumer's ready() calls.
-class Stager {
+class FLX_API Stager {
  public:
   Stager(Device target, bool gpu_eltype, size_t ring);
   ~Stager();
@@ -579,7 +581,7 @@ class Stager {
 
 // The stager a DeviceLoader reuses across epochs: take() gives the kept one
 // when no running epoch holds it, else a new one (then kept).
-class StagerCache {
+class FLX_API StagerCache {
  public:
   explicit StagerCache(size_t ring) : ring_(ring) {}
   std::shared_ptr<Stager> take(Device target, bool gpu_eltype) {

@@ -19,13 +19,15 @@
 // is a flx::Error naming the path and saying what to do.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <string>
 
 #include "flx/tensor.hpp"
 
 namespace flx::datasets {
 
-struct Dataset {
+struct FLX_API Dataset {
   Tensor features;  // (28, 28, 1, N) Float32 or UInt8: width, height, channel, observation
   Tensor targets;   // (N) Int64 class labels
 };
@@ -33,12 +35,12 @@ struct Dataset {
 // split: "train" (60,000 images) or "test" (10,000). eltype: Float32 (pixels
 // in [0, 1]) or UInt8 (the bytes as stored, 0..255); anything else is an
 // ArgumentError.
-Dataset fashion_mnist(const std::string& split = "train", DType eltype = DType::Float32);
-Dataset mnist(const std::string& split = "train", DType eltype = DType::Float32);
+FLX_API Dataset fashion_mnist(const std::string& split = "train", DType eltype = DType::Float32);
+FLX_API Dataset mnist(const std::string& split = "train", DType eltype = DType::Float32);
 
 // UInt8 pixels (0..255, any shape, on any device) as Float32 in [0, 1],
 // exactly as the Float32 loader makes them: float(b) * (1.0f / 255.0f).
-Tensor scaled_pixels(const Tensor& pixels);
+FLX_API Tensor scaled_pixels(const Tensor& pixels);
 
 // The class names of Fashion-MNIST, by label.
 inline constexpr const char* fashion_mnist_classes[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",

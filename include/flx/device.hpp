@@ -1,6 +1,8 @@
 // Device: which backend and which of its devices a tensor lives on.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -12,11 +14,11 @@ namespace flx {
 enum class BackendId : int { CPU = 0, CUDA = 1, AMDGPU = 2, Metal = 3, OpenCL = 4 };
 inline constexpr int backend_id_count = 5;
 
-std::string_view backend_name(BackendId id);
+FLX_API std::string_view backend_name(BackendId id);
 // Case-insensitive lookup; throws ArgumentError listing the known names.
-BackendId backend_id_from_name(std::string_view name);
+FLX_API BackendId backend_id_from_name(std::string_view name);
 
-class Device {
+class FLX_API Device {
  public:
   Device() = default;  // the CPU
   Device(BackendId backend, int ordinal) : backend_(backend), ordinal_(ordinal) {}
@@ -41,9 +43,9 @@ class Device {
   int ordinal_ = 0;
 };
 
-std::ostream& operator<<(std::ostream& os, const Device& d);
+FLX_API std::ostream& operator<<(std::ostream& os, const Device& d);
 
 // CPU, CUDA, AMDGPU, Metal, OpenCL: every backend name flx accepts.
-std::vector<std::string> supported_devices();
+FLX_API std::vector<std::string> supported_devices();
 
 }  // namespace flx

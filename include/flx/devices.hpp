@@ -10,6 +10,8 @@
 // build time; they are loaded on first need or by load_backend(name).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -21,7 +23,7 @@
 
 namespace flx {
 
-struct GetDeviceOptions {
+struct FLX_API GetDeviceOptions {
   bool verbose = false;  // log each step of the selection
   bool force = false;    // throw instead of falling back when the preference fails
 };
@@ -29,13 +31,13 @@ struct GetDeviceOptions {
 // The device the preference names if functional, else the first functional
 // of CUDA, AMDGPU, Metal and OpenCL (GPU or accelerator devices only), else
 // the CPU.
-Device get_device(const GetDeviceOptions& opts = {});
+FLX_API Device get_device(const GetDeviceOptions& opts = {});
 // Device `ordinal` (0-based) of backend `name`; throws BackendUnavailable.
-Device get_device(std::string_view name, int ordinal = 0);
+FLX_API Device get_device(std::string_view name, int ordinal = 0);
 
 // The one device x's tensors live on (the CPU when it holds none); throws
 // DeviceMismatch when they live on several.
-Device common_device(const std::vector<Tensor>& ts);
+FLX_API Device common_device(const std::vector<Tensor>& ts);
 template <class T>
 Device get_device(const T& x)
   requires(!std::is_convertible_v<T, std::string_view> && !std::is_same_v<T, GetDeviceOptions>)
@@ -46,22 +48,22 @@ Device get_device(const T& x)
 // The GPU backend in force for this process: $FLX_GPU_BACKEND, else
 // LocalPreferences.toml ([Flux] gpu_backend, searched from the working
 // directory upwards), else "CUDA". Read once per process.
-std::string gpu_backend();
+FLX_API std::string gpu_backend();
 // Where gpu_backend() came from: "environment (FLX_GPU_BACKEND)", a file
 // path, or "default".
-std::string gpu_backend_source();
+FLX_API std::string gpu_backend_source();
 // Write the preference into LocalPreferences.toml (the one found from the
 // working directory upwards, else a new one in the working directory),
 // keeping its other tables and keys. Takes effect in new processes.
-void gpu_backend(std::string_view name);
+FLX_API void gpu_backend(std::string_view name);
 
 // Load a backend plugin now (the explicit `using CUDA`); throws
 // BackendUnavailable with the reason when it is missing or not functional.
-void load_backend(std::string_view name);
+FLX_API void load_backend(std::string_view name);
 // Whether a backend is installed and works on this machine.
-bool functional(std::string_view name);
+FLX_API bool functional(std::string_view name);
 
-struct BackendStatus {
+struct FLX_API BackendStatus {
   std::string name;         // "CUDA"
   bool built_in = false;    // the CPU
   bool plugin_found = false;
@@ -73,9 +75,9 @@ struct BackendStatus {
   // "dnn v1 (unknown to this libflx)".
   std::vector<std::string> tables;
 };
-BackendStatus backend_status(std::string_view name);
+FLX_API BackendStatus backend_status(std::string_view name);
 
-struct DeviceInfo {
+struct FLX_API DeviceInfo {
   Device device;
   std::string name;
   std::string kind;  // "CPU", "GPU", "accelerator"
@@ -83,7 +85,7 @@ struct DeviceInfo {
   uint64_t free_memory = 0;
 };
 // The devices of a functional backend (empty when not functional).
-std::vector<DeviceInfo> devices(std::string_view backend);
+FLX_API std::vector<DeviceInfo> devices(std::string_view backend);
 
 // How a device runs Float16 or BFloat16 work, one family of ops at a time
 // (flx-info lists them): "fast" (in the type, on hardware made for it:
@@ -91,7 +93,7 @@ std::vector<DeviceInfo> devices(std::string_view backend);
 // so no faster than Float32) or "missing" (NotImplemented), and what runs
 // it or why it is not fast. The backend's own answer, from what it
 // dispatches on that device.
-struct PrecisionPath {
+struct FLX_API PrecisionPath {
   DType dtype;
   std::string op;     // "GEMM", "convolution", "batch norm", "attention", "recurrent layers"
   std::string speed;  // "fast", "emulated", "missing"
@@ -99,9 +101,9 @@ struct PrecisionPath {
 };
 // Every family in Float16 and in BFloat16 on device d; empty when its
 // backend does not say (a plugin built before ABI 2.9 brought the call).
-std::vector<PrecisionPath> precision_paths(const Device& d);
+FLX_API std::vector<PrecisionPath> precision_paths(const Device& d);
 
-struct MemoryStats {
+struct FLX_API MemoryStats {
   int64_t in_use = 0;       // bytes held by live tensors now
   int64_t peak = 0;         // most bytes in use at once
   int64_t allocations = 0;  // live allocations now
@@ -114,30 +116,30 @@ struct MemoryStats {
 // Memory flx has allocated on a device (freed deterministically: a tensor's
 // storage goes when its last handle does), and what the device's allocator
 // holds for it.
-MemoryStats memory_stats(const Device& d);
+FLX_API MemoryStats memory_stats(const Device& d);
 
 // Transfer rates of device d in GB/s (1e9 bytes per second), each the median
 // of `repeats` copies of `bytes` bytes: host to device and device to host
 // from pinned (page-locked) and from ordinary, pageable host memory, and
 // device to device within d. A rate is 0 where the backend has no pinned
 // memory. For `flx-info --bandwidth`, and to judge a data pipeline against.
-struct Bandwidth {
+struct FLX_API Bandwidth {
   double h2d_pinned = 0, h2d_pageable = 0;
   double d2h_pinned = 0, d2h_pageable = 0;
   double d2d = 0;
   size_t bytes = 0;
   int repeats = 0;
 };
-Bandwidth measure_bandwidth(const Device& d, size_t bytes = size_t(64) << 20, int repeats = 5);
+FLX_API Bandwidth measure_bandwidth(const Device& d, size_t bytes = size_t(64) << 20, int repeats = 5);
 // Rate in GB/s of moving `bytes` bytes from device `from` to device `to`
 // (both of one backend: a peer copy, or through the host where the backend
 // has no direct path), the median of `repeats` moves.
-double measure_peer_bandwidth(const Device& from, const Device& to, size_t bytes = size_t(64) << 20,
+FLX_API double measure_peer_bandwidth(const Device& from, const Device& to, size_t bytes = size_t(64) << 20,
                               int repeats = 5);
 
 // Wait until the work this thread has queued on device d is done (as
 // CUDA.synchronize()): for timing, and before reading device results by
 // other means than flx. Copies to the host wait by themselves.
-void synchronize(const Device& d);
+FLX_API void synchronize(const Device& d);
 
 }  // namespace flx

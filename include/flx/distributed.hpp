@@ -22,6 +22,8 @@
 // collective, never a hang. The guide: docs/gpu.md, "Distributed training".
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -42,15 +44,15 @@ namespace flx::distributed {
 // the message names this rank, the collective and, where it can tell, the
 // rank at fault. After one, the backend refuses further collectives and the
 // process ends the job when it exits (MPI_Abort), so no rank is left waiting.
-class DistributedError : public Error {
+class FLX_API DistributedError : public Error {
  public:
   using Error::Error;
 };
 
 enum class ReduceOp { Sum, Avg, Max, Min };
-std::ostream& operator<<(std::ostream& os, ReduceOp op);
+FLX_API std::ostream& operator<<(std::ostream& os, ReduceOp op);
 
-struct InitOptions {
+struct FLX_API InitOptions {
   // Deadline of every collective, in seconds; 0 takes $FLX_DISTRIBUTED_TIMEOUT,
   // else 600.
   double timeout = 0;
@@ -67,7 +69,7 @@ class Communicator;
 // process's place among the workers. One made by default (MPIBackend b;)
 // is not initialised: every use of it (rank(), a collective, a data share)
 // raises DistributedError saying to call initialize<B>().
-class DistributedBackend {
+class FLX_API DistributedBackend {
  public:
   int rank() const;       // 0-based, in the job
   int size() const;       // number of processes
@@ -84,13 +86,13 @@ class DistributedBackend {
   explicit DistributedBackend(std::shared_ptr<detail::Communicator> c) : comm_(std::move(c)) {}
   std::shared_ptr<detail::Communicator> comm_;
 };
-std::ostream& operator<<(std::ostream& os, const DistributedBackend& b);  // MPIBackend(rank 0 of 2)
+FLX_API std::ostream& operator<<(std::ostream& os, const DistributedBackend& b);  // MPIBackend(rank 0 of 2)
 
 // Collectives through MPI: host tensors directly; device tensors through
 // pinned host buffers, or directly when MPI is CUDA-aware and you say so
 // (LocalPreferences.toml: [Flux] FluxDistributedMPICUDAAware = true, or
 // FLX_DISTRIBUTED_MPI_CUDA_AWARE=1).
-class MPIBackend : public DistributedBackend {
+class FLX_API MPIBackend : public DistributedBackend {
  public:
   MPIBackend() = default;  // not initialised: initialize<MPIBackend>() gives a working one
   explicit MPIBackend(std::shared_ptr<detail::Communicator> c) : DistributedBackend(std::move(c)) {}
@@ -99,7 +101,7 @@ class MPIBackend : public DistributedBackend {
 
 // Collectives on CUDA tensors through NCCL (bootstrapped over MPI), on the
 // GPU node_rank() of this machine; tensors on other devices go through MPI.
-class NCCLBackend : public DistributedBackend {
+class FLX_API NCCLBackend : public DistributedBackend {
  public:
   NCCLBackend() = default;  // not initialised: initialize<NCCLBackend>() gives a working one
   NCCLBackend(std::shared_ptr<detail::Communicator> c, MPIBackend mpi)
@@ -126,17 +128,17 @@ template <Backend B>
 bool initialized();
 
 template <>
-MPIBackend initialize<MPIBackend>(const InitOptions& opts);
+FLX_API MPIBackend initialize<MPIBackend>(const InitOptions& opts);
 template <>
-NCCLBackend initialize<NCCLBackend>(const InitOptions& opts);
+FLX_API NCCLBackend initialize<NCCLBackend>(const InitOptions& opts);
 template <>
-MPIBackend get_distributed_backend<MPIBackend>();
+FLX_API MPIBackend get_distributed_backend<MPIBackend>();
 template <>
-NCCLBackend get_distributed_backend<NCCLBackend>();
+FLX_API NCCLBackend get_distributed_backend<NCCLBackend>();
 template <>
-bool initialized<MPIBackend>();
+FLX_API bool initialized<MPIBackend>();
 template <>
-bool initialized<NCCLBackend>();
+FLX_API bool initialized<NCCLBackend>();
 
 inline int total_workers(const DistributedBackend& b) { return b.size(); }
 // The rank of this process in the job (Flux's local_rank: MPI's rank).
@@ -146,28 +148,28 @@ inline int node_rank(const DistributedBackend& b) { return b.node_rank(); }
 
 // ---- collectives on tensors, in place (every rank calls them, in the same order)
 // x becomes op over every rank's x; returns x.
-Tensor allreduce(const DistributedBackend& b, const Tensor& x, ReduceOp op = ReduceOp::Sum);
+FLX_API Tensor allreduce(const DistributedBackend& b, const Tensor& x, ReduceOp op = ReduceOp::Sum);
 // x becomes root's x on every rank; returns x.
-Tensor bcast(const DistributedBackend& b, const Tensor& x, int root = 0);
+FLX_API Tensor bcast(const DistributedBackend& b, const Tensor& x, int root = 0);
 // On root, x becomes op over every rank's x; elsewhere x is unchanged.
-Tensor reduce(const DistributedBackend& b, const Tensor& x, ReduceOp op = ReduceOp::Sum, int root = 0);
+FLX_API Tensor reduce(const DistributedBackend& b, const Tensor& x, ReduceOp op = ReduceOp::Sum, int root = 0);
 // The same on host numbers.
-double allreduce(const DistributedBackend& b, double v, ReduceOp op);
-double bcast(const DistributedBackend& b, double v, int root = 0);
+FLX_API double allreduce(const DistributedBackend& b, double v, ReduceOp op);
+FLX_API double bcast(const DistributedBackend& b, double v, int root = 0);
 
 // Ends the job on every rank (MPI_Abort) after writing message to stderr,
 // with this rank's number. For a rank that cannot go on.
-[[noreturn]] void abort(const DistributedBackend& b, const std::string& message, int code = 1);
+FLX_API [[noreturn]] void abort(const DistributedBackend& b, const std::string& message, int code = 1);
 
 namespace detail {
 // b's communicator; DistributedError naming `what` when b was made by
 // default rather than by initialize<B>().
-Communicator& communicator_of(const DistributedBackend& b, const char* what);
+FLX_API Communicator& communicator_of(const DistributedBackend& b, const char* what);
 
 // Broadcast from root every tensor of `tensors` in place and each host
 // number of `numbers`, after checking that every rank holds the same
 // layout (`signature`: names, shapes, dtypes), naming the first difference.
-void broadcast_tree(const DistributedBackend& b, const std::vector<std::pair<std::string, Tensor>>& tensors,
+FLX_API void broadcast_tree(const DistributedBackend& b, const std::vector<std::pair<std::string, Tensor>>& tensors,
                     const std::vector<double*>& numbers, int root);
 
 template <class T>
@@ -199,7 +201,7 @@ T synchronize(const DistributedBackend& b, const T& x, int root = 0) {
 }
 // An optimiser state: its moments and its step counts (host numbers), in
 // place; returns it.
-OptState synchronize(const DistributedBackend& b, OptState& state, int root = 0);
+FLX_API OptState synchronize(const DistributedBackend& b, OptState& state, int root = 0);
 // The same for the temporary setup() returns:
 //   auto opt = synchronize(backend, setup(rule, model), 0);
 inline OptState synchronize(const DistributedBackend& b, OptState&& state, int root = 0) {
@@ -223,7 +225,7 @@ M synchronize(const DistributedBackend& b, const FluxDistributedModel<M>& m, int
 // them, mapobs data) that rank r of n gets: shares differ in size by at most
 // one, cover every observation once, and none is empty (fewer observations
 // than workers is an ArgumentError). Usable as DataLoader data.
-std::pair<int64_t, int64_t> share_of(int64_t nobs, int rank, int workers);
+FLX_API std::pair<int64_t, int64_t> share_of(int64_t nobs, int rank, int workers);
 
 template <class D>
 struct DistributedDataContainer {
@@ -250,7 +252,7 @@ auto getobs(const DistributedDataContainer<D>& d, std::span<const int64_t> idx) 
 }
 
 // ---- the optimiser -----------------------------------------------------------------
-struct DistributedOptions {
+struct FLX_API DistributedOptions {
   // Gradients travel in flat buckets of this many MiB (PyTorch DDP's
   // bucket_cap_mb), the first one smaller so that communication starts
   // early; each bucket is one allreduce.
@@ -269,7 +271,7 @@ struct DistributedOptions {
 // ranks (averaged by default) before the rule sees them, so every rank
 // makes the same update. A leaf no rank has a gradient for is skipped, as
 // in one process; a tied weight is communicated once.
-class DistributedOptimizer : public OptRule {
+class FLX_API DistributedOptimizer : public OptRule {
  public:
   template <class R>
     requires std::is_base_of_v<OptRule, R>
@@ -304,7 +306,7 @@ class DistributedOptimizer : public OptRule {
 
 // What the last update() of a DistributedOptimizer state did with the
 // gradients: for tests and benchmarks.
-struct StepStats {
+struct FLX_API StepStats {
   int64_t buckets = 0;       // how many the parameters fill
   int64_t allreduces = 0;    // collectives the step's gradients took
   int64_t overlapped = 0;    // buckets whose allreduce started during the backward pass
@@ -315,6 +317,6 @@ struct StepStats {
   double wait_seconds = 0;            // update()'s wait for gradients still in flight
 };
 // DistributedError when `state` was not set up with a DistributedOptimizer.
-StepStats last_step_stats(const OptState& state);
+FLX_API StepStats last_step_stats(const OptState& state);
 
 }  // namespace flx::distributed

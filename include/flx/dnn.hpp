@@ -9,6 +9,8 @@
 // out_channels).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -24,7 +26,7 @@ namespace flx {
 inline constexpr int kMaxSpatialDims = 3;
 
 // One value for every spatial dim (2), or one per dim, first dim first ({2, 1}).
-struct PerDim {
+struct FLX_API PerDim {
   std::vector<int64_t> values{1};
   PerDim(int64_t v) : values{v} {}  // NOLINT: `.stride = 2` reads as Flux's stride=2
   PerDim(std::initializer_list<int64_t> v) : values(v) {}
@@ -38,12 +40,12 @@ struct PerDim {
 // total padding (kernel - 1) * dilation, its larger half first); a
 // transposed convolution's output is the input times the stride (the total
 // (kernel - stride) * dilation).
-struct SamePad {};
+struct FLX_API SamePad {};
 
 // Padding: one number for every side (1), one per spatial dim ({1, 2}: both
 // sides of dim 1, then of dim 2), one per side of each dim ({1, 0, 2, 2}:
 // low and high side of dim 1, then dim 2; Flux's order), or SamePad().
-struct Padding {
+struct FLX_API Padding {
   std::vector<int64_t> values{0};
   bool same = false;
   Padding(int64_t v) : values{v} {}  // NOLINT
@@ -60,7 +62,7 @@ struct Padding {
 // layers' (Conv, CrossCor, ConvTranspose, DepthwiseConv): the weight's
 // initialiser (empty: glorot_uniform) and whether it has a bias. The ops
 // read stride, pad, dilation, groups and outpad.
-struct ConvOptions {
+struct FLX_API ConvOptions {
   PerDim stride = 1;
   Padding pad = 0;
   PerDim dilation = 1;
@@ -72,64 +74,64 @@ struct ConvOptions {
 
 // The resolved geometry of one convolution or pooling window over nspatial
 // dims (libflx fills it from the options and the kernel size; ops check it).
-struct WindowGeometry {
+struct FLX_API WindowGeometry {
   int nspatial = 0;
   std::vector<int64_t> kernel, stride, dilation, pad_lo, pad_hi;
 };
 // `transposed`: the geometry of a transposed convolution (SamePad pads it
 // so that the output is the input times the stride, as Flux's). Sizes that
 // would overflow int64 raise ArgumentError naming `layer` and the option.
-WindowGeometry conv_geometry(const std::vector<int64_t>& kernel, const ConvOptions& o, const char* layer,
+FLX_API WindowGeometry conv_geometry(const std::vector<int64_t>& kernel, const ConvOptions& o, const char* layer,
                              bool transposed = false);
 
 // Cross-correlation of x with w (+ bias b, one per output channel; an
 // undefined b for none): NNlib's conv with flipped = true. `conv` flips the
 // kernel first: a true convolution, as Flux's Conv computes. `layer` names
 // the caller in errors.
-Tensor crosscor(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {},
-                const char* layer = "crosscor");
-Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {}, const char* layer = "conv");
+FLX_API Tensor crosscor(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {},
+                        const char* layer = "crosscor");
+FLX_API Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {}, const char* layer = "conv");
 // The transpose of conv (the gradient of its input: a cross-correlation's
 // with the kernel flipped), as Flux's ConvTranspose and PyTorch's
 // ConvTranspose2d compute it: w is (kernel..., out_channels / groups,
 // in_channels).
 // out_pad (per spatial dim, 0 by default) adds to the output's high side
 // the rows a strided forward would drop.
-Tensor conv_transpose(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {},
-                      const std::vector<int64_t>& out_pad = {}, const char* layer = "conv_transpose");
+FLX_API Tensor conv_transpose(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOptions& o = {},
+                              const std::vector<int64_t>& out_pad = {}, const char* layer = "conv_transpose");
 // The kernel reversed along its spatial dims (Conv's flip; PyTorch's Conv2d
 // weight as Flux's Conv needs it).
-Tensor flip_kernel(const Tensor& w, int nspatial);
+FLX_API Tensor flip_kernel(const Tensor& w, int nspatial);
 
-struct PoolOptions {
+struct FLX_API PoolOptions {
   std::optional<PerDim> stride;  // default: the window
   Padding pad = 0;
 };
-Tensor maxpool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o = {},
-               const char* layer = "maxpool");
-Tensor meanpool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o = {},
-                const char* layer = "meanpool");  // padding counts in each window's size
+FLX_API Tensor maxpool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o = {},
+                       const char* layer = "maxpool");
+FLX_API Tensor meanpool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o = {},
+                        const char* layer = "meanpool");  // padding counts in each window's size
 
 // Batch normalisation over every dim but the channels (the second last) of x.
 // training: batch statistics, and running_mean/var (when defined) move by
 // momentum as Flux's do; else the running statistics normalise. scale and
 // bias may be undefined (1 and 0).
-Tensor batchnorm(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& running_mean,
+FLX_API Tensor batchnorm(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& running_mean,
                  const Tensor& running_var, bool training, double momentum = 0.1, double epsilon = 1e-5,
                  const char* layer = "batchnorm");
 
 // x with each element (or each slice along `dims`' complement, Flux's dims)
 // zeroed with probability p and the rest scaled by 1 / (1 - p); the mask is
 // drawn on x's device from the global seed (set_seed).
-Tensor dropout(const Tensor& x, double p, const std::vector<int>& dims = {});
+FLX_API Tensor dropout(const Tensor& x, double p, const std::vector<int>& dims = {});
 
 // Dropout for self-normalising (selu) networks, as Flux's AlphaDropout: each
 // element is set to selu's negative saturation α' = -λα with probability p,
 // then the whole is scaled and shifted (A .* x′ .+ B) so that inputs of mean
 // 0 and variance 1 keep them. The mask is drawn as dropout's.
-Tensor alphadropout(const Tensor& x, double p);
+FLX_API Tensor alphadropout(const Tensor& x, double p);
 
 // (..., N) -> (prod(...), N), Flux's flatten / MLUtils.flatten.
-Tensor flatten(const Tensor& x);
+FLX_API Tensor flatten(const Tensor& x);
 
 }  // namespace flx

@@ -1,6 +1,8 @@
 // Element types, their sizes, names, promotion, and the host half types.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -30,26 +32,26 @@ inline constexpr DType Int64 = DType::Int64;
 inline constexpr DType UInt8 = DType::UInt8;
 inline constexpr DType Bool = DType::Bool;
 
-size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);  // "Float32", ...
-bool is_floating(DType t);
-bool is_integral(DType t);  // Int32, Int64, UInt8 (not Bool)
-std::ostream& operator<<(std::ostream& os, DType t);
+FLX_API size_t dtype_size(DType t);
+FLX_API std::string_view dtype_name(DType t);  // "Float32", ...
+FLX_API bool is_floating(DType t);
+FLX_API bool is_integral(DType t);  // Int32, Int64, UInt8 (not Bool)
+FLX_API std::ostream& operator<<(std::ostream& os, DType t);
 
 // Promotion (written down in docs/dtypes.md):
 //  - same type: itself;
 //  - Bool < UInt8 < Int32 < Int64 < floating; within floating
 //    Float16/BFloat16 < Float32 < Float64, and Float16 with BFloat16 → Float32.
-DType promote_types(DType a, DType b);
+FLX_API DType promote_types(DType a, DType b);
 
 // IEEE half and bfloat16 as storage types on the host.
-struct Half {
+struct FLX_API Half {
   uint16_t bits = 0;
   Half() = default;
   explicit Half(float f);
   explicit operator float() const;
 };
-struct BHalf {
+struct FLX_API BHalf {
   uint16_t bits = 0;
   BHalf() = default;
   explicit BHalf(float f);

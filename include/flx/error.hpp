@@ -3,6 +3,8 @@
 // site's source location is appended by FLX_THROW / FLX_CHECK.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <source_location>
 #include <sstream>
 #include <stdexcept>
@@ -10,62 +12,62 @@
 
 namespace flx {
 
-class Error : public std::runtime_error {
+class FLX_API Error : public std::runtime_error {
  public:
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
 // Shapes that do not fit an operation (broadcasting, matmul, reshape, ...).
-class DimensionMismatch : public Error {
+class FLX_API DimensionMismatch : public Error {
  public:
   using Error::Error;
 };
 // Operands of one operation live on different devices.
-class DeviceMismatch : public Error {
+class FLX_API DeviceMismatch : public Error {
  public:
   using Error::Error;
 };
 // A backend that is not installed, not functional, or has no such device.
-class BackendUnavailable : public Error {
+class FLX_API BackendUnavailable : public Error {
  public:
   using Error::Error;
 };
 // A backend call failed at run time (driver error, out of memory, ...).
-class BackendError : public Error {
+class FLX_API BackendError : public Error {
  public:
   using Error::Error;
 };
 // Memory for a tensor or a host buffer could not be allocated (the device's
 // or the host's); a BackendError, so existing handlers still catch it.
-class OutOfMemory : public BackendError {
+class FLX_API OutOfMemory : public BackendError {
  public:
   using BackendError::BackendError;
 };
 // The backend serving a device lacks the table or function an operation
 // needs (a plugin built against an older ABI minor version, or one that
 // does not implement that family of ops yet).
-class NotImplemented : public BackendError {
+class FLX_API NotImplemented : public BackendError {
  public:
   using BackendError::BackendError;
 };
 // An element type that an operation does not accept.
-class TypeError : public Error {
+class FLX_API TypeError : public Error {
  public:
   using Error::Error;
 };
 // Any other bad argument (negative sizes, bad dims, empty input, ...).
-class ArgumentError : public Error {
+class FLX_API ArgumentError : public Error {
  public:
   using Error::Error;
 };
 // A checkpoint file that cannot be read or does not fit the model.
-class CheckpointError : public Error {
+class FLX_API CheckpointError : public Error {
  public:
   using Error::Error;
 };
 // A file or directory that cannot be made, written or read (a log
 // directory, an event file, ...); checkpoints raise CheckpointError.
-class IOError : public Error {
+class FLX_API IOError : public Error {
  public:
   using Error::Error;
 };

@@ -13,6 +13,8 @@
 // behind on the CPU.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <array>
 #include <functional>
 #include <map>
@@ -177,7 +179,7 @@ std::string zip_path(const std::string& path, const K& key) {
 }
 
 // A struct (not an alias) so that ADL finds fmap_container in this namespace.
-struct FmapCache {
+struct FLX_API FmapCache {
   std::unordered_map<const void*, Tensor> map;
 };
 

@@ -17,6 +17,8 @@
 // -> (in, out), (k..., in, out) -> (prod(k) in, prod(k) out).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -35,25 +37,25 @@ namespace flx {
 using InitFn = std::function<Tensor(const Shape&)>;
 
 // Flux.nfan: {fan_in, fan_out} of an array of these dims.
-std::pair<int64_t, int64_t> nfan(const Shape& dims);
+FLX_API std::pair<int64_t, int64_t> nfan(const Shape& dims);
 
-struct GlorotOptions {
+struct FLX_API GlorotOptions {
   double gain = 1;
 };
-struct KaimingOptions {
+struct FLX_API KaimingOptions {
   double gain = 1.4142135623730951;  // √2, Flux's default
 };
-struct TruncatedNormalOptions {
+struct FLX_API TruncatedNormalOptions {
   double mean = 0, std = 1, lo = -2, hi = 2;
 };
-struct OrthogonalOptions {
+struct FLX_API OrthogonalOptions {
   double gain = 1;
 };
-struct SparseInitOptions {
+struct FLX_API SparseInitOptions {
   std::optional<double> sparsity;  // required: the fraction of each column set to zero (rounded up)
   double std = 0.01;
 };
-struct IdentityInitOptions {
+struct FLX_API IdentityInitOptions {
   double gain = 1;
   std::vector<int64_t> shift = {};  // circshift of the result: one value (every dim) or one per dim
 };
@@ -70,14 +72,14 @@ struct Initialiser {
   }
 };
 
-struct GlorotUniformImpl { static Tensor draw(const Shape& dims, const GlorotOptions& o); };
-struct GlorotNormalImpl { static Tensor draw(const Shape& dims, const GlorotOptions& o); };
-struct KaimingUniformImpl { static Tensor draw(const Shape& dims, const KaimingOptions& o); };
-struct KaimingNormalImpl { static Tensor draw(const Shape& dims, const KaimingOptions& o); };
-struct TruncatedNormalImpl { static Tensor draw(const Shape& dims, const TruncatedNormalOptions& o); };
-struct OrthogonalImpl { static Tensor draw(const Shape& dims, const OrthogonalOptions& o); };
-struct SparseInitImpl { static Tensor draw(const Shape& dims, const SparseInitOptions& o); };
-struct IdentityInitImpl { static Tensor draw(const Shape& dims, const IdentityInitOptions& o); };
+struct FLX_API GlorotUniformImpl { static Tensor draw(const Shape& dims, const GlorotOptions& o); };
+struct FLX_API GlorotNormalImpl { static Tensor draw(const Shape& dims, const GlorotOptions& o); };
+struct FLX_API KaimingUniformImpl { static Tensor draw(const Shape& dims, const KaimingOptions& o); };
+struct FLX_API KaimingNormalImpl { static Tensor draw(const Shape& dims, const KaimingOptions& o); };
+struct FLX_API TruncatedNormalImpl { static Tensor draw(const Shape& dims, const TruncatedNormalOptions& o); };
+struct FLX_API OrthogonalImpl { static Tensor draw(const Shape& dims, const OrthogonalOptions& o); };
+struct FLX_API SparseInitImpl { static Tensor draw(const Shape& dims, const SparseInitOptions& o); };
+struct FLX_API IdentityInitImpl { static Tensor draw(const Shape& dims, const IdentityInitOptions& o); };
 }  // namespace detail
 
 // Uniform on ±gain·sqrt(6 / (fan_in + fan_out)) (Xavier).

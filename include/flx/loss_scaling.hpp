@@ -17,6 +17,8 @@
 // (65504). BFloat16 has Float32's range and needs no scaling.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -30,7 +32,7 @@ namespace flx {
 
 // PyTorch's GradScaler defaults (torch/amp/grad_scaler.py: init_scale=2.**16,
 // growth_factor=2.0, backoff_factor=0.5, growth_interval=2000).
-struct LossScalerOptions {
+struct FLX_API LossScalerOptions {
   double init_scale = 65536.0;    // 2^16
   double growth_factor = 2.0;     // the scale's factor after growth_interval good steps in a row
   double backoff_factor = 0.5;    // its factor after a step whose gradients were not finite
@@ -38,7 +40,7 @@ struct LossScalerOptions {
   bool enabled = true;            // false: scale() and update() are plain (the loss and update() as they are)
 };
 
-class LossScaler {
+class FLX_API LossScaler {
  public:
   explicit LossScaler(const LossScalerOptions& options = {});
 

@@ -23,13 +23,15 @@
 // on every device.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include "flx/tensor.hpp"
 
 namespace flx {
 
 enum class Agg { mean, sum, none };
 
-struct LossOptions {
+struct FLX_API LossOptions {
   Agg agg = Agg::mean;
   int dim = 0;           // class dim for the cross-entropies (Flux's dims=1)
   double epsilon = -1;   // < 0: eps of the prediction's element type
@@ -37,94 +39,94 @@ struct LossOptions {
 
 // ---- regression --------------------------------------------------------------
 // agg((ŷ - y)^2)
-Tensor mse(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor mse(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 // agg(|ŷ - y|)
-Tensor mae(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor mae(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 // agg(log((ŷ + ϵ) / (y + ϵ))^2)
-Tensor msle(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor msle(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 
-struct HuberOptions {
+struct FLX_API HuberOptions {
   Agg agg = Agg::mean;
   double delta = 1;  // δ > 0
 };
 // agg of 0.5 |ŷ - y|^2 where |ŷ - y| < δ, else δ (|ŷ - y| - 0.5 δ)
-Tensor huber_loss(const Tensor& yhat, const Tensor& y, const HuberOptions& o = {});
+FLX_API Tensor huber_loss(const Tensor& yhat, const Tensor& y, const HuberOptions& o = {});
 
 // agg(ŷ - y log(ŷ)): ŷ is the Poisson rate itself (PyTorch's
 // poisson_nll_loss(log_input = false) without its eps).
-Tensor poisson_loss(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor poisson_loss(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 
 // ---- classification ----------------------------------------------------------
 // agg(-sum(y log(ŷ + ϵ); dim))
-Tensor crossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor crossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 // agg(-sum(y logsoftmax(ŷ; dim); dim))
-Tensor logitcrossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor logitcrossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 // agg(-y log(ŷ + ϵ) - (1 - y) log(1 - ŷ + ϵ))
-Tensor binarycrossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor binarycrossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 // binarycrossentropy(σ(ŷ), y) without computing σ: agg((1 - y) ŷ - logσ(ŷ)),
 // with -logσ(ŷ) = softplus(-ŷ) (never log of a rounded σ, so no -Inf for
 // large |ŷ|). The options' dim and epsilon are not used.
-Tensor logitbinarycrossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor logitbinarycrossentropy(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 // KL(y ‖ ŷ): agg(sum(y log y; dim)) + crossentropy(ŷ, y, o), y log y = 0 at
 // y = 0 (Flux's, so ϵ enters as in crossentropy; ŷ, y probabilities along dim).
-Tensor kldivergence(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor kldivergence(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 
-struct LabelSmoothingOptions {
+struct FLX_API LabelSmoothingOptions {
   int dim = 0;          // the one-hot dim (Flux's dims = 1)
   bool binary = false;  // y holds binary labels, one number each (Flux's dims = 0)
 };
 // Smoothed labels (not a loss): y (1 - α) + α / size(y, dim), or with
 // .binary, y (1 - α) + α / 2. 0 < α < 1. Bool and integer labels give
 // Float32; floating labels keep their type.
-Tensor label_smoothing(const Tensor& y, double alpha, const LabelSmoothingOptions& o = {});
+FLX_API Tensor label_smoothing(const Tensor& y, double alpha, const LabelSmoothingOptions& o = {});
 
 // ---- margins -----------------------------------------------------------------
 // agg(max(0, 1 - ŷ y)), y in {-1, 1}
-Tensor hinge_loss(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor hinge_loss(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 // agg(max(0, 1 - ŷ y)^2)
-Tensor squared_hinge_loss(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
+FLX_API Tensor squared_hinge_loss(const Tensor& yhat, const Tensor& y, const LossOptions& o = {});
 
-struct SiameseContrastiveOptions {
+struct FLX_API SiameseContrastiveOptions {
   Agg agg = Agg::mean;
   double margin = 1;  // >= 0
 };
 // agg((1 - y) ŷ^2 + y max(0, margin - ŷ)^2): ŷ a distance, y = 1 for a
 // dissimilar pair.
-Tensor siamese_contrastive_loss(const Tensor& yhat, const Tensor& y, const SiameseContrastiveOptions& o = {});
+FLX_API Tensor siamese_contrastive_loss(const Tensor& yhat, const Tensor& y, const SiameseContrastiveOptions& o = {});
 
 // ---- segmentation (whole-tensor losses: no agg, as in Flux) ------------------
-struct DiceOptions {
+struct FLX_API DiceOptions {
   double smooth = 1;
 };
 // 1 - (2 sum(y ŷ) + s) / (sum(y^2) + sum(ŷ^2) + s)
-Tensor dice_coeff_loss(const Tensor& yhat, const Tensor& y, const DiceOptions& o = {});
+FLX_API Tensor dice_coeff_loss(const Tensor& yhat, const Tensor& y, const DiceOptions& o = {});
 
-struct TverskyOptions {
+struct FLX_API TverskyOptions {
   double beta = 0.7;
 };
 // 1 - (sum(y ŷ) + 1) / (sum(y ŷ + β (1 - y) ŷ + (1 - β) y (1 - ŷ)) + 1)
 // (Flux's code: β weighs the false positives (1 - y) ŷ, 1 - β the false
 // negatives).
-Tensor tversky_loss(const Tensor& yhat, const Tensor& y, const TverskyOptions& o = {});
+FLX_API Tensor tversky_loss(const Tensor& yhat, const Tensor& y, const TverskyOptions& o = {});
 
 // ---- focal losses (ŷ probabilities, e.g. softmax or σ output) ----------------
-struct BinaryFocalOptions {
+struct FLX_API BinaryFocalOptions {
   Agg agg = Agg::mean;
   double gamma = 2;
   double epsilon = -1;  // < 0: eps of the prediction's element type
 };
 // p_t = y (ŷ + ϵ) + (1 - y) (1 - ŷ - ϵ); agg(-(1 - p_t)^γ log(p_t)).
 // γ = 0 is binarycrossentropy.
-Tensor binary_focal_loss(const Tensor& yhat, const Tensor& y, const BinaryFocalOptions& o = {});
+FLX_API Tensor binary_focal_loss(const Tensor& yhat, const Tensor& y, const BinaryFocalOptions& o = {});
 
-struct FocalOptions {
+struct FLX_API FocalOptions {
   Agg agg = Agg::mean;
   int dim = 0;  // the class dim (Flux's dims = 1)
   double gamma = 2;
   double epsilon = -1;
 };
 // agg(sum(-y (1 - ŷ - ϵ)^γ log(ŷ + ϵ); dim)). γ = 0 is crossentropy.
-Tensor focal_loss(const Tensor& yhat, const Tensor& y, const FocalOptions& o = {});
+FLX_API Tensor focal_loss(const Tensor& yhat, const Tensor& y, const FocalOptions& o = {});
 
 // ---- sequences ---------------------------------------------------------------
 // NNlib's ctc_loss(ŷ, y): the connectionist temporal classification loss of
@@ -138,6 +140,6 @@ Tensor focal_loss(const Tensor& yhat, const Tensor& y, const FocalOptions& o = {
 // tensor (Float32 for half ŷ); its gradient is softmax(ŷ) - the posterior
 // of each class at each step. Runs on the CPU only: on another device it
 // raises NotImplemented (move ŷ to the CPU: ctc_loss(yhat.to(Device::cpu()), y)).
-Tensor ctc_loss(const Tensor& yhat, const Tensor& y);
+FLX_API Tensor ctc_loss(const Tensor& yhat, const Tensor& y);
 
 }  // namespace flx

@@ -3,6 +3,8 @@
 // with fmap.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include "flx/functor.hpp"
 #include "flx/tensor.hpp"
 
@@ -11,11 +13,11 @@ namespace flx {
 namespace detail {
 // Where gpu() sends data now: a functional GPU, or the CPU after a one-time
 // warning (FLX_SILENCE_WARN_NO_GPU=1 silences it).
-Device gpu_target();
+FLX_API Device gpu_target();
 // The CUDA device cu() uses, or a BackendUnavailable error saying why not.
-Device cuda_target();
+FLX_API Device cuda_target();
 // gpu/cu semantics: Float64 becomes Float32 on the way (as Flux does).
-Tensor to_gpu_eltype(const Tensor& t, Device d);
+FLX_API Tensor to_gpu_eltype(const Tensor& t, Device d);
 }  // namespace detail
 
 // Move x to device d: every tensor leaf of a model, tuple or tensor, with
@@ -28,19 +30,19 @@ T move_to(const T& x, Device d, bool gpu_eltype) {
   return fmap([d](const Tensor& t) { return t.to(d); }, x);
 }
 
-struct CpuFn {
+struct FLX_API CpuFn {
   template <class T>
   auto operator()(const T& x) const {
     return move_to(x, Device::cpu(), false);
   }
 };
-struct GpuFn {
+struct FLX_API GpuFn {
   template <class T>
   auto operator()(const T& x) const {
     return move_to(x, detail::gpu_target(), true);
   }
 };
-struct CuFn {
+struct FLX_API CuFn {
   template <class T>
   auto operator()(const T& x) const {
     return move_to(x, detail::cuda_target(), true);

@@ -9,6 +9,8 @@
 // as the other rules' do.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -29,7 +31,7 @@ namespace flx {
 using Beta = std::pair<double, double>;
 
 // Nesterov-accelerated Adam: η·(β₁m/(1-β₁β₁ᵗ) + (1-β₁)dx/(1-β₁ᵗ)) / (√(vβ₂/(1-β₂ᵗ)) + ϵ).
-struct NAdam : OptRule {
+struct FLX_API NAdam : OptRule {
   double eta;
   Beta beta;
   double epsilon;
@@ -40,7 +42,7 @@ struct NAdam : OptRule {
 };
 // Rectified Adam: Adam's step times the rectification r once ρₜ > 4, else
 // the bias-corrected momentum alone.
-struct RAdam : OptRule {
+struct FLX_API RAdam : OptRule {
   double eta;
   Beta beta;
   double epsilon;
@@ -50,7 +52,7 @@ struct RAdam : OptRule {
   FLX_RULE_METHODS(RAdam)
 };
 // Adam with the infinity norm: u = max(β₂u, |dx|); η/(1-β₁ᵗ)·m/(u+ϵ).
-struct AdaMax : OptRule {
+struct FLX_API AdaMax : OptRule {
   double eta;
   Beta beta;
   double epsilon;
@@ -60,7 +62,7 @@ struct AdaMax : OptRule {
   FLX_RULE_METHODS(AdaMax)
 };
 // Optimistic Adam: 2·term - previous term, term being Adam's step.
-struct OAdam : OptRule {
+struct FLX_API OAdam : OptRule {
   double eta;
   Beta beta;
   double epsilon;
@@ -70,20 +72,20 @@ struct OAdam : OptRule {
   FLX_RULE_METHODS(OAdam)
 };
 // acc (starting at ϵ) += dx²; η·dx/(√acc + ϵ).
-struct AdaGrad : OptRule {
+struct FLX_API AdaGrad : OptRule {
   double eta, epsilon;
   explicit AdaGrad(double eta = 0.1, double epsilon = 1e-8) : eta(eta), epsilon(epsilon) {}
   FLX_RULE_ETA
   FLX_RULE_METHODS(AdaGrad)
 };
 // No learning rate (adjust(state, eta) leaves it alone, as Optimisers.jl's).
-struct AdaDelta : OptRule {
+struct FLX_API AdaDelta : OptRule {
   double rho, epsilon;
   explicit AdaDelta(double rho = 0.9, double epsilon = 1e-8) : rho(rho), epsilon(epsilon) {}
   FLX_RULE_METHODS(AdaDelta)
 };
 // m, v and v̂ = max(v̂, v) all start at ϵ; η·m/(√v̂ + ϵ), no bias correction.
-struct AMSGrad : OptRule {
+struct FLX_API AMSGrad : OptRule {
   double eta;
   Beta beta;
   double epsilon;
@@ -93,7 +95,7 @@ struct AMSGrad : OptRule {
   FLX_RULE_METHODS(AMSGrad)
 };
 // Adam with s = β₂s + (1-β₂)(dx-m)² + ϵ in place of v.
-struct AdaBelief : OptRule {
+struct FLX_API AdaBelief : OptRule {
   double eta;
   Beta beta;
   double epsilon;
@@ -104,7 +106,7 @@ struct AdaBelief : OptRule {
 };
 // As Optimisers.jl 0.4 writes it: m = β₂dx + (1-β₂)m, then
 // η·sign((β₂-β₁)dx + β₁m) with the new m.
-struct Lion : OptRule {
+struct FLX_API Lion : OptRule {
   double eta;
   Beta beta;
   explicit Lion(double eta = 0.001, Beta beta = {0.9, 0.999}) : eta(eta), beta(beta) {}
@@ -115,7 +117,7 @@ struct Lion : OptRule {
 // ell.second while the gradient keeps its sign, shrinks by ell.first when it
 // flips, kept within gamma; the step is the size times the gradient's sign
 // (0 just after a flip).
-struct Rprop : OptRule {
+struct FLX_API Rprop : OptRule {
   double eta;
   std::pair<double, double> ell, gamma;
   explicit Rprop(double eta = 1e-3, std::pair<double, double> ell = {0.5, 1.2},
@@ -126,7 +128,7 @@ struct Rprop : OptRule {
 };
 // dx + λ·sign(x); alone it steps x -= dx + λ·sign(x) (put it before the
 // rule with the learning rate in a chain to scale it).
-struct SignDecay : OptRule {
+struct FLX_API SignDecay : OptRule {
   double lambda;
   explicit SignDecay(double lambda = 1e-3) : lambda(lambda) {}
   FLX_RULE_METHODS(SignDecay)
@@ -136,7 +138,7 @@ struct SignDecay : OptRule {
 // rules are skipped, as Optimisers.jl's `nothing`). Put it first in an
 // OptimiserChain: OptimiserChain(AccumGrad(4), Adam()). State: the running
 // mean, and the count (1 to n) in scalars.
-struct AccumGrad : OptRule {
+struct FLX_API AccumGrad : OptRule {
   int64_t n;
   explicit AccumGrad(int64_t n);
   FLX_RULE_METHODS(AccumGrad)

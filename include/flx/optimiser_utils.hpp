@@ -8,6 +8,8 @@
 //         model, loader, state);                     // one update per batch
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -102,10 +104,10 @@ int adjust_rules(OptRule& r, F& f) {
   if (auto* mp = dynamic_cast<MixedPrecision*>(&r)) n += adjust_rules<R>(*mp->rule, f);
   return n;
 }
-bool same_structure(const RuleState& a, const RuleState& b);
+FLX_API bool same_structure(const RuleState& a, const RuleState& b);
 // Whether `after` (a changed copy of `before`) keeps the variants that
 // Optimisers.jl's adjust refuses to change (RMSProp's centred).
-bool same_variants(const OptRule& before, const OptRule& after);
+FLX_API bool same_variants(const OptRule& before, const OptRule& after);
 }  // namespace detail
 
 // Optimisers.adjust!(state; field = value), typed: f changes any field of

@@ -9,6 +9,8 @@
 // wraps a rule for models in Float16 or BFloat16 (see it below).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <algorithm>
 #include <memory>
 #include <ostream>
@@ -23,7 +25,7 @@ namespace flx {
 
 // Per-leaf state of a rule: tensors (moments, velocities), host scalars
 // (bias-correction powers) and the states of sub-rules.
-struct RuleState {
+struct FLX_API RuleState {
   std::vector<Tensor> tensors;
   std::vector<double> scalars;
   std::vector<RuleState> children;
@@ -32,7 +34,7 @@ struct RuleState {
 // A step's whole set of gradients, changed before any rule sees them:
 // DistributedOptimizer averages them across processes. An OptRule makes one
 // per setup(); the state keeps it.
-class GradientTransform {
+class FLX_API GradientTransform {
  public:
   virtual ~GradientTransform() = default;
   // grads[i] is the gradient of the state's i-th parameter (undefined:
@@ -40,7 +42,7 @@ class GradientTransform {
   virtual void transform(std::vector<Tensor>& grads) = 0;
 };
 
-class OptRule {
+class FLX_API OptRule {
  public:
   virtual ~OptRule() = default;
   virtual RuleState init(const Tensor& x) const = 0;
@@ -78,7 +80,7 @@ class OptRule {
   // parameter (LossScaler's, unscaled) reaches the rule unrounded.
   virtual DType gradient_dtype(const Tensor& param) const { return param.dtype(); }
 };
-std::ostream& operator<<(std::ostream& os, const OptRule& r);
+FLX_API std::ostream& operator<<(std::ostream& os, const OptRule& r);
 
 #define FLX_RULE_ETA \
   void set_eta(double e) override { eta = e; }
@@ -88,25 +90,25 @@ std::ostream& operator<<(std::ostream& os, const OptRule& r);
   void print(std::ostream& os) const override;                                         \
   std::shared_ptr<OptRule> clone() const override { return std::make_shared<T>(*this); }
 
-struct Descent : OptRule {  // x -= η dx
+struct FLX_API Descent : OptRule {  // x -= η dx
   double eta;
   explicit Descent(double eta = 0.1) : eta(eta) {}
   FLX_RULE_ETA
   FLX_RULE_METHODS(Descent)
 };
-struct Momentum : OptRule {  // v = ρv + η dx; x -= v
+struct FLX_API Momentum : OptRule {  // v = ρv + η dx; x -= v
   double eta, rho;
   explicit Momentum(double eta = 0.01, double rho = 0.9) : eta(eta), rho(rho) {}
   FLX_RULE_ETA
   FLX_RULE_METHODS(Momentum)
 };
-struct Nesterov : OptRule {
+struct FLX_API Nesterov : OptRule {
   double eta, rho;
   explicit Nesterov(double eta = 0.001, double rho = 0.9) : eta(eta), rho(rho) {}
   FLX_RULE_ETA
   FLX_RULE_METHODS(Nesterov)
 };
-struct RMSProp : OptRule {
+struct FLX_API RMSProp : OptRule {
   double eta, rho, epsilon;
   bool centred;
   explicit RMSProp(double eta = 0.001, double rho = 0.9, double epsilon = 1e-8, bool centred = false)
@@ -114,7 +116,7 @@ struct RMSProp : OptRule {
   FLX_RULE_ETA
   FLX_RULE_METHODS(RMSProp)
 };
-struct Adam : OptRule {
+struct FLX_API Adam : OptRule {
   double eta;
   std::pair<double, double> beta;
   double epsilon;
@@ -127,7 +129,7 @@ struct Adam : OptRule {
 };
 // Adam with decoupled weight decay (Optimisers.jl 0.4): the step is
 // η·(adam + λx) when couple (the default), else η·adam + λx.
-struct AdamW : OptRule {
+struct FLX_API AdamW : OptRule {
   double eta;
   std::pair<double, double> beta;
   double lambda, epsilon;
@@ -138,12 +140,12 @@ struct AdamW : OptRule {
   FLX_RULE_ETA
   FLX_RULE_METHODS(AdamW)
 };
-struct ClipGrad : OptRule {  // clamp each gradient entry to [-δ, δ]
+struct FLX_API ClipGrad : OptRule {  // clamp each gradient entry to [-δ, δ]
   double delta;
   explicit ClipGrad(double delta = 10) : delta(delta) {}
   FLX_RULE_METHODS(ClipGrad)
 };
-struct ClipNorm : OptRule {  // rescale so the p-norm of each gradient is at most ω
+struct FLX_API ClipNorm : OptRule {  // rescale so the p-norm of each gradient is at most ω
   double omega, p;
   bool throw_nonfinite;
   explicit ClipNorm(double omega = 10, double p = 2, bool throw_nonfinite = true)
@@ -151,17 +153,17 @@ struct ClipNorm : OptRule {  // rescale so the p-norm of each gradient is at mos
   bool may_refuse() const override { return throw_nonfinite; }
   FLX_RULE_METHODS(ClipNorm)
 };
-struct WeightDecay : OptRule {  // dx + λx
+struct FLX_API WeightDecay : OptRule {  // dx + λx
   double lambda;
   explicit WeightDecay(double lambda = 5e-4) : lambda(lambda) {}
   FLX_RULE_METHODS(WeightDecay)
 };
 namespace detail {
 // An ArgumentError when r is a MixedPrecision (it must wrap the chain).
-void check_chain_member(const OptRule& r);
+FLX_API void check_chain_member(const OptRule& r);
 }  // namespace detail
 
-struct OptimiserChain : OptRule {
+struct FLX_API OptimiserChain : OptRule {
   std::vector<std::shared_ptr<OptRule>> rules;
   template <class... R>
     requires(std::is_base_of_v<OptRule, R> && ...)
@@ -192,7 +194,7 @@ struct OptimiserChain : OptRule {
 // holding a MixedPrecision is an ArgumentError, as in Optimisers.jl.
 // Prints as Optimisers.jl prints it, type parameters first:
 // MixedPrecision{Float32, Adam}(Adam(0.001, (0.9, 0.999), 1e-08)).
-struct MixedPrecision : OptRule {
+struct FLX_API MixedPrecision : OptRule {
   DType dtype;
   std::shared_ptr<OptRule> rule;
   template <class R>
@@ -229,7 +231,7 @@ struct MixedPrecision : OptRule {
 #undef FLX_RULE_ETA
 
 // The optimiser state of a model: one entry per distinct trainable tensor.
-class OptState {
+class FLX_API OptState {
  public:
   struct Leaf {
     std::string path;  // "layers.0.weight"
@@ -277,8 +279,8 @@ inline void adjust(OptState& state, double eta) { state.adjust(eta); }
 // parameter and its state as they are. Returns how many leaves it changed;
 // a path that names no leaf is an ArgumentError listing the leaves. The
 // flags are not part of checkpoints: freeze again after loading.
-size_t freeze(OptState& state, const std::string& path = "");
-size_t thaw(OptState& state, const std::string& path = "");
+FLX_API size_t freeze(OptState& state, const std::string& path = "");
+FLX_API size_t thaw(OptState& state, const std::string& path = "");
 
 template <class M>
 void update(OptState& state, const M& model, const M& grads) {

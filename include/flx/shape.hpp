@@ -1,6 +1,8 @@
 // Shape: up to 8 extents (the backend ABI's FLX_MAX_DIMS), column-major (first index fastest).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <array>
 #include <cstdint>
 #include <initializer_list>
@@ -11,7 +13,7 @@
 
 namespace flx {
 
-class Shape {
+class FLX_API Shape {
  public:
   static constexpr int max_dims = 8;  // FLX_MAX_DIMS, checked in shape.cpp
 
@@ -46,6 +48,6 @@ class Shape {
   int n_ = 0;
 };
 
-std::ostream& operator<<(std::ostream& os, const Shape& s);
+FLX_API std::ostream& operator<<(std::ostream& os, const Shape& s);
 
 }  // namespace flx

@@ -3,6 +3,8 @@
 // Flux's order (the last dimension holds observations).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <concepts>
 #include <cstdint>
 #include <initializer_list>
@@ -21,7 +23,7 @@ namespace detail {
 struct TensorImpl;
 }
 
-class Tensor {
+class FLX_API Tensor {
  public:
   Tensor() = default;  // undefined: holds nothing (a gradient that did not flow)
   // Wrap an implementation record (library internals).
@@ -80,19 +82,19 @@ class Tensor {
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t);
+FLX_API std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // ---- factories (CPU; move with `| gpu` or `.to(device)`) -------------------
-Tensor empty(DType t, const Shape& s, Device d = {});  // uninitialised
-Tensor zeros(DType t, const Shape& s);
-Tensor ones(DType t, const Shape& s);
-Tensor rand(DType t, const Shape& s);   // uniform on [0, 1)
-Tensor randn(DType t, const Shape& s);  // standard normal
-Tensor full(DType t, double value, const Shape& s);
-Tensor from_host(const void* data, DType t, const Shape& s);
+FLX_API Tensor empty(DType t, const Shape& s, Device d = {});  // uninitialised
+FLX_API Tensor zeros(DType t, const Shape& s);
+FLX_API Tensor ones(DType t, const Shape& s);
+FLX_API Tensor rand(DType t, const Shape& s);   // uniform on [0, 1)
+FLX_API Tensor randn(DType t, const Shape& s);  // standard normal
+FLX_API Tensor full(DType t, double value, const Shape& s);
+FLX_API Tensor from_host(const void* data, DType t, const Shape& s);
 
 // Seed the global counter-based generator (rand, randn, layer init).
-void set_seed(uint64_t seed);
+FLX_API void set_seed(uint64_t seed);
 
 template <class... D>
 concept DimArgs = (std::integral<D> && ...);

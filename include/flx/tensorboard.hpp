@@ -30,6 +30,8 @@
 // flush.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,7 +42,7 @@
 
 namespace flx {
 
-struct TensorBoardOptions {
+struct FLX_API TensorBoardOptions {
   int max_queue = 10;           // records held in memory at most (1: each written at once)
   double flush_seconds = 120;   // a record logged this long after the last write writes all
   // When set, TensorBoard hides the events of earlier files in logdir whose
@@ -54,12 +56,12 @@ struct TensorBoardOptions {
 // `columns` images per row (0: ceil(sqrt(N))), as many rows as needed,
 // `padding` pixels of 0 (black; transparent for RGBA) between neighbours and
 // in the unused cells of the last row; no border around the grid.
-struct ImageOptions {
+struct FLX_API ImageOptions {
   int64_t columns = 0;
   int64_t padding = 2;
 };
 
-class TensorBoardLogger {
+class FLX_API TensorBoardLogger {
  public:
   explicit TensorBoardLogger(const std::string& logdir, TensorBoardOptions options = {});
   // Writes what is left; a failure there is reported on stderr, since a

@@ -8,10 +8,12 @@
 // every 50 ms (FLX_ADAPTIVE_THREADS=0 turns this off).
 #pragma once
 
+#include "flx/export.hpp"
+
 namespace flx {
 
-int num_threads();            // the most threads CPU work uses
-int num_threads_in_use();     // the threads it uses now, after leaving busy cores alone
-void set_num_threads(int n);  // n >= 1; throws ArgumentError otherwise
+FLX_API int num_threads();            // the most threads CPU work uses
+FLX_API int num_threads_in_use();     // the threads it uses now, after leaving busy cores alone
+FLX_API void set_num_threads(int n);  // n >= 1; throws ArgumentError otherwise
 
 }  // namespace flx

@@ -3,6 +3,8 @@
 // MultiHeadAttention, over (features, length, batch) sequences.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <ostream>
 #include <utility>
@@ -27,7 +29,7 @@ namespace flx {
 //    or tiles of keys through the compute table) that keeps one
 //    log-sum-exp per query row, so memory grows linearly with the sequence
 //    (docs/attention.md).
-struct AttentionOptions {
+struct FLX_API AttentionOptions {
   Tensor mask;
   bool causal = false;
   Tensor bias;
@@ -41,22 +43,22 @@ struct AttentionOptions {
 // q_len, nheads, batch) (undefined with `.scores = false`). dropout:
 // applied to α when training (Flux's fdrop); with `.scores = false` the
 // same weights are dropped for the same seed.
-std::pair<Tensor, Tensor> dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
-                                                const AttentionOptions& o = {}, const Dropout* dropout = nullptr);
+FLX_API std::pair<Tensor, Tensor> dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
+                                                        const AttentionOptions& o = {}, const Dropout* dropout = nullptr);
 
 // NNlib's make_causal_mask: a (len, len) Bool mask, true where key j <=
 // query i, for x's sequence dim (dim 1 of (features, len, batch)).
-Tensor make_causal_mask(const Tensor& x);
+FLX_API Tensor make_causal_mask(const Tensor& x);
 
 // The dims of a MultiHeadAttention, Flux's general form
 // (q_in, k_in, v_in) => (qk, v) => out.
-struct AttentionDims {
+struct FLX_API AttentionDims {
   int64_t q_in, k_in, v_in, qk, v, out;
   // Flux's MultiHeadAttention(dims::Int): every dim the same.
   static AttentionDims all(int64_t d) { return {d, d, d, d, d, d}; }
 };
 
-struct MultiHeadAttentionOptions {
+struct FLX_API MultiHeadAttentionOptions {
   int64_t nheads = 8;
   bool bias = false;           // biases in the four Dense projections
   double dropout_prob = 0.0;   // dropout on the attention weights, when training
@@ -70,7 +72,7 @@ struct MultiHeadAttentionOptions {
 // .scores = false}): memory linear in the length); mha(x) is
 // self-attention, mha(q, kv) uses kv as keys and values. An additive bias
 // on the logits goes in as mha(q, k, v, bias) (Flux's) or {.bias = bias}.
-struct MultiHeadAttention {
+struct FLX_API MultiHeadAttention {
   int64_t nheads = 8;
   Dense q_proj, k_proj, v_proj;
   Dropout attn_drop;
@@ -98,10 +100,10 @@ FLX_FUNCTOR(MultiHeadAttention, q_proj, k_proj, v_proj, attn_drop, out_proj)
 
 // One line, as the other layers: MultiHeadAttention(64 => 64 => 64, nheads=8)
 // (the general form when the input dims differ); `os << mha` adds the count.
-void show_compact(std::ostream& os, const MultiHeadAttention& m);
+FLX_API void show_compact(std::ostream& os, const MultiHeadAttention& m);
 // The shape of y (the first result) for queries, keys and values of these
 // shapes (outputsize.hpp): (out, q_len, batch).
-Shape outputsize(const MultiHeadAttention& m, const Shape& q, const Shape& k, const Shape& v);
+FLX_API Shape outputsize(const MultiHeadAttention& m, const Shape& q, const Shape& k, const Shape& v);
 inline Shape outputsize(const MultiHeadAttention& m, const Shape& q, const Shape& kv) { return outputsize(m, q, kv, kv); }
 inline Shape outputsize(const MultiHeadAttention& m, const Shape& qkv) { return outputsize(m, qkv, qkv, qkv); }
 

@@ -5,6 +5,8 @@
 // PairwiseFusion, Maxout) are in containers.hpp.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstddef>
 #include <ostream>
 #include <tuple>
@@ -22,13 +24,13 @@ namespace flx {
 
 // Dense's options, Flux's keywords: the weight's initialiser, called with
 // its dims (out, in) (empty: glorot_uniform), and whether there is a bias.
-struct DenseOptions {
+struct FLX_API DenseOptions {
   InitFn init = {};
   bool bias = true;
 };
 
 // y = act.(weight * x .+ bias); weight is (out, in), bias is (out).
-struct Dense {
+struct FLX_API Dense {
   Tensor weight;
   Tensor bias;
   Activation act;
@@ -40,8 +42,8 @@ struct Dense {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(Dense, weight, bias)
-void show_compact(std::ostream& os, const Dense& d);  // Dense(10 => 5, σ)
-Shape outputsize(const Dense& d, const Shape& x);      // (out, x's other dims...)
+FLX_API void show_compact(std::ostream& os, const Dense& d);  // Dense(10 => 5, σ)
+FLX_API Shape outputsize(const Dense& d, const Shape& x);      // (out, x's other dims...)
 
 // ---- Chain -----------------------------------------------------------------
 
@@ -53,7 +55,7 @@ auto apply_chain(const Tuple& layers, const X& x) {
   if constexpr (I == std::tuple_size_v<Tuple>) return x;
   else return apply_chain<I + 1>(layers, std::get<I>(layers)(x));
 }
-void check_chain_index(size_t i, size_t n);
+FLX_API void check_chain_index(size_t i, size_t n);
 }  // namespace detail
 
 // Layers applied in order: Chain(Dense(10, 5, relu), Dense(5, 2), softmax).
@@ -184,7 +186,7 @@ struct ScaleArgs;
 // lines up with x's leading dims. Scale(2), Scale(4, 3), Scale(5, relu):
 // scale ones, bias zeros. Scale(scale, bias[, act]) takes the arrays (an
 // undefined bias for none: Flux's bias=false).
-struct Scale {
+struct FLX_API Scale {
   Tensor scale;
   Tensor bias;
   Activation act;
@@ -197,8 +199,8 @@ struct Scale {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(Scale, scale, bias)
-void show_compact(std::ostream& os, const Scale& l);  // Scale(4, 3, relu; bias=false)
-Shape outputsize(const Scale& l, const Shape& x);      // broadcast of the layer's size with x's
+FLX_API void show_compact(std::ostream& os, const Scale& l);  // Scale(4, 3, relu; bias=false)
+FLX_API Shape outputsize(const Scale& l, const Shape& x);      // broadcast of the layer's size with x's
 
 namespace detail {
 template <class... A>
@@ -240,7 +242,7 @@ struct ScaleArgs {
 // b(x, x), and b(std::tuple{x, y}) is b(x, y) (what a Chain or Parallel
 // passes on). Bilinear(in1, in2, out[, act]) draws a Glorot-uniform weight
 // and a zero bias; Bilinear(in, out[, act]) is Bilinear(in, in, out).
-struct Bilinear {
+struct FLX_API Bilinear {
   Tensor weight;
   Tensor bias;
   Activation act;
@@ -253,8 +255,8 @@ struct Bilinear {
   Tensor operator()(const std::tuple<Tensor, Tensor>& xy) const { return (*this)(std::get<0>(xy), std::get<1>(xy)); }
 };
 FLX_FUNCTOR(Bilinear, weight, bias)
-void show_compact(std::ostream& os, const Bilinear& l);  // Bilinear(5 => 7), Bilinear((5, 4) => 3, tanh)
-Shape outputsize(const Bilinear& l, const Shape& x, const Shape& y);
+FLX_API void show_compact(std::ostream& os, const Bilinear& l);  // Bilinear(5 => 7), Bilinear((5, 4) => 3, tanh)
+FLX_API Shape outputsize(const Bilinear& l, const Shape& x, const Shape& y);
 inline Shape outputsize(const Bilinear& l, const Shape& x) { return outputsize(l, x, x); }
 inline Shape outputsize(const Bilinear& l, const std::tuple<Shape, Shape>& xy) {
   return outputsize(l, std::get<0>(xy), std::get<1>(xy));

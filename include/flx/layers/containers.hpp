@@ -19,6 +19,8 @@
 // (detail::Shapes).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -35,7 +37,7 @@
 namespace flx {
 
 // Maxout's connection: the elementwise maximum (NaN propagates, as Julia's max).
-struct MaxFn {
+struct FLX_API MaxFn {
   Tensor operator()(const Tensor& a, const Tensor& b) const { return maximum(a, b); }
   static const char* name() { return "max"; }
 };
@@ -84,12 +86,12 @@ std::string shapes_text(const T&... v) {
 }
 
 // Wrong number of inputs (Flux's ArgumentError).
-[[noreturn]] void arity_error(const std::string& container, size_t layers, size_t inputs, const std::string& shapes);
+FLX_API [[noreturn]] void arity_error(const std::string& container, size_t layers, size_t inputs, const std::string& shapes);
 // A connection (or Maxout's max) that threw DimensionMismatch, again with the
 // container and the shapes it was combining.
-[[noreturn]] void connection_error(const std::string& container, const std::string& connection,
+FLX_API [[noreturn]] void connection_error(const std::string& container, const std::string& connection,
                                    const std::string& shapes, const char* what);
-void check_maxout_size(size_t n);
+FLX_API void check_maxout_size(size_t n);
 
 // connection(connection(a, b), rest...): a binary connection over more.
 template <class C, class A, class B, class... Rest>
@@ -110,7 +112,7 @@ auto combine(const C& c, const Y& y, const Ys&... ys) {
 
 // The two ways a container runs: on tensors (its forward pass), and on
 // shapes (its outputsize), with the same steps.
-struct Forward {
+struct FLX_API Forward {
   template <class L, class X>
   auto apply(const L& l, const X& x) const {
     return l(x);
@@ -124,7 +126,7 @@ struct Forward {
     }
   }
 };
-struct Shapes {
+struct FLX_API Shapes {
   template <class L, class X>
   auto apply(const L& l, const X& x) const {
     return outputsize(l, x);

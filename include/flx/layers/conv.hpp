@@ -5,6 +5,8 @@
 //   Conv((3, 3), 1 => 16, relu, pad=1)
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <ostream>
 #include <utility>
@@ -21,7 +23,7 @@ namespace flx {
 // and dilation per spatial dim, padding per side (low and high of dim 1,
 // then of dim 2, ...), as Flux keeps them after calc_padding; outpad per
 // spatial dim (zeros but for ConvTranspose).
-struct ConvGeometry {
+struct FLX_API ConvGeometry {
   std::vector<int64_t> stride, pad, dilation;
   int64_t groups = 1;
   std::vector<int64_t> outpad;
@@ -34,7 +36,7 @@ struct ConvGeometry {
 // options' `.init` (called with the weight's dims) and, with `.bias =
 // false`, no bias (as Flux's init and bias keywords). `.outpad` is
 // ConvTranspose's: an ArgumentError here.
-struct Conv {
+struct FLX_API Conv {
   Tensor weight;
   Tensor bias;
   Activation act;
@@ -91,40 +93,40 @@ FLX_FUNCTOR(ConvTranspose, weight, bias)
 // `.groups` may be left out or be `in`. From a weight (kernel..., m, in)
 // (PyTorch's depthwise layout reversed; Flux's DepthwiseConv(weight)), the
 // Conv of weight (kernel..., 1, m·in) with groups = in.
-Conv DepthwiseConv(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation act = {}, ConvOptions o = {});
+FLX_API Conv DepthwiseConv(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation act = {}, ConvOptions o = {});
 inline Conv DepthwiseConv(std::vector<int64_t> kernel, int64_t in, int64_t out, const ConvOptions& o) {
   return DepthwiseConv(std::move(kernel), in, out, {}, o);
 }
-Conv DepthwiseConv(const Tensor& weight, const Tensor& bias, Activation act = {}, ConvOptions o = {});
+FLX_API Conv DepthwiseConv(const Tensor& weight, const Tensor& bias, Activation act = {}, ConvOptions o = {});
 
 // Max or mean over windows (stride: the window by default).
-struct MaxPool {
+struct FLX_API MaxPool {
   std::vector<int64_t> window;
   PoolOptions options;
   explicit MaxPool(std::vector<int64_t> window, PoolOptions o = {});
   Tensor operator()(const Tensor& x) const;
 };
-struct MeanPool {
+struct FLX_API MeanPool {
   std::vector<int64_t> window;
   PoolOptions options;
   explicit MeanPool(std::vector<int64_t> window, PoolOptions o = {});
   Tensor operator()(const Tensor& x) const;
 };
 // Over each channel's whole image: (spatial..., C, N) -> (1..., C, N).
-struct GlobalMaxPool {
+struct FLX_API GlobalMaxPool {
   Tensor operator()(const Tensor& x) const;
 };
-struct GlobalMeanPool {
+struct FLX_API GlobalMeanPool {
   Tensor operator()(const Tensor& x) const;
 };
 // To a given output size, with Flux's windows: stride in ÷ out, window
 // in - (out - 1) × stride.
-struct AdaptiveMaxPool {
+struct FLX_API AdaptiveMaxPool {
   std::vector<int64_t> out;
   explicit AdaptiveMaxPool(std::vector<int64_t> out);
   Tensor operator()(const Tensor& x) const;
 };
-struct AdaptiveMeanPool {
+struct FLX_API AdaptiveMeanPool {
   std::vector<int64_t> out;
   explicit AdaptiveMeanPool(std::vector<int64_t> out);
   Tensor operator()(const Tensor& x) const;
@@ -142,26 +144,26 @@ struct Flatten {
 
 // The one-line forms, as Flux prints them: Conv((3, 3), 1 => 16, relu, pad=1)
 // (`os << layer` adds the parameter count: show.hpp).
-void show_compact(std::ostream& os, const Conv& l);
-void show_compact(std::ostream& os, const CrossCor& l);
-void show_compact(std::ostream& os, const ConvTranspose& l);
-void show_compact(std::ostream& os, const MaxPool& l);
-void show_compact(std::ostream& os, const MeanPool& l);
-void show_compact(std::ostream& os, const GlobalMaxPool& l);
-void show_compact(std::ostream& os, const GlobalMeanPool& l);
-void show_compact(std::ostream& os, const AdaptiveMaxPool& l);
-void show_compact(std::ostream& os, const AdaptiveMeanPool& l);
+FLX_API void show_compact(std::ostream& os, const Conv& l);
+FLX_API void show_compact(std::ostream& os, const CrossCor& l);
+FLX_API void show_compact(std::ostream& os, const ConvTranspose& l);
+FLX_API void show_compact(std::ostream& os, const MaxPool& l);
+FLX_API void show_compact(std::ostream& os, const MeanPool& l);
+FLX_API void show_compact(std::ostream& os, const GlobalMaxPool& l);
+FLX_API void show_compact(std::ostream& os, const GlobalMeanPool& l);
+FLX_API void show_compact(std::ostream& os, const AdaptiveMaxPool& l);
+FLX_API void show_compact(std::ostream& os, const AdaptiveMeanPool& l);
 
 // Shape rules (outputsize.hpp): the ops' own checks and sizes, without the ops.
-Shape outputsize(const Conv& l, const Shape& x);
-Shape outputsize(const CrossCor& l, const Shape& x);
-Shape outputsize(const ConvTranspose& l, const Shape& x);
-Shape outputsize(const MaxPool& l, const Shape& x);
-Shape outputsize(const MeanPool& l, const Shape& x);
-Shape outputsize(const GlobalMaxPool& l, const Shape& x);
-Shape outputsize(const GlobalMeanPool& l, const Shape& x);
-Shape outputsize(const AdaptiveMaxPool& l, const Shape& x);
-Shape outputsize(const AdaptiveMeanPool& l, const Shape& x);
-Shape outputsize(const Flatten& l, const Shape& x);  // (prod of all dims but the last, the last)
+FLX_API Shape outputsize(const Conv& l, const Shape& x);
+FLX_API Shape outputsize(const CrossCor& l, const Shape& x);
+FLX_API Shape outputsize(const ConvTranspose& l, const Shape& x);
+FLX_API Shape outputsize(const MaxPool& l, const Shape& x);
+FLX_API Shape outputsize(const MeanPool& l, const Shape& x);
+FLX_API Shape outputsize(const GlobalMaxPool& l, const Shape& x);
+FLX_API Shape outputsize(const GlobalMeanPool& l, const Shape& x);
+FLX_API Shape outputsize(const AdaptiveMaxPool& l, const Shape& x);
+FLX_API Shape outputsize(const AdaptiveMeanPool& l, const Shape& x);
+FLX_API Shape outputsize(const Flatten& l, const Shape& x);  // (prod of all dims but the last, the last)
 
 }  // namespace flx

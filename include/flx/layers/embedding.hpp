@@ -4,6 +4,8 @@
 // EmbeddingBag's is bags of indices, whose vectors it reduces to one a bag.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <ostream>
 
@@ -25,11 +27,11 @@ namespace flx {
 // the host cost nothing to check, but must be moved to the weight's device.
 // Embedding's options: the weight's initialiser, called with its dims
 // (d, n) (empty: randn, Flux's randn32).
-struct EmbeddingOptions {
+struct FLX_API EmbeddingOptions {
   InitFn init = {};
 };
 
-struct Embedding {
+struct FLX_API Embedding {
   Tensor weight;
 
   Embedding(int64_t n, int64_t d, const EmbeddingOptions& o = {});  // weight ~ standard normal, as Flux's randn32
@@ -39,11 +41,11 @@ struct Embedding {
 };
 FLX_FUNCTOR(Embedding, weight)
 
-void show_compact(std::ostream& os, const Embedding& l);  // Embedding(n => d)
+FLX_API void show_compact(std::ostream& os, const Embedding& l);  // Embedding(n => d)
 // The shape rule (outputsize.hpp) for indices of shape x: (d, x...). (The
 // shape does not say whether x is one-hot; for a one-hot (n, rest...) input,
 // ask for the indices' shape (rest...).)
-Shape outputsize(const Embedding& l, const Shape& x);
+FLX_API Shape outputsize(const Embedding& l, const Shape& x);
 
 // How EmbeddingBag reduces a bag's vectors: Flux's reduction function (mean,
 // sum, maximum), PyTorch's mode ("mean", "sum", "max").
@@ -63,7 +65,7 @@ enum class BagReduction { Mean, Sum, Max };
 // outside 0:n-1, bad offsets or a wrong rank are errors naming the layer and
 // the shapes. The offsets (and, with them, the data) are read on the host:
 // from a GPU, one round trip a call.
-struct EmbeddingBag {
+struct FLX_API EmbeddingBag {
   Tensor weight;
   BagReduction reduction = BagReduction::Mean;
 
@@ -76,10 +78,10 @@ FLX_FUNCTOR(EmbeddingBag, weight)
 
 // EmbeddingBag(n => d), as Flux; a reduction other than the mean follows:
 // EmbeddingBag(26 => 3, sum), EmbeddingBag(26 => 3, maximum).
-void show_compact(std::ostream& os, const EmbeddingBag& l);
+FLX_API void show_compact(std::ostream& os, const EmbeddingBag& l);
 // The shape rules (outputsize.hpp): indices (L, rest...) give (d, rest...);
 // data and offsets of shapes (N) and (k) give (d, k).
-Shape outputsize(const EmbeddingBag& l, const Shape& x);
-Shape outputsize(const EmbeddingBag& l, const Shape& data, const Shape& offsets);
+FLX_API Shape outputsize(const EmbeddingBag& l, const Shape& x);
+FLX_API Shape outputsize(const EmbeddingBag& l, const Shape& data, const Shape& offsets);
 
 }  // namespace flx

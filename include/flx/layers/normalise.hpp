@@ -5,6 +5,8 @@
 // testmode!), automode(model) gives the choice back.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <map>
 #include <initializer_list>
@@ -22,7 +24,7 @@
 
 namespace flx {
 
-struct BatchNormOptions {
+struct FLX_API BatchNormOptions {
   bool affine = true;       // learn scale (γ) and bias (β)
   bool track_stats = true;  // keep running statistics for inference
   double epsilon = 1e-5;
@@ -33,7 +35,7 @@ struct BatchNormOptions {
 // second last dim of x), with the batch's statistics while training and the
 // running ones (moved by momentum in training) otherwise. The running
 // statistics move with the model and are saved, but are not trained.
-struct BatchNorm {
+struct FLX_API BatchNorm {
   Tensor bias;          // β, zeros
   Tensor scale;         // γ, ones
   Tensor running_mean;  // μ, zeros
@@ -64,7 +66,7 @@ struct LayerNormOptions {
 // divided by σ + ε instead: the same but for inputs whose σ² is near ε.) The
 // same in training and inference; the input must be floating, with size's
 // dims first.
-struct LayerNorm {
+struct FLX_API LayerNorm {
   Tensor scale;  // γ, ones(size)
   Tensor bias;   // β, zeros(size)
   Activation act;
@@ -97,7 +99,7 @@ struct GroupNormOptions {
 // and inference. Composed of differentiable ops (reshape, mean), so it runs
 // on every device; Float16 and BFloat16 are normalised in Float32 and
 // rounded once, as LayerNorm's.
-struct GroupNorm {
+struct FLX_API GroupNorm {
   Tensor bias;   // β, zeros(channels)
   Tensor scale;  // γ, ones(channels)
   Activation act;
@@ -128,7 +130,7 @@ struct InstanceNormOptions {
 // inference normalises with them; without, the slices' own statistics serve
 // in inference too. The input is (spatial..., channels, batch), at least
 // one spatial dim.
-struct InstanceNorm {
+struct FLX_API InstanceNorm {
   Tensor bias;          // β (affine)
   Tensor scale;         // γ (affine)
   Tensor running_mean;  // μ (track_stats)
@@ -170,24 +172,24 @@ struct AlphaDropout {
 FLX_LEAF(AlphaDropout)
 
 // One line each, as Flux prints them (`os << layer` adds the counts: show.hpp).
-void show_compact(std::ostream& os, const BatchNorm& l);
-void show_compact(std::ostream& os, const LayerNorm& l);
-void show_compact(std::ostream& os, const GroupNorm& l);     // GroupNorm(32, 4, relu)
-void show_compact(std::ostream& os, const InstanceNorm& l);  // InstanceNorm(3, affine=false)
-void show_compact(std::ostream& os, const Dropout& l);
-void show_compact(std::ostream& os, const AlphaDropout& l);
+FLX_API void show_compact(std::ostream& os, const BatchNorm& l);
+FLX_API void show_compact(std::ostream& os, const LayerNorm& l);
+FLX_API void show_compact(std::ostream& os, const GroupNorm& l);     // GroupNorm(32, 4, relu)
+FLX_API void show_compact(std::ostream& os, const InstanceNorm& l);  // InstanceNorm(3, affine=false)
+FLX_API void show_compact(std::ostream& os, const Dropout& l);
+FLX_API void show_compact(std::ostream& os, const AlphaDropout& l);
 
 // Shape rules (outputsize.hpp): each keeps the input's shape, once checked.
-Shape outputsize(const BatchNorm& l, const Shape& x);  // channels in the second last dim
-Shape outputsize(const LayerNorm& l, const Shape& x);  // the normalised size first
-Shape outputsize(const GroupNorm& l, const Shape& x);     // channels in the second last dim
-Shape outputsize(const InstanceNorm& l, const Shape& x);  // (spatial..., channels, batch)
+FLX_API Shape outputsize(const BatchNorm& l, const Shape& x);  // channels in the second last dim
+FLX_API Shape outputsize(const LayerNorm& l, const Shape& x);  // the normalised size first
+FLX_API Shape outputsize(const GroupNorm& l, const Shape& x);     // channels in the second last dim
+FLX_API Shape outputsize(const InstanceNorm& l, const Shape& x);  // (spatial..., channels, batch)
 inline Shape outputsize(const Dropout&, const Shape& x) { return x; }
 inline Shape outputsize(const AlphaDropout&, const Shape& x) { return x; }
 
 namespace detail {
 // Whether a layer with this mode setting trains now.
-bool training_now(const std::optional<bool>& active);
+FLX_API bool training_now(const std::optional<bool>& active);
 
 // Sets `active` on every layer of x that has one.
 template <class T>

@@ -26,6 +26,8 @@
 // Parallel or Bilinear as several inputs, to a Chain as one std::tuple.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -59,7 +61,7 @@ inline constexpr bool broadcasts_v = std::is_same_v<T, std::plus<>> || std::is_s
 
 // Julia's broadcast of two shapes (leading dims aligned, each pair equal
 // or one of them 1); DimensionMismatch naming `op` and both.
-Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+FLX_API Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 template <class>
 inline constexpr bool no_rule_v = false;

@@ -25,6 +25,8 @@
 // a cell of your own, halves) the cell step by step.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -57,7 +59,7 @@ auto flx_functor_fields(detail::tag<RecurrentOutput<State>>) {
 
 // An LSTM's state: the hidden state h (Flux's output) and the cell state c,
 // each (out) or (out, batch).
-struct LSTMState {
+struct FLX_API LSTMState {
   Tensor h;
   Tensor c;
 };
@@ -85,7 +87,7 @@ struct RecurrentOptions {
 };
 
 // h' = act.(Wi x .+ Wh h .+ bias); the output is h'.
-struct RNNCell {
+struct FLX_API RNNCell {
   Tensor Wi;    // (out, in)
   Tensor Wh;    // (out, out)
   Tensor bias;  // (out), undefined with {.bias = false}
@@ -158,7 +160,7 @@ inline auto flx_functor_fields(detail::tag<GRUv3Cell>) {
 // The layers: the cell over each time step of x, (in, time, batch) or (in,
 // time), returning every step's output, (out, time, batch) or (out, time).
 // The state given (or state0, or zeros) is (out) or (out, batch).
-struct RNN {
+struct FLX_API RNN {
   RNNCell cell;
   Tensor state0;  // (out): the learned initial state, undefined unless {.learned_state = true}
 
@@ -215,43 +217,43 @@ FLX_FUNCTOR(GRUv3, cell, state0)
 // Flux.initialstates: the state a sequence starts from when none is given:
 // zeros of (out) in the weights' element type on their device, or a layer's
 // learned state0.
-Tensor initialstates(const RNNCell& c);
-LSTMState initialstates(const LSTMCell& c);
-Tensor initialstates(const GRUCell& c);
-Tensor initialstates(const GRUv3Cell& c);
-Tensor initialstates(const RNN& l);
-LSTMState initialstates(const LSTM& l);
-Tensor initialstates(const GRU& l);
-Tensor initialstates(const GRUv3& l);
+FLX_API Tensor initialstates(const RNNCell& c);
+FLX_API LSTMState initialstates(const LSTMCell& c);
+FLX_API Tensor initialstates(const GRUCell& c);
+FLX_API Tensor initialstates(const GRUv3Cell& c);
+FLX_API Tensor initialstates(const RNN& l);
+FLX_API LSTMState initialstates(const LSTM& l);
+FLX_API Tensor initialstates(const GRU& l);
+FLX_API Tensor initialstates(const GRUv3& l);
 
 // One line each, as Flux shows them: LSTM(3 => 5)  # 180 parameters. Options
 // that are not the defaults follow the sizes: GRU(3 => 5; recurrent_bias=true).
-void show_compact(std::ostream& os, const RNNCell& l);
-void show_compact(std::ostream& os, const LSTMCell& l);
-void show_compact(std::ostream& os, const GRUCell& l);
-void show_compact(std::ostream& os, const GRUv3Cell& l);
-void show_compact(std::ostream& os, const RNN& l);
-void show_compact(std::ostream& os, const LSTM& l);
-void show_compact(std::ostream& os, const GRU& l);
-void show_compact(std::ostream& os, const GRUv3& l);
+FLX_API void show_compact(std::ostream& os, const RNNCell& l);
+FLX_API void show_compact(std::ostream& os, const LSTMCell& l);
+FLX_API void show_compact(std::ostream& os, const GRUCell& l);
+FLX_API void show_compact(std::ostream& os, const GRUv3Cell& l);
+FLX_API void show_compact(std::ostream& os, const RNN& l);
+FLX_API void show_compact(std::ostream& os, const LSTM& l);
+FLX_API void show_compact(std::ostream& os, const GRU& l);
+FLX_API void show_compact(std::ostream& os, const GRUv3& l);
 
 // Shape rules (outputsize.hpp): a cell's output (out) or (out, batch) for an
 // input (in) or (in, batch); a layer's (out, time[, batch]).
-Shape outputsize(const RNNCell& l, const Shape& x);
-Shape outputsize(const LSTMCell& l, const Shape& x);
-Shape outputsize(const GRUCell& l, const Shape& x);
-Shape outputsize(const GRUv3Cell& l, const Shape& x);
-Shape outputsize(const RNN& l, const Shape& x);
-Shape outputsize(const LSTM& l, const Shape& x);
-Shape outputsize(const GRU& l, const Shape& x);
-Shape outputsize(const GRUv3& l, const Shape& x);
+FLX_API Shape outputsize(const RNNCell& l, const Shape& x);
+FLX_API Shape outputsize(const LSTMCell& l, const Shape& x);
+FLX_API Shape outputsize(const GRUCell& l, const Shape& x);
+FLX_API Shape outputsize(const GRUv3Cell& l, const Shape& x);
+FLX_API Shape outputsize(const RNN& l, const Shape& x);
+FLX_API Shape outputsize(const LSTM& l, const Shape& x);
+FLX_API Shape outputsize(const GRU& l, const Shape& x);
+FLX_API Shape outputsize(const GRUv3& l, const Shape& x);
 
 // ---- the sequence runner (Flux's scan) -----------------------------------------
 
 namespace detail {
 
 // A sequence (in, T, B) and whether it came without its batch dim (in, T).
-struct Sequence {
+struct FLX_API Sequence {
   Tensor x;  // (in, T, B)
   bool batched;
   int64_t T, B;
@@ -259,15 +261,15 @@ struct Sequence {
 // x checked as `layer`'s input, (in, time, batch) or (in, time) with at least
 // one step (in < 0: any number of features); DimensionMismatch naming the
 // layer, what it expects and x's shape.
-Sequence as_sequence(const std::string& layer, const Tensor& x, int64_t in);
+FLX_API Sequence as_sequence(const std::string& layer, const Tensor& x, int64_t in);
 // The same rule on shapes (outputsize): x's shape with `out` features.
-Shape sequence_shape(const std::string& layer, const Shape& x, int64_t in, int64_t out);
+FLX_API Shape sequence_shape(const std::string& layer, const Shape& x, int64_t in, int64_t out);
 // (out, T, B) and the state parts (out, B) as the caller gave x: without a
 // batch dim, (out, T) and (out).
-Tensor unbatch_output(const Tensor& y, const Sequence& s);
-Tensor unbatch_state(const Tensor& h, const Sequence& s);
+FLX_API Tensor unbatch_output(const Tensor& y, const Sequence& s);
+FLX_API Tensor unbatch_state(const Tensor& h, const Sequence& s);
 // The outputs of every step, each (out, B), as one (out, T, B).
-Tensor stack_steps(const std::vector<Tensor>& outs);
+FLX_API Tensor stack_steps(const std::vector<Tensor>& outs);
 // Time step t of xt = permutedims(x, (0, 2, 1)), (in, B, T): (in, B).
 inline Tensor step_input(const Tensor& xt, int64_t t) {
   return reshape(xt.slice_last(t, t + 1), Shape{xt.shape()[0], xt.shape()[1]});
@@ -275,10 +277,10 @@ inline Tensor step_input(const Tensor& xt, int64_t t) {
 
 // The state a layer of a built-in cell is given, checked before any step runs
 // (the error naming the layer); a cell of your own checks it itself.
-void check_sequence_state(const std::string& layer, const RNNCell& c, const Tensor& h, int64_t batch);
-void check_sequence_state(const std::string& layer, const LSTMCell& c, const LSTMState& s, int64_t batch);
-void check_sequence_state(const std::string& layer, const GRUCell& c, const Tensor& h, int64_t batch);
-void check_sequence_state(const std::string& layer, const GRUv3Cell& c, const Tensor& h, int64_t batch);
+FLX_API void check_sequence_state(const std::string& layer, const RNNCell& c, const Tensor& h, int64_t batch);
+FLX_API void check_sequence_state(const std::string& layer, const LSTMCell& c, const LSTMState& s, int64_t batch);
+FLX_API void check_sequence_state(const std::string& layer, const GRUCell& c, const Tensor& h, int64_t batch);
+FLX_API void check_sequence_state(const std::string& layer, const GRUv3Cell& c, const Tensor& h, int64_t batch);
 template <class Cell, class State>
 void check_sequence_state(const std::string&, const Cell&, const State&, int64_t) {}
 
@@ -286,11 +288,11 @@ void check_sequence_state(const std::string&, const Cell&, const State&, int64_t
 // (src/ops/recurrent_scan.cpp): true with *out set to the outputs (out, T, B)
 // and, when want_state, the last state (out, B) (else undefined parts);
 // false where the op does not apply, and for any other cell.
-bool fused_sequence(const RNNCell& c, const Sequence& s, const Tensor& h, bool want_state,
+FLX_API bool fused_sequence(const RNNCell& c, const Sequence& s, const Tensor& h, bool want_state,
                     RecurrentOutput<Tensor>* out);
-bool fused_sequence(const LSTMCell& c, const Sequence& s, const LSTMState& st, bool want_state,
+FLX_API bool fused_sequence(const LSTMCell& c, const Sequence& s, const LSTMState& st, bool want_state,
                     RecurrentOutput<LSTMState>* out);
-bool fused_sequence(const GRUCell& c, const Sequence& s, const Tensor& h, bool want_state,
+FLX_API bool fused_sequence(const GRUCell& c, const Sequence& s, const Tensor& h, bool want_state,
                     RecurrentOutput<Tensor>* out);
 template <class Cell, class State>
 bool fused_sequence(const Cell&, const Sequence&, const State&, bool, RecurrentOutput<State>*) {

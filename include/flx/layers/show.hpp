@@ -26,6 +26,8 @@
 // Chain, which needs nothing more). Bytes are the tensors' own, on any device.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
@@ -43,7 +45,7 @@ namespace flx {
 // Julia's Base.format_bytes: "1 byte", "744 bytes", "1024 bytes", "3.004 KiB",
 // "1.500 MiB" (1024 bytes a KiB; a unit is used once the count passes the
 // previous one's 1024).
-std::string format_bytes(int64_t bytes);
+FLX_API std::string format_bytes(int64_t bytes);
 
 // A container, for printing: named by flx_show_name(c), its children visited
 // by flx_for_each_child(c, f).
@@ -63,10 +65,10 @@ void show_compact(std::ostream& os, const C& c);
 
 namespace detail {
 
-std::string underscored(int64_t n);          // 200_960, as Flux prints counts (underscorise)
-size_t display_width(const std::string& s);  // in characters (UTF-8: σ is one)
-int64_t count_of(const std::vector<Tensor>& ts);  // elements
-int64_t bytes_of(const std::vector<Tensor>& ts);  // their storage, in their element types
+FLX_API std::string underscored(int64_t n);          // 200_960, as Flux prints counts (underscorise)
+FLX_API size_t display_width(const std::string& s);  // in characters (UTF-8: σ is one)
+FLX_API int64_t count_of(const std::vector<Tensor>& ts);  // elements
+FLX_API int64_t bytes_of(const std::vector<Tensor>& ts);  // their storage, in their element types
 
 template <class T>
 struct is_std_vector : std::false_type {};
@@ -141,7 +143,7 @@ int layers_with_arrays(const T& x) {
 // statistics), ", plus 32" (top level: ", plus 32 non-trainable"), after
 // `pad` spaces; nothing for a layer without trainable arrays (Flux's
 // _layer_show).
-void show_count(std::ostream& os, int pad, int64_t trainable, int64_t others, bool top_level);
+FLX_API void show_count(std::ostream& os, int pad, int64_t trainable, int64_t others, bool top_level);
 template <class L>
 void show_count_of(std::ostream& os, const L& l, int column, int indent, size_t width, bool top_level) {
   const auto trainable = leaves(l, true);
@@ -185,7 +187,7 @@ void show_big(std::ostream& os, const T& x, int indent) {
 
 // Flux's _big_finale: the totals, with the arrays that do not train apart;
 // nothing for two arrays or fewer.
-void show_totals(std::ostream& os, const std::vector<Tensor>& trainable, const std::vector<Tensor>& all);
+FLX_API void show_totals(std::ostream& os, const std::vector<Tensor>& trainable, const std::vector<Tensor>& all);
 
 // What `os << layer` prints (see the top of this file).
 template <class L>

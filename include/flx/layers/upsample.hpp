@@ -3,6 +3,8 @@
 // (flx/arrays.hpp). Inputs are (spatial..., channels, batch).
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -24,7 +26,7 @@ namespace flx {
 // does, with its align_corners (true; `.align_corners = false` is
 // PyTorch's default). One of .scale and .size, not both: an ArgumentError
 // when the layer is made, as Flux's.
-struct Upsample {
+struct FLX_API Upsample {
   UpsampleOptions options;
 
   explicit Upsample(UpsampleOptions o);
@@ -42,11 +44,11 @@ struct PixelShuffle {
 };
 FLX_LEAF(PixelShuffle)
 
-void show_compact(std::ostream& os, const Upsample& l);      // Upsample(:nearest, scale = (2, 3))
-void show_compact(std::ostream& os, const PixelShuffle& l);  // PixelShuffle(2)
+FLX_API void show_compact(std::ostream& os, const Upsample& l);      // Upsample(:nearest, scale = (2, 3))
+FLX_API void show_compact(std::ostream& os, const PixelShuffle& l);  // PixelShuffle(2)
 
 // Shape rules (outputsize.hpp), the checks of the forward passes.
-Shape outputsize(const Upsample& l, const Shape& x);
-Shape outputsize(const PixelShuffle& l, const Shape& x);
+FLX_API Shape outputsize(const Upsample& l, const Shape& x);
+FLX_API Shape outputsize(const PixelShuffle& l, const Shape& x);
 
 }  // namespace flx

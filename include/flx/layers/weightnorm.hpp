@@ -16,6 +16,8 @@
 // "layer.weight" (v), the layer's other arrays and "g", Flux's names.
 #pragma once
 
+#include "flx/export.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -33,7 +35,7 @@
 
 namespace flx {
 
-struct WeightNormOptions {
+struct FLX_API WeightNormOptions {
   // The dims of the weight the norm runs over, 0-based, negative counting
   // from the end: {-1} (the default) is the last (Flux's dims = -1); an empty
   // list is every dim (Flux's dims = :).
@@ -75,13 +77,13 @@ auto tensor_field(L& l, const std::string& which) {
 // The checked field of `layer` and its dims resolved (sorted, 0-based):
 // ArgumentError naming the layer for a field it lacks, an undefined or
 // all-zero one, or dims outside the weight's.
-std::vector<int> weight_norm_dims(const std::string& layer, const std::string& which, const std::string& fields,
+FLX_API std::vector<int> weight_norm_dims(const std::string& layer, const std::string& which, const std::string& fields,
                                   const Tensor* v, const std::vector<int>& dims);
 // sqrt(sum(v², dims) + eps): g at construction.
-Tensor weight_norm_magnitude(const Tensor& v, const std::vector<int>& dims);
+FLX_API Tensor weight_norm_magnitude(const Tensor& v, const std::vector<int>& dims);
 // g ⊙ v / sqrt(sum(v², dims) + eps), differentiable in g and v.
-Tensor weight_norm_weight(const std::string& layer, const Tensor& g, const Tensor& v, const std::vector<int>& dims);
-void show_weight_norm(std::ostream& os, const std::string& layer, const std::string& which,
+FLX_API Tensor weight_norm_weight(const std::string& layer, const Tensor& g, const Tensor& v, const std::vector<int>& dims);
+FLX_API void show_weight_norm(std::ostream& os, const std::string& layer, const std::string& which,
                       const std::vector<int>& dims, int ndims);
 }  // namespace detail
 
