@@ -17,7 +17,7 @@
 // lists and the NotImplemented messages (src/backend), and in each backend
 // the declarations of its calls (FLX_DECLARE_BACKEND_CALLS), the filling of
 // its tables (FLX_SET_*_CALLS, table_header) and get_table / list_tables
-// (FLX_SERVE_TABLES). Adding a table: docs/backends.md. Not installed.
+// (FLX_SERVE_TABLES). Adding a table: docs/backends.md. Installed: <flx/plugin/...>.
 #pragma once
 
 #include <array>

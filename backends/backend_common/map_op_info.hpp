@@ -1,6 +1,6 @@
 // What the op list (include/flx/backend_ops.h) says about each map op, as
 // constexpr lookups for C++ code: libflx's frontend, the CPU backend and the
-// host side of the plugins. Not installed.
+// host side of the plugins. Installed: <flx/plugin/...>.
 #pragma once
 
 #include <cstdint>

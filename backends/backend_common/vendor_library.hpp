@@ -12,7 +12,7 @@
 //
 // The handle is kept for the life of the process (never dlclose'd: handles
 // and thread-local state of the library outlive any one call). Header-only,
-// for the plugins; libflx never includes it. Not installed.
+// for the plugins; libflx never includes it. Installed: <flx/plugin/...>.
 #pragma once
 
 #include <dlfcn.h>

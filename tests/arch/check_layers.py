@@ -6,7 +6,8 @@
    table's `ctx`, looks up a table, or names the compute or comm table. Backends
    (backends/), test plugins (tests/plugins/*.c) and test backends
    (tests/plugins/*_backend.cpp, which wrap the CPU backend's tables)
-   implement tables, and the frozen headers of older ABI versions
+   implement tables, as does the consumer project's out-of-tree plugin
+   (tests/consumer/plugin/), and the frozen headers of older ABI versions
    (tests/plugins/abi_*/) define them; they are not callers.
 2. libflx's core (src/) includes no GPU header and no backend's internals
    other than the built-in CPU backend's entry and the shared op list.
@@ -35,7 +36,7 @@ callers = [p for d in ("src", "apps", "bench", "tests", "examples") for p in (ro
            if p.suffix in (".cpp", ".hpp", ".h", ".cc")]
 for p in callers:
     rel = p.relative_to(root).as_posix()
-    if rel.startswith(("src/backend/", "tests/plugins/abi_")) or re.fullmatch(r"tests/plugins/\w+_backend\.cpp", rel):
+    if rel.startswith(("src/backend/", "tests/plugins/abi_", "tests/consumer/plugin/")) or re.fullmatch(r"tests/plugins/\w+_backend\.cpp", rel):
         continue
     for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
         code = line.split("//")[0]

@@ -40,6 +40,15 @@ if(NOT out MATCHES "cu (unavailable|-> CUDA:0) as expected")
   message(FATAL_ERROR "cu moved to CUDA without a functional GPU, or failed with one: ${out}")
 endif()
 
+# The out-of-tree plugin, built against the installed plugin SDK only: the
+# installed libflx finds it on FLX_BACKEND_PATH, opens it and gives its reason.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env FLX_BACKEND_PATH=${WORK}/build ${WORK}/build/plugin_status
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "found 1, functional 0: not functional: the consumer's toy plugin \\(add takes 2 operands\\)")
+  message(FATAL_ERROR "the plugin built against the installed SDK was not loaded as expected (${rc}): ${out} ${err}")
+endif()
+message(STATUS "the out-of-tree plugin: ${out}")
+
 # Built once, the program runs with the OpenCL plugin present and without it.
 set(plugin ${WORK}/prefix/lib/flx/libflx_backend_opencl.so)
 if(EXISTS ${plugin})
