@@ -72,7 +72,7 @@ FLX_ACTIVATION(TanhFast, tanh_fast, "tanh_fast")
 FLX_ACTIVATION(SigmoidFast, sigmoid_fast, "sigmoid_fast")
 #undef FLX_ACTIVATION
 
-struct LeakyRelu {  // leakyrelu(x, a = 0.01)
+struct FLX_API LeakyRelu {  // leakyrelu(x, a = 0.01)
   Tensor operator()(const Tensor& x, double a = 0.01) const;
   static const char* name() { return "leakyrelu"; }
 };

@@ -51,7 +51,7 @@ FLX_FUNCTOR(Conv, weight, bias)
 
 // The same with a cross-correlation (the kernel as it is): PyTorch's Conv2d,
 // whose weights load into it unchanged.
-struct CrossCor {
+struct FLX_API CrossCor {
   Tensor weight;
   Tensor bias;
   Activation act;
@@ -70,7 +70,7 @@ FLX_FUNCTOR(CrossCor, weight, bias)
 // in each spatial dim (Flux's rule: (in - 1)·stride + (k - 1)·dilation + 1
 // - pad + outpad), each below the stride or the dilation, as PyTorch's
 // output_padding.
-struct ConvTranspose {
+struct FLX_API ConvTranspose {
   Tensor weight;
   Tensor bias;
   Activation act;
@@ -137,7 +137,7 @@ FLX_LEAF(AdaptiveMaxPool)
 FLX_LEAF(AdaptiveMeanPool)
 
 // flatten as a layer of a Chain (Flux writes `Flux.flatten` there).
-struct Flatten {
+struct FLX_API Flatten {
   Tensor operator()(const Tensor& x) const { return flatten(x); }
   static const char* name() { return "flatten"; }
 };

@@ -52,7 +52,7 @@ struct FLX_API BatchNorm {
 FLX_FUNCTOR(BatchNorm, bias, scale, running_mean, running_var)
 FLX_TRAINABLE(BatchNorm, bias, scale)
 
-struct LayerNormOptions {
+struct FLX_API LayerNormOptions {
   bool affine = true;  // learn scale (γ) and bias (β), of the normalised shape
   double epsilon = 1e-5;
 };
@@ -84,7 +84,7 @@ struct FLX_API LayerNorm {
 };
 FLX_FUNCTOR(LayerNorm, scale, bias)
 
-struct GroupNormOptions {
+struct FLX_API GroupNormOptions {
   bool affine = true;  // learn scale (γ) and bias (β), one per channel
   double epsilon = 1e-5;
   double momentum = 0.1;  // kept as Flux keeps it (GroupNorm has no running statistics)
@@ -114,7 +114,7 @@ struct FLX_API GroupNorm {
 };
 FLX_FUNCTOR(GroupNorm, bias, scale)
 
-struct InstanceNormOptions {
+struct FLX_API InstanceNormOptions {
   bool affine = false;       // Flux's default: no scale (γ) or bias (β)
   bool track_stats = false;  // Flux's default: no running statistics
   double epsilon = 1e-5;
@@ -149,7 +149,7 @@ FLX_TRAINABLE(InstanceNorm, bias, scale)
 
 // Zeroes each element (or slice: Flux's dims) with probability p while
 // training and scales the rest by 1 / (1 - p); the identity in inference.
-struct Dropout {
+struct FLX_API Dropout {
   double p = 0.5;
   std::vector<int> dims;  // empty: every element apart (Flux's dims=:)
   std::optional<bool> active;
@@ -162,7 +162,7 @@ FLX_LEAF(Dropout)
 // Dropout for selu networks (Flux's AlphaDropout; see alphadropout): keeps
 // the mean and variance of its input while training; the identity in
 // inference.
-struct AlphaDropout {
+struct FLX_API AlphaDropout {
   double p = 0.5;
   std::optional<bool> active;
 

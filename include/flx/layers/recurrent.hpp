@@ -68,7 +68,7 @@ FLX_FUNCTOR(LSTMState, h, c)
 // Flux's keywords of every recurrent cell and layer (a layer passes them to
 // its cell), in the order that designated initialisers must follow:
 //   LSTM(3, 5, {.bias = false, .init_recurrent_kernel = orthogonal})
-struct RecurrentOptions {
+struct FLX_API RecurrentOptions {
   bool bias = true;            // learn a bias (Flux's `bias` keyword); false: none
   bool learned_state = false;  // layers only: a trainable initial state `state0`, zeros at first
   // GRU and GRUCell only: a second bias for the candidate's recurrent
@@ -103,7 +103,7 @@ FLX_FUNCTOR(RNNCell, Wi, Wh, bias)
 
 // i, f, g, o = the four gates of Wi x .+ Wh h .+ bias;
 // c' = σ(f) ⊙ c + σ(i) ⊙ tanh(g), h' = σ(o) ⊙ tanh(c'); the output is h'.
-struct LSTMCell {
+struct FLX_API LSTMCell {
   Tensor Wi;    // (4out, in)
   Tensor Wh;    // (4out, out)
   Tensor bias;  // (4out), undefined with {.bias = false}
@@ -120,7 +120,7 @@ FLX_FUNCTOR(LSTMCell, Wi, Wh, bias)
 // h̃ = tanh(gx_h + b_h + r ⊙ (gh_h [+ bh])), h' = (1 - z) ⊙ h̃ + z ⊙ h.
 // Flux names this cell's bias `b` (the others' `bias`); so does flx, so that
 // the checkpoint keys are Flux's.
-struct GRUCell {
+struct FLX_API GRUCell {
   Tensor Wi;  // (3out, in)
   Tensor Wh;  // (3out, out)
   Tensor b;   // (3out), undefined with {.bias = false}
@@ -140,7 +140,7 @@ FLX_FUNCTOR(GRUCell, Wi, Wh, b, bh)
 // holds three blocks of which the candidate's (the third) is unused (its
 // gradient is zero), and the candidate's kernel is Wh_h̃, (out, out): the C++
 // field is `Wh_h`, its checkpoint key Flux's "Wh_h̃".
-struct GRUv3Cell {
+struct FLX_API GRUv3Cell {
   Tensor Wi;    // (3out, in)
   Tensor Wh;    // (3out, out)
   Tensor b;     // (3out), undefined with {.bias = false}
@@ -174,7 +174,7 @@ struct FLX_API RNN {
 };
 FLX_FUNCTOR(RNN, cell, state0)
 
-struct LSTM {
+struct FLX_API LSTM {
   LSTMCell cell;
   LSTMState state0;  // (out) each: the learned initial state, undefined unless {.learned_state = true}
 
@@ -187,7 +187,7 @@ struct LSTM {
 };
 FLX_FUNCTOR(LSTM, cell, state0)
 
-struct GRU {
+struct FLX_API GRU {
   GRUCell cell;
   Tensor state0;
 
@@ -201,7 +201,7 @@ struct GRU {
 FLX_FUNCTOR(GRU, cell, state0)
 
 // Flux's GRUv3: GRUv3Cell over a sequence (step by step: no backend has it).
-struct GRUv3 {
+struct FLX_API GRUv3 {
   GRUv3Cell cell;
   Tensor state0;
 

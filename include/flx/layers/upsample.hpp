@@ -37,7 +37,7 @@ FLX_LEAF(Upsample)
 
 // Flux's PixelShuffle(r): (W, H, r²C, N) to (rW, rH, C, N), for 1 to 3
 // spatial dims (NNlib's pixel_shuffle).
-struct PixelShuffle {
+struct FLX_API PixelShuffle {
   int64_t r = 1;
   explicit PixelShuffle(int64_t r);
   Tensor operator()(const Tensor& x) const;
