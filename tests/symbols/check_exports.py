@@ -18,7 +18,11 @@ it emits, and they must stay exported so that their statics (the atomic
 wait pool, to_chars' digits, ...) are one per process. They are allowed
 when weak or unique and when every flx name in them is a public class.
 
-Usage: check_exports.py LIBFLX REPO_ROOT [--count]
+The other way round, the public headers' non-template classes and
+functions (at namespace scope) must carry FLX_API: one without it would be
+hidden in libflx, and a program using it would not link.
+
+Usage: check_exports.py LIBFLX REPO_ROOT
 """
 import re
 import subprocess
@@ -119,12 +123,40 @@ def check(kind, sym):
 
 
 bad = [(s, why) for kind, s in symbols if (why := check(kind, s))]
+
+# ---- and the other way: what the public headers declare carries FLX_API ----
+# A class, or a function declared here and defined in libflx, without
+# FLX_API is hidden in libflx and a program using it fails to link. Checked
+# in the headers' layout (declarations at column 0, one namespace level
+# deep is not indented): a non-template class or struct definition, or a
+# non-inline, non-template function declaration, must carry FLX_API.
+DECL_CLASS = re.compile(r"^(struct|class) (\w+)( final)?( : [^{]*)?\s*\{")
+DECL_FUNC = re.compile(r"^(?!(FLX_API|template|inline|constexpr|using|static_assert|return|namespace|class|struct|enum|"
+                       r"typedef|FLX_|concept|extern|friend)\b)[A-Za-z][\w:<>,*& ]*[ &*]~?\w+\(.*\)( const)?;")
+unmarked = []
+for p in public:
+    lines = p.read_text(errors="replace").split("\n")
+    for i, line in enumerate(lines):
+        before = [lines[j] for j in range(i - 1, -1, -1) if lines[j].strip() and not lines[j].strip().startswith("//")]
+        prev = before[0].lstrip() if before else ""
+        if prev.startswith("requires") and len(before) > 1:  # template <...> / requires ... / declaration
+            prev = before[1].lstrip()
+        if prev.startswith("template") or "= delete" in line:
+            continue
+        code = line.split("//")[0].rstrip()
+        if DECL_CLASS.match(code) or DECL_FUNC.match(code):
+            unmarked.append(f"{p.relative_to(root)}:{i + 1}: declared without FLX_API: {line.strip()}")
+
 print(f"libflx exports {len(symbols)} symbols; {len(pub_classes)} FLX_API classes and "
       f"{len(pub_functions)} FLX_API function names in the public headers, "
       f"{len(int_classes) + len(int_functions)} in the internal interface")
+for u in unmarked:
+    print(u)
 if bad:
     for s, why in bad[:200]:
         print(f"not public API: {s}  ({why})")
     print(f"{len(bad)} exported symbols are not public API")
+if bad or unmarked:
     sys.exit(1)
-print("ok: every exported symbol is public API or the declared internal interface")
+print("ok: every exported symbol is public API or the declared internal interface, and the public "
+      "headers' classes and functions carry FLX_API")
