@@ -62,3 +62,18 @@ function(flx_pin_test_environment)
     set_tests_properties(${t} PROPERTIES ENVIRONMENT_MODIFICATION "${mods}")
   endforeach()
 endfunction()
+
+# flx_whitebox_test(target): a white-box test. White-box tests call
+# libflx's internals (src/, backends/cpu/), which the shared libflx does
+# not export (hidden visibility, FLX_API): they link
+# flx_whitebox, libflx's own objects as a static library, so the process
+# holds one copy of libflx, internals included, and never the shared one
+# too. They are built in the build tree's top folder, beside libflx and the
+# plugins, because the plugin loader looks beside the binary that holds
+# libflx's code (src/devices/registry.cpp, search_dirs). Black-box tests,
+# examples, apps and benchmarks link the shared libflx (flx::flx).
+function(flx_whitebox_test target)
+  target_link_libraries(${target} PRIVATE flx_whitebox)
+  set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}
+    BUILD_RPATH "${FLX_OPENBLAS_DIR}")
+endfunction()
