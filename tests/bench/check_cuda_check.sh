@@ -25,11 +25,12 @@ echo "cuda-check: no-GPU paths ok"
 
 # ---- the budget, with a fake GPU ------------------------------------------------
 fake=$work/fake
-mkdir -p "$fake" "$work/fb/tests"
+mkdir -p "$fake" "$work/fb"
 printf '#!/bin/sh\necho "NVIDIA H100 80GB HBM3, 580.159.04, 81559 MiB"\n' >"$fake/nvidia-smi"
 printf '#!/bin/sh\necho "========= ERROR SUMMARY: 0 errors"\n' >"$fake/compute-sanitizer"
-for t in flx_plugin_tests_cuda flx_tests flx_dense_tests; do printf '#!/bin/sh\n' >"$work/fb/tests/$t"; done
-chmod +x "$fake"/* "$work"/fb/tests/*
+# (White-box tests lie in the build dir's top folder, beside libflx: cmake/FlxTestEnvironment.cmake.)
+for t in flx_plugin_tests_cuda flx_tests flx_dense_tests; do printf '#!/bin/sh\n' >"$work/fb/$t"; done
+chmod +x "$fake"/* "$work"/fb/flx_*
 export FLX_CUDA_CHECK_NVIDIA_SMI=$fake/nvidia-smi PATH=$fake:$PATH
 # The sanitizer runs' labels and limits, as the script sets them.
 mapfile -t runs < <(grep -oE '^ *sanitize "\$san" [a-z]+ [a-z]+ [0-9]+' "$src/scripts/cuda-check.sh" |
