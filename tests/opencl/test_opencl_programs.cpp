@@ -15,6 +15,7 @@
 
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"
+#include "ocl_embedded.hpp"
 
 namespace flx_ocl {
 namespace {
@@ -158,7 +159,7 @@ TEST(OpenClProgramSource, AFamilyGetsTheElementFunctionsAndOpSwitchesItNeeds) {
   const KernelFamily ops{"o", KernelNeeds::kOpSwitches, {"kernel void k(global int* p) {}\n", "// second part\n"}};
   for (const KernelFamily* f : {&prelude, &elem, &ops}) {
     const std::string s = program_source(*f);
-    EXPECT_EQ(s.rfind(kernel_prelude, 0), 0u) << f->name << ": the prelude comes first";
+    EXPECT_EQ(s.rfind(embedded::prelude_cl, 0), 0u) << f->name << ": the prelude comes first";
     EXPECT_EQ(s.find("max_nan(") != std::string::npos, f != &prelude) << f->name;
     EXPECT_EQ(s.find("op_value(") != std::string::npos, f == &ops) << f->name;
     EXPECT_NE(s.find("kernel void k(global int* p) {}"), std::string::npos) << f->name;
