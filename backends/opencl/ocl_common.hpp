@@ -207,6 +207,7 @@ struct TempBuffer {
 // ocl_gemm.cpp, ocl_movement.cpp, ocl_softmax.cpp, ocl_optim.cpp).
 FLX_DECLARE_BACKEND_CALLS
 int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes);
+int rule_step(void*, int dev, const flx_rule_desc* d, flx_stream s);  // minor 12 (ocl_optim.cpp)
 
 // Canonical descriptors carry dims as int64 arrays; kernels take them as long8.
 inline cl_long8 long8_of(const int64_t* v, int n) {

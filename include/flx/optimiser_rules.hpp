@@ -3,10 +3,11 @@
 //   auto state = setup(NAdam(), model);
 //   auto chain = setup(OptimiserChain(SignDecay(1e-3), Lion(1e-4)), model);
 //
-// Defaults and formulas are Optimisers.jl's (src/rules.jl); each is composed
-// of elementwise tensor ops (src/optimisers/rules_adaptive.cpp), so every
-// device runs it from the one formula. States save and load in checkpoints
-// as the other rules' do.
+// Defaults and formulas are Optimisers.jl's (src/rules.jl). Each stateful
+// rule's element update is written once, in include/flx/backend_rules.h,
+// and every backend compiles that body (src/optimisers/rules_adaptive.cpp
+// computes the host scalars). States save and load in checkpoints as the
+// other rules' do.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,9 @@ namespace flx {
   Tensor apply(RuleState& st, const Tensor& x, const Tensor& dx) const override;       \
   void print(std::ostream& os) const override;                                         \
   std::shared_ptr<OptRule> clone() const override { return std::make_shared<T>(*this); }
+#define FLX_RULE_IN_PLACE                                                          \
+  bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override; \
+  bool steps_in_place() const override { return true; }
 // βᵗ below is the state's running power of β, starting at β (step 1).
 using Beta = std::pair<double, double>;
 
@@ -35,6 +39,7 @@ struct NAdam : OptRule {
   double epsilon;
   explicit NAdam(double eta = 0.001, Beta beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(NAdam)
 };
@@ -46,6 +51,7 @@ struct RAdam : OptRule {
   double epsilon;
   explicit RAdam(double eta = 0.001, Beta beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(RAdam)
 };
@@ -56,6 +62,7 @@ struct AdaMax : OptRule {
   double epsilon;
   explicit AdaMax(double eta = 0.001, Beta beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(AdaMax)
 };
@@ -66,6 +73,7 @@ struct OAdam : OptRule {
   double epsilon;
   explicit OAdam(double eta = 0.001, Beta beta = {0.5, 0.9}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(OAdam)
 };
@@ -73,6 +81,7 @@ struct OAdam : OptRule {
 struct AdaGrad : OptRule {
   double eta, epsilon;
   explicit AdaGrad(double eta = 0.1, double epsilon = 1e-8) : eta(eta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(AdaGrad)
 };
@@ -80,6 +89,7 @@ struct AdaGrad : OptRule {
 struct AdaDelta : OptRule {
   double rho, epsilon;
   explicit AdaDelta(double rho = 0.9, double epsilon = 1e-8) : rho(rho), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_METHODS(AdaDelta)
 };
 // m, v and v̂ = max(v̂, v) all start at ϵ; η·m/(√v̂ + ϵ), no bias correction.
@@ -89,6 +99,7 @@ struct AMSGrad : OptRule {
   double epsilon;
   explicit AMSGrad(double eta = 0.001, Beta beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(AMSGrad)
 };
@@ -99,6 +110,7 @@ struct AdaBelief : OptRule {
   double epsilon;
   explicit AdaBelief(double eta = 0.001, Beta beta = {0.9, 0.999}, double epsilon = 1e-16)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(AdaBelief)
 };
@@ -108,6 +120,7 @@ struct Lion : OptRule {
   double eta;
   Beta beta;
   explicit Lion(double eta = 0.001, Beta beta = {0.9, 0.999}) : eta(eta), beta(beta) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(Lion)
 };
@@ -121,6 +134,7 @@ struct Rprop : OptRule {
   explicit Rprop(double eta = 1e-3, std::pair<double, double> ell = {0.5, 1.2},
                  std::pair<double, double> gamma = {1e-6, 50.0})
       : eta(eta), ell(ell), gamma(gamma) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(Rprop)
 };
@@ -143,5 +157,6 @@ struct AccumGrad : OptRule {
 };
 #undef FLX_RULE_METHODS
 #undef FLX_RULE_ETA
+#undef FLX_RULE_IN_PLACE
 
 }  // namespace flx

@@ -87,6 +87,11 @@ std::ostream& operator<<(std::ostream& os, const OptRule& r);
   Tensor apply(RuleState& st, const Tensor& x, const Tensor& dx) const override;       \
   void print(std::ostream& os) const override;                                         \
   std::shared_ptr<OptRule> clone() const override { return std::make_shared<T>(*this); }
+// A rule whose element update is one fused pass (src/optimisers/), which
+// can step x in place.
+#define FLX_RULE_IN_PLACE                                                          \
+  bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override; \
+  bool steps_in_place() const override { return true; }
 
 struct Descent : OptRule {  // x -= η dx
   double eta;
@@ -97,12 +102,14 @@ struct Descent : OptRule {  // x -= η dx
 struct Momentum : OptRule {  // v = ρv + η dx; x -= v
   double eta, rho;
   explicit Momentum(double eta = 0.01, double rho = 0.9) : eta(eta), rho(rho) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(Momentum)
 };
 struct Nesterov : OptRule {
   double eta, rho;
   explicit Nesterov(double eta = 0.001, double rho = 0.9) : eta(eta), rho(rho) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(Nesterov)
 };
@@ -111,6 +118,7 @@ struct RMSProp : OptRule {
   bool centred;
   explicit RMSProp(double eta = 0.001, double rho = 0.9, double epsilon = 1e-8, bool centred = false)
       : eta(eta), rho(rho), epsilon(epsilon), centred(centred) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(RMSProp)
 };
@@ -120,8 +128,7 @@ struct Adam : OptRule {
   double epsilon;
   explicit Adam(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
-  bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override;
-  bool steps_in_place() const override { return true; }
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(Adam)
 };
@@ -135,6 +142,7 @@ struct AdamW : OptRule {
   explicit AdamW(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double lambda = 0,
                  double epsilon = 1e-8, bool couple = true)
       : eta(eta), beta(beta), lambda(lambda), epsilon(epsilon), couple(couple) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(AdamW)
 };
@@ -227,6 +235,7 @@ struct MixedPrecision : OptRule {
 };
 #undef FLX_RULE_METHODS
 #undef FLX_RULE_ETA
+#undef FLX_RULE_IN_PLACE
 
 // The optimiser state of a model: one entry per distinct trainable tensor.
 class OptState {
