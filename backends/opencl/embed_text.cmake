@@ -5,14 +5,26 @@
 # (kernels/prelude.cl -> prelude_cl, backend_elem.h -> backend_elem_h).
 #   -DINPUTS=<absolute paths, separated by '|'> -DOUTPUT_CPP=<file> -DOUTPUT_HPP=<file>
 #   -DROOT=<the source tree, which the comments name the files from>
+#   -DINCLUDE_DIR=<where the #include "..." lines of the inputs look>
+#   -DINCLUDED=<absolute paths, separated by '|', of the files they may include>
+# OpenCL C has no include path for a program built from a string, so a line
+#   #include "flx/backend_philox.h"
+# in an input is replaced by that file's text here: the kernels then compile
+# the very header that C++ and CUDA include (one level: an included file
+# includes nothing). INCLUDED is the custom command's list of those files,
+# which must be in its DEPENDS so that editing one rebuilds the text; an
+# #include of a file not listed there stops the build.
 # The header is rewritten only when the list of constants changes, so an
 # edit to a .cl file recompiles only the generated .cpp.
-foreach(_var INPUTS OUTPUT_CPP OUTPUT_HPP ROOT)
+cmake_minimum_required(VERSION 3.25)  # script mode: today's policies (while(TRUE), if())
+foreach(_var INPUTS OUTPUT_CPP OUTPUT_HPP ROOT INCLUDE_DIR INCLUDED)
   if(NOT DEFINED ${_var})
     message(FATAL_ERROR "embed_text.cmake: -D${_var}=... is required")
   endif()
 endforeach()
 string(REPLACE "|" ";" _inputs "${INPUTS}")
+string(REPLACE "|" ";" _included "${INCLUDED}")
+set(_include_line "(^|\n)#include \"([^\"\n]+)\"")
 
 set(_note "// Generated at build time by backends/opencl/embed_text.cmake from the files\n// named below (see backends/opencl/CMakeLists.txt). Do not edit.\n")
 set(_hpp "${_note}#pragma once\n\nnamespace flx_ocl::embedded {\n\n")
@@ -22,6 +34,24 @@ foreach(_path IN LISTS _inputs)
   string(REPLACE "." "_" _name "${_file}")
   file(RELATIVE_PATH _shown "${ROOT}" "${_path}")
   file(READ "${_path}" _text)
+  while(TRUE)
+    string(REGEX MATCH "${_include_line}" _line "${_text}")
+    if(_line STREQUAL "")
+      break()
+    endif()
+    set(_header "${CMAKE_MATCH_2}")
+    list(FIND _included "${INCLUDE_DIR}/${_header}" _listed)
+    if(_listed EQUAL -1)
+      message(FATAL_ERROR "${_path}: #include \"${_header}\" is not in the embedded files' DEPENDS "
+                          "(backends/opencl/CMakeLists.txt, _flx_ocl_included)")
+    endif()
+    file(READ "${INCLUDE_DIR}/${_header}" _header_text)
+    string(REGEX MATCH "${_include_line}" _nested "${_header_text}")
+    if(NOT _nested STREQUAL "")
+      message(FATAL_ERROR "${INCLUDE_DIR}/${_header}: an embedded header includes nothing")
+    endif()
+    string(REPLACE "#include \"${_header}\"" "${_header_text}" _text "${_text}")
+  endwhile()
   # The text must not end the literal early.
   string(FIND "${_text}" ")FLXEMBED\"" _clash)
   if(NOT _clash EQUAL -1)

@@ -65,10 +65,6 @@ std::string program_source(const KernelFamily& family) {
     s += embedded::backend_ops_h;
     s += "\n// ---- include/flx/backend_elem.h ----\n";
     s += embedded::backend_elem_h;
-    // The rules' bodies flush below the smallest normal number of CT.
-    s += "\n#if DT == D_F64\n#define FLX_CT_MIN DBL_MIN\n#else\n#define FLX_CT_MIN FLT_MIN\n#endif\n";
-    s += "\n// ---- include/flx/backend_rules.h ----\n";
-    s += embedded::backend_rules_h;
   }
   if (family.needs == KernelNeeds::kOpSwitches) {
     s += "\n// ---- op switches generated from FLX_MAP_OPS ----\n";

@@ -1,7 +1,16 @@
 // Optimiser rules (rule_step): each element's step from the rule's body in
-// include/flx/backend_rules.h (embedded before this text), the states
-// updated in place; the step goes to dx or is subtracted from x.
+// include/flx/backend_rules.h (its text replaces the #include at build
+// time), the states updated in place; the step goes to dx or is subtracted
+// from x.
 #if IS_FLOAT
+// The bodies flush moments below the smallest normal number of CT.
+#if DT == D_F64
+#define FLX_CT_MIN DBL_MIN
+#else
+#define FLX_CT_MIN FLT_MIN
+#endif
+#include "flx/backend_rules.h"
+
 CT rule_body(int rule, const CT* p, CT g, CT x, CT* s) {
   switch (rule) {
 #define FLX_RULE_CASE_(NAME, CODE, STATES, BODY) \

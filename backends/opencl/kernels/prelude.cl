@@ -71,40 +71,19 @@ typedef CT AT;
 #define PTR(T, b, o) ((global T*)((b) + (o)))
 #define CPTR(T, b, o) ((global const T*)((b) + (o)))
 
-// ---- half and bfloat16 bits, rounding exactly as include/flx/dtype.hpp ----
-inline ushort f2h(float f) {
-  uint u = as_uint(f);
-  uint sign = (u >> 16) & 0x8000u;
-  uint a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (ushort)(sign | 0x7e00u);
-  if (a >= 0x477ff000u) return (ushort)(sign | 0x7c00u);
-  if (a < 0x38800000u) {
-    // a * 2^24 rounded to nearest even, in integers (no denormal flushing)
-    uint e = a >> 23;
-    uint m = (a & 0x7fffffu) | (e ? 0x800000u : 0u);
-    uint s = e ? 126u - e : 125u;
-    if (s > 24u) return (ushort)sign;
-    uint q = m >> s, rem = m & ((1u << s) - 1u), half_ = 1u << (s - 1u);
-    if (rem > half_ || (rem == half_ && (q & 1u))) ++q;
-    return (ushort)(sign | q);
-  }
-  uint r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
-  return (ushort)(sign | (r >> 13));
-}
-inline float bf2f(ushort h) { return as_float((uint)h << 16); }
-// vload_half, but a NaN keeps its bits, signalling ones too, as
+// ---- half and bfloat16 bits: include/flx/half_bits.h, the header whose
+// rounding include/flx/dtype.hpp uses (the #include is replaced by its text
+// at build time) ----
+#define FLX_HALF_FN inline
+#define FLX_U16 ushort
+#define FLX_U32 uint
+#include "flx/half_bits.h"
+inline ushort f2h(float f) { return flx_f32_bits_to_half(as_uint(f)); }
+inline ushort f2bf(float f) { return flx_f32_bits_to_bf16(as_uint(f)); }
+inline float bf2f(ushort h) { return as_float(flx_bf16_to_f32_bits(h)); }
+// In integers, not vload_half: a NaN keeps its bits, signalling ones too, as
 // flx::half_to_float leaves them (vload_half quiets them).
-inline float h2f(global const ushort* p, long i) {
-  ushort h = p[i];
-  if ((h & 0x7fffu) > 0x7c00u) return as_float(((uint)(h & 0x8000u) << 16) | 0x7f800000u | ((uint)(h & 0x3ffu) << 13));
-  return vload_half((size_t)i, (global const half*)p);
-}
-inline ushort f2bf(float f) {
-  uint u = as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)(((u >> 16) & 0x8000u) | 0x7fc0u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (ushort)(u >> 16);
-}
+inline float h2f(global const ushort* p, long i) { return as_float(flx_half_to_f32_bits(p[i])); }
 
 inline CT ld(global const ST* p, long i) {
 #if DT == D_F16
