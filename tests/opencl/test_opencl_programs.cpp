@@ -168,6 +168,20 @@ TEST(OpenClProgramSource, AFamilyGetsTheElementFunctionsAndOpSwitchesItNeeds) {
   EXPECT_LT(s.find("kernel void k("), s.find("// second part")) << "the parts, joined in order";
 }
 
+// The bodies the kernels share with the host and CUDA reach their text: the
+// build puts a header in place of a .cl file's #include "flx/..." line
+// (embed_text.cmake), as OpenCL has no include path for a program built
+// from a string, so no such line is left for the OpenCL compiler.
+TEST(OpenClProgramSource, SharedHeadersStandInForTheirIncludeLines) {
+  const std::string prelude = embedded::prelude_cl;
+  EXPECT_EQ(prelude.find("#include \""), std::string::npos);
+  EXPECT_NE(prelude.find("FLX_U16 flx_f32_bits_to_half(FLX_U32 u) {"), std::string::npos) << "half_bits.h";
+  const std::string compute = program_source(kComputeKernels);
+  EXPECT_EQ(compute.find("#include \""), std::string::npos);
+  EXPECT_NE(compute.find("philox_u4 philox4x32_10(FLX_U32 c0,"), std::string::npos) << "backend_philox.h";
+  EXPECT_LT(compute.find("philox4x32_10("), compute.find("kernel void random_k(")) << "the header where it was included";
+}
+
 // Eight threads ask at once for the kernels of two unbuilt families: each
 // family is built once, on one thread, and every thread gets its kernel.
 TEST_F(OpenClPrograms, ConcurrentFirstUsersBuildAProgramOnce) {
