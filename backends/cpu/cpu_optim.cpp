@@ -27,8 +27,10 @@ namespace {
 
 // One rule's steps over elements [lo, hi): states loaded into registers,
 // the body, states stored. In_place subtracts the step from x, else writes
-// it to dx. Body is a function object over the compute type.
-template <class T, int States, bool In_place, class Body>
+// it to dx; Read_x loads x (in place, or for the rules that read it). Body
+// is a function object over the compute type. Every choice is a template
+// argument, so the loop has no branch and vectorises.
+template <class T, int States, bool In_place, bool Read_x, class Body>
 inline __attribute__((always_inline)) void rule_chunk(const flx_rule_desc& d, Body body, int64_t lo, int64_t hi) {
   using C = compute_t<T>;
   C p[FLX_RULE_MAX_PARAMS];
@@ -41,13 +43,15 @@ inline __attribute__((always_inline)) void rule_chunk(const flx_rule_desc& d, Bo
   T* __restrict s0 = ptr_or_null<T>(d.state[0]);
   T* __restrict s1 = ptr_or_null<T>(d.state[1]);
   T* __restrict s2 = ptr_or_null<T>(d.state[2]);
-#pragma omp simd
+  // No `omp simd` here: it gives each lane its own copy of the arrays whose
+  // address the body takes (p, s) and reads them as gathers; the restrict
+  // pointers are enough for GCC to vectorise the loop.
   for (int64_t i = lo; i < hi; ++i) {
     C s[States > 0 ? States : 1];
     if constexpr (States > 0) s[0] = load(s0[i]);
     if constexpr (States > 1) s[1] = load(s1[i]);
     if constexpr (States > 2) s[2] = load(s2[i]);
-    const C x = xp ? C(load(xp[i])) : C(0);
+    const C x = Read_x ? C(load(xp[i])) : C(0);
     const C step = body(p, C(load(g[i])), x, s);
     if constexpr (States > 0) s0[i] = store<T>(s[0]);
     if constexpr (States > 1) s1[i] = store<T>(s[1]);
@@ -58,9 +62,10 @@ inline __attribute__((always_inline)) void rule_chunk(const flx_rule_desc& d, Bo
 }
 
 template <class T, int States, class Body>
-void rule_range(const flx_rule_desc& d, Body body, int64_t lo, int64_t hi) {
-  if (d.dx.buf == nullptr) rule_chunk<T, States, true>(d, body, lo, hi);
-  else rule_chunk<T, States, false>(d, body, lo, hi);
+inline __attribute__((always_inline)) void rule_range(const flx_rule_desc& d, Body body, int64_t lo, int64_t hi) {
+  if (d.dx.buf == nullptr) rule_chunk<T, States, true, true>(d, body, lo, hi);
+  else if (d.x.buf != nullptr) rule_chunk<T, States, false, true>(d, body, lo, hi);
+  else rule_chunk<T, States, false, false>(d, body, lo, hi);
 }
 
 // Float32, the common case, also gets an AVX2 build picked at run time

@@ -77,7 +77,7 @@
  * moments would otherwise decay through the denormals, where x86
  * arithmetic is ~100x slower, and a device that flushes them in hardware
  * would keep another state than the CPU. */
-FLX_ELEM_FN CT flush_denormal(CT v) { return v < FLX_CT_MIN && v > -FLX_CT_MIN ? K(0) : v; }
+FLX_ELEM_FN CT flush_denormal(CT v) { return abs_of(v) < FLX_CT_MIN ? K(0) : v; }
 
 /* Adam's moments, for every rule that keeps them: m = β₁m + (1-β₁)g,
  * v = β₂v + (1-β₂)g², flushed. */
