@@ -8,6 +8,8 @@
 
 #include "flx/ops.hpp"
 #include "ops/ops_internal.hpp"
+#include "optimisers/rule_step.hpp"
+#include "tensor_impl.hpp"
 
 namespace flx {
 
@@ -30,81 +32,113 @@ RuleState Descent::init(const Tensor&) const { return {}; }
 Tensor Descent::apply(RuleState&, const Tensor&, const Tensor& dx) const { return dx * eta; }
 void Descent::print(std::ostream& os) const { os << "Descent(" << eta << ")"; }
 
-RuleState Momentum::init(const Tensor& x) const { return {{zeros_like(x)}, {}, {}}; }
-Tensor Momentum::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
-  Tensor& v = st.tensors[0];
-  assign(v, v * rho + dx * eta);
-  return v;
+// ---- the stateful rules: their element updates are include/flx/backend_rules.h's ----
+namespace {
+using detail::RuleStep;
+
+RuleStep next_step(const Momentum& r, RuleState&, const Tensor&) {
+  RuleStep s{FLX_RULE_MOMENTUM, "Momentum's step", {r.eta, r.rho}};
+  s.before_2_12 = [eta = r.eta, rho = r.rho](std::vector<Tensor>& st, const Tensor&, const Tensor& g) {
+    assign(st[0], st[0] * rho + g * eta);
+    return st[0];
+  };
+  return s;
 }
+RuleStep next_step(const Nesterov& r, RuleState&, const Tensor&) {
+  const double eta = r.eta, rho = r.rho;
+  RuleStep s{FLX_RULE_NESTEROV, "Nesterov's step", {eta, rho, -rho * rho, (1 + rho) * eta}};
+  s.before_2_12 = [=](std::vector<Tensor>& st, const Tensor&, const Tensor& g) {
+    Tensor step = st[0] * (-rho * rho) + g * ((1 + rho) * eta);
+    assign(st[0], st[0] * rho - g * eta);
+    return step;
+  };
+  return s;
+}
+RuleStep next_step(const RMSProp& r, RuleState&, const Tensor&) {
+  const double eta = r.eta, rho = r.rho, eps = r.epsilon;
+  const bool centred = r.centred;
+  RuleStep s{FLX_RULE_RMSPROP, "RMSProp's step", {eta, rho, eps, 1 - rho, centred ? 1.0 : 0.0}};
+  s.before_2_12 = [=](std::vector<Tensor>& st, const Tensor&, const Tensor& g) {
+    Tensor &quad = st[0], &lin = st[1];
+    assign(quad, quad * rho + square(g) * (1 - rho));
+    if (centred) assign(lin, lin * rho + g * (1 - rho));
+    Tensor denom = centred ? sqrt(quad - square(lin)) : sqrt(quad);
+    return g * eta / (denom + eps);
+  };
+  return s;
+}
+
+// Adam's parameters {η, β₁, β₂, ϵ, 1/(1-β₁ᵗ), 1/(1-β₂ᵗ)}, the corrections
+// computed in the compute type (as the CPU always has); advances βᵗ.
+RuleStep adam_like(flx_rule rule, const char* what, RuleState& st, DType t, double eta, std::pair<double, double> beta,
+                   double eps) {
+  const double bp1 = st.scalars[0], bp2 = st.scalars[1];
+  auto inverse = [t](double pow) { return detail::in_compute_type(t, 1 / detail::in_compute_type(t, 1 - pow)); };
+  RuleStep s{rule, what, {eta, beta.first, beta.second, eps, inverse(bp1), inverse(bp2)}};
+  st.scalars[0] *= beta.first;
+  st.scalars[1] *= beta.second;
+  // Before ABI 2.12: minor 0's fused Adam (optim_step), with η = 1 for AdamW.
+  s.before_2_12 = [=](std::vector<Tensor>& state, const Tensor&, const Tensor& g) {
+    Tensor out = empty(g.dtype(), g.shape(), g.device());
+    flx_optim_desc d{};
+    d.kind = FLX_OPTIM_ADAM;
+    d.dtype = int32_t(g.dtype());
+    d.n = g.numel();
+    d.grad = detail::mem(g);
+    d.m = detail::mem(state[0]);
+    d.v = detail::mem(state[1]);
+    d.dx = detail::mem(out);
+    d.eta = rule == FLX_RULE_ADAM ? eta : 1.0;
+    d.beta1 = beta.first;
+    d.beta2 = beta.second;
+    d.eps = eps;
+    d.beta1_pow = bp1;
+    d.beta2_pow = bp2;
+    if (d.n) detail::be(g).optim_step(detail::dev(g), d);
+    return out;
+  };
+  return s;
+}
+RuleStep next_step(const Adam& r, RuleState& st, const Tensor& x) {
+  return adam_like(FLX_RULE_ADAM, "Adam's step", st, x.dtype(), r.eta, r.beta, r.epsilon);
+}
+RuleStep next_step(const AdamW& r, RuleState& st, const Tensor& x) {
+  RuleStep s = adam_like(FLX_RULE_ADAMW, "AdamW's step", st, x.dtype(), r.eta, r.beta, r.epsilon);
+  s.param[6] = r.lambda;
+  s.param[7] = r.couple ? 1 : 0;
+  s.reads_x = true;
+  s.before_2_12 = [unit = s.before_2_12, eta = r.eta, lambda = r.lambda, couple = r.couple](
+                      std::vector<Tensor>& state, const Tensor& x, const Tensor& g) {
+    Tensor u = unit(state, x, g);
+    if (lambda == 0) return u * eta;
+    return couple ? (u + x * lambda) * eta : u * eta + x * lambda;
+  };
+  return s;
+}
+}  // namespace
+
+RuleState Momentum::init(const Tensor& x) const { return {{zeros_like(x)}, {}, {}}; }
+FLX_FUSED_RULE(Momentum)
 void Momentum::print(std::ostream& os) const { os << "Momentum(" << eta << ", " << rho << ")"; }
 
 RuleState Nesterov::init(const Tensor& x) const { return {{zeros_like(x)}, {}, {}}; }
-Tensor Nesterov::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
-  Tensor& v = st.tensors[0];
-  Tensor step = v * (-rho * rho) + dx * ((1 + rho) * eta);
-  assign(v, v * rho - dx * eta);
-  return step;
-}
+FLX_FUSED_RULE(Nesterov)
 void Nesterov::print(std::ostream& os) const { os << "Nesterov(" << eta << ", " << rho << ")"; }
 
 RuleState RMSProp::init(const Tensor& x) const { return {{zeros_like(x), zeros_like(x)}, {}, {}}; }
-Tensor RMSProp::apply(RuleState& st, const Tensor&, const Tensor& dx) const {
-  Tensor &quad = st.tensors[0], &lin = st.tensors[1];
-  assign(quad, quad * rho + square(dx) * (1 - rho));
-  if (centred) assign(lin, lin * rho + dx * (1 - rho));
-  Tensor denom = centred ? sqrt(quad - square(lin)) : sqrt(quad);
-  return dx * eta / (denom + epsilon);
-}
+FLX_FUSED_RULE(RMSProp)
 void RMSProp::print(std::ostream& os) const {
   os << "RMSProp(" << eta << ", " << rho << ", " << epsilon << (centred ? ", centred" : "") << ")";
 }
 
-namespace {
-// Adam's unit step mhat/(sqrt(vhat)+ϵ) scaled by eta, fused in the backend;
-// written to a new tensor, or subtracted from `x` when one is given.
-Tensor adam_step(RuleState& st, const Tensor& dx, double eta, std::pair<double, double> beta, double eps,
-                 const Tensor* x = nullptr) {
-  Tensor g = dx.to(st.tensors[0].dtype());
-  Tensor out = x ? Tensor{} : empty(g.dtype(), g.shape(), g.device());
-  flx_optim_desc d{};
-  d.kind = FLX_OPTIM_ADAM;
-  d.dtype = int32_t(g.dtype());
-  d.n = g.numel();
-  d.grad = detail::mem(g);
-  d.m = detail::mem(st.tensors[0]);
-  d.v = detail::mem(st.tensors[1]);
-  if (x) d.x = detail::mem(*x);
-  else d.dx = detail::mem(out);
-  d.eta = eta;
-  d.beta1 = beta.first;
-  d.beta2 = beta.second;
-  d.eps = eps;
-  d.beta1_pow = st.scalars[0];
-  d.beta2_pow = st.scalars[1];
-  const auto& b = detail::be(g);
-  if (d.n) b.optim_step(detail::dev(g), d);
-  st.scalars[0] *= beta.first;
-  st.scalars[1] *= beta.second;
-  return out;
-}
-}  // namespace
-
 RuleState Adam::init(const Tensor& x) const { return {{zeros_like(x), zeros_like(x)}, {beta.first, beta.second}, {}}; }
-Tensor Adam::apply(RuleState& st, const Tensor&, const Tensor& dx) const { return adam_step(st, dx, eta, beta, epsilon); }
-bool Adam::apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const {
-  adam_step(st, dx, eta, beta, epsilon, &x);
-  return true;
-}
+FLX_FUSED_RULE(Adam)
 void Adam::print(std::ostream& os) const {
   os << "Adam(" << eta << ", (" << beta.first << ", " << beta.second << "), " << epsilon << ")";
 }
 
 RuleState AdamW::init(const Tensor& x) const { return {{zeros_like(x), zeros_like(x)}, {beta.first, beta.second}, {}}; }
-Tensor AdamW::apply(RuleState& st, const Tensor& x, const Tensor& dx) const {
-  Tensor unit = adam_step(st, dx, 1.0, beta, epsilon);
-  if (lambda == 0) return unit * eta;
-  return couple ? (unit + x * lambda) * eta : unit * eta + x * lambda;
-}
+FLX_FUSED_RULE(AdamW)
 void AdamW::print(std::ostream& os) const {
   os << "AdamW(" << eta << ", (" << beta.first << ", " << beta.second << "), " << lambda << ", " << epsilon << ")";
 }

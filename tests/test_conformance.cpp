@@ -647,17 +647,30 @@ TEST_P(Conformance, OptimiserStepsMatchTheCpu) {
       {"SignDecay", std::make_shared<SignDecay>(0.01), exact},
       // A step every 2 gradients, none between.
       {"AccumGrad", std::make_shared<OptimiserChain>(AccumGrad(2), Momentum()), exact}};
+  // A plugin older than ABI 2.12 has no rule_step: it runs the rules that
+  // predate it as the ops they were composed of then, which round a half
+  // between ops (1 ulp a step), and cannot run the later ones (skipped,
+  // saying why).
+  const std::string abi = backend_status(std::string(dev.backend())).abi;
+  const bool before_rule_step = abi != backend_status("CPU").abi;
   for (const auto& [name, rule, half] : rules) {
     SCOPED_TRACE(name);
     set_seed(5);
     Tensor x = rand(t, {4, 3});
     Tensor xd = x.to(dev);
     OptState s_cpu(rule->clone(), {{"x", x}}), s_dev(rule->clone(), {{"x", xd}});
-    for (const Tensor& g : gradients) {
-      s_cpu.step({{x, g}});
-      s_dev.step({{xd, g.to(dev)}});
+    try {
+      for (const Tensor& g : gradients) {
+        s_cpu.step({{x, g}});
+        s_dev.step({{xd, g.to(dev)}});
+      }
+    } catch (const NotImplemented& e) {
+      if (!before_rule_step || std::string(e.what()).find("came with ABI") == std::string::npos) throw;
+      std::printf("  skipped rule %s on %s: the plugin implements ABI %s: %s\n", name.c_str(), dev.str().c_str(),
+                  abi.c_str(), e.what());
+      continue;
     }
-    if (is_half(t)) flx::testing::expect_ulps(xd, x, half, name);
+    if (is_half(t)) flx::testing::expect_ulps(xd, x, before_rule_step ? per_step : half, name);
     else flx::testing::expect_close(xd, x, tolerance(t) * 10, name);
   }
 }

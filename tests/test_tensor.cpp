@@ -2,6 +2,7 @@
 #include <functional>
 #include <sstream>
 
+#include "backend_common/philox.hpp"
 #include "tensor_impl.hpp"
 #include "test_util.hpp"
 
@@ -96,6 +97,29 @@ TEST(Tensor, RandIsReproducibleBySeedAndInRange) {
   EXPECT_NEAR(s, 1.0, 0.03);
   auto c = rand(1000).to_vector<float>();
   EXPECT_NE(a, c);  // each call draws new numbers
+}
+
+// Philox4x32-10 against the known-answer vectors of its authors' Random123
+// (kat_vectors). Every backend draws with the one body in
+// include/flx/backend_philox.h, so the CPU-against-device comparisons cannot
+// see a change to it: these can. Then the layout of a fill's draw and the
+// mappings (uniform: lanes 0 and 1, 53 bits; normal: Box-Muller on 2 and 3).
+TEST(Random, PhiloxMatchesRandom123sKnownAnswers) {
+  namespace ph = flx::philox;
+  using L = std::vector<uint32_t>;
+  auto lanes = [](const ph::U4& r) { return L(r.x, r.x + 4); };
+  EXPECT_EQ(lanes(ph::philox4x32_10(0, 0, 0, 0, 0, 0)), (L{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  const uint32_t ones = 0xffffffffu;
+  EXPECT_EQ(lanes(ph::philox4x32_10(ones, ones, ones, ones, ones, ones)),
+            (L{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  const L pi_digits{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u};
+  EXPECT_EQ(lanes(ph::philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u)),
+            pi_digits);
+  // bits(seed, offset, i): i is the counter's low half, offset its high half, seed the key.
+  EXPECT_EQ(lanes(ph::bits(0x299f31d0a4093822ull, 0x0370734413198a2eull, 0x85a308d3243f6a88ull)), pi_digits);
+  const ph::U4 r = ph::bits(42, 7, 3);
+  EXPECT_EQ(ph::uniform01(r), 0.57952564081484614);
+  EXPECT_NEAR(ph::normal01(r), 1.1260592557434914, 1e-15);  // libm's log and cos: within an ulp or so
 }
 
 TEST(Tensor, HandlesShareStorage) {

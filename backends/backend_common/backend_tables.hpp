@@ -86,7 +86,12 @@
 #else
 #define FLX_SINCE_11(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 11, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 12
+#define FLX_SINCE_12(...) __VA_ARGS__
+#else
+#define FLX_SINCE_12(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 12, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off
@@ -115,7 +120,7 @@ static_assert(FLX_BACKEND_ABI_MINOR == 11, "a new ABI minor version: add its FLX
   X(gemm, 0, required, __VA_ARGS__) X(gather, 0, required, __VA_ARGS__) X(scatter_add, 0, required, __VA_ARGS__) \
   X(permute, 0, required, __VA_ARGS__) X(softmax, 0, required, __VA_ARGS__) \
   X(softmax_backward, 0, required, __VA_ARGS__) X(optim_step, 0, required, __VA_ARGS__) \
-  X(gemm_epilogue, 2, optional, __VA_ARGS__)
+  X(gemm_epilogue, 2, optional, __VA_ARGS__) X(rule_step, 12, optional, __VA_ARGS__)
 
 #define FLX_COMM_CALLS(X, ...) \
   X(comm_id, 4, required, __VA_ARGS__) X(comm_init, 4, required, __VA_ARGS__) \

@@ -295,6 +295,7 @@ const flx_compute_table compute_table = [] {
   auto t = abi::table_header<flx_compute_table>();
   FLX_SET_COMPUTE_CALLS(t, cpu_backend)
   t.gemm_epilogue = gemm_epilogue;  // minor 2, optional
+  t.rule_step = rule_step;          // minor 12, optional
   return t;
 }();
 // Convolution, pooling, batch normalisation (minor 5): oneDNN for Float32,

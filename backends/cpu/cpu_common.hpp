@@ -75,5 +75,6 @@ inline constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;
 FLX_DECLARE_BACKEND_CALLS
 int release_cached(void*, int dev);
 int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* d, flx_stream s);  // minor 2, optional
+int rule_step(void*, int dev, const flx_rule_desc* d, flx_stream s);  // minor 12, optional (cpu_optim.cpp)
 
 }  // namespace flx::cpu_backend

@@ -63,6 +63,7 @@ int launched(const char* what);
 FLX_DECLARE_BACKEND_CALLS
 int release_cached(void*, int dev);
 int gemm_epilogue(void*, int dev, const flx_gemm_epilogue_desc* d, flx_stream s);  // minor 2, optional
+int rule_step(void*, int dev, const flx_rule_desc* d, flx_stream s);  // minor 12 (cuda_optim.cu)
 int reduce_workspace(void*, int dev, const flx_reduce_desc* d, uint64_t* bytes);
 #if FLX_BACKEND_TARGET_MINOR >= 4
 FLX_DECLARE_CALL(flx_backend, event_query)     // minor 4, optional

@@ -19,6 +19,7 @@ const flx_compute_table compute_table = [] {
   t.reduce_workspace = reduce_workspace;  // long reductions split over blocks
 #if FLX_BACKEND_TARGET_MINOR >= 2
   t.gemm_epilogue = gemm_epilogue;  // cuBLASLt epilogues (cuda_gemm_lt.cpp)
+  t.rule_step = rule_step;          // every optimiser rule (cuda_optim.cu)
 #endif
   return t;
 }();

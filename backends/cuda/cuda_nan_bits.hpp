@@ -12,11 +12,16 @@
 //   Float32 into Float64: quiet, sign kept, payload << 29
 //   Float64 into Float32: quiet, sign kept, the payload's top 22 bits
 // BFloat16 into Float32 is the bits shifted up, exact for every value.
+// The three half and bfloat16 rules are include/flx/half_bits.h's
+// conversions (what flx/dtype.hpp rounds with), applied to a NaN: the
+// kernels call these only for NaNs and leave other values to the hardware.
 // No CUDA header: tests/cuda/test_cuda_nan_bits.cpp checks each rule on the
 // host against the CPU's conversions for every NaN.
 #pragma once
 
 #include <cstdint>
+
+#include "flx/dtype.hpp"  // flx::detail::half_bits, host and device under nvcc
 
 #if defined(__CUDACC__)
 #define FLX_NAN_HD __host__ __device__
@@ -30,11 +35,9 @@ FLX_NAN_HD constexpr bool is_nan32(uint32_t u) { return (u & 0x7fffffffu) > 0x7f
 FLX_NAN_HD constexpr bool is_nan64(uint64_t u) { return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull; }
 FLX_NAN_HD constexpr bool is_nan_half(uint16_t h) { return (h & 0x7fffu) > 0x7c00u; }
 
-FLX_NAN_HD constexpr uint16_t half_from_f32(uint32_t u) { return uint16_t(((u >> 16) & 0x8000u) | 0x7e00u); }
-FLX_NAN_HD constexpr uint16_t bf16_from_f32(uint32_t u) { return uint16_t(((u >> 16) & 0x8000u) | 0x7fc0u); }
-FLX_NAN_HD constexpr uint32_t f32_from_half(uint16_t h) {
-  return (uint32_t(h & 0x8000u) << 16) | 0x7f800000u | (uint32_t(h & 0x3ffu) << 13);
-}
+FLX_NAN_HD constexpr uint16_t half_from_f32(uint32_t u) { return flx::detail::half_bits::flx_f32_bits_to_half(u); }
+FLX_NAN_HD constexpr uint16_t bf16_from_f32(uint32_t u) { return flx::detail::half_bits::flx_f32_bits_to_bf16(u); }
+FLX_NAN_HD constexpr uint32_t f32_from_half(uint16_t h) { return flx::detail::half_bits::flx_half_to_f32_bits(h); }
 FLX_NAN_HD constexpr uint64_t f64_from_f32(uint32_t u) {
   return (uint64_t(u & 0x80000000u) << 32) | 0x7ff8000000000000ull | (uint64_t(u & 0x7fffffu) << 29);
 }

@@ -1,6 +1,7 @@
 // The dnn table (convolution, pooling, batch normalisation; ABI minor 5) in
 // the OpenCL backend: the pieces its host files share. Kernels in
-// ocl_dnn_src.cpp; convolution in ocl_dnn_conv.cpp (im2col and col2im
+// kernels/{dnn_helpers,conv,pool,batchnorm}.cl (the family in
+// ocl_families.cpp); convolution in ocl_dnn_conv.cpp (im2col and col2im
 // kernels around CLBlast's GEMM); pooling and batch normalisation in
 // ocl_dnn_norm.cpp.
 #pragma once
@@ -12,7 +13,7 @@
 
 namespace flx_ocl {
 
-extern const KernelFamily kDnnKernels;  // ocl_dnn_src.cpp
+extern const KernelFamily kDnnKernels;  // ocl_families.cpp
 
 // The dnn table's calls (FLX_DNN_CALLS), under their fields' names.
 FLX_DECLARE_REQUIRED_CALLS(FLX_DNN_CALLS, flx_dnn_table)

@@ -59,6 +59,7 @@ const flx_compute_table compute_table = [] {
   auto t = flx::abi::table_header<flx_compute_table>();
   FLX_SET_COMPUTE_CALLS(t, flx_ocl)
   t.reduce_workspace = reduce_workspace;
+  t.rule_step = rule_step;  // minor 12: every optimiser rule
   return t;
 }();
 

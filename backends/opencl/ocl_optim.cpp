@@ -1,41 +1,59 @@
-// Fused optimiser steps: Adam updates m and v in place and writes the step
-// to dx, or subtracts it from the parameter x when dx is NULL.
+// Optimiser steps: every rule of include/flx/backend_rules.h (rule_step,
+// minor 12) through one kernel (kernels/optimiser.cl), and minor 0's
+// optim_step as the same Adam.
 #include <string>
 
+#include "backend_common/adam_as_rule.hpp"
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"
 
 namespace flx_ocl {
 
-int optim_step(void*, int dev, const flx_optim_desc* dp, flx_stream s) {
-  return guard("optim_step", [&] {
-    const flx_optim_desc& d = *dp;
-    if (d.kind != FLX_OPTIM_ADAM) raise(FLX_ERR_UNSUPPORTED, "unknown optimiser kind " + std::to_string(d.kind));
-    require_float(d.dtype, "optim_step");
-    size_t es = dtype_size(d.dtype);
-    const bool has_dx = d.dx.buf != nullptr;
-    elem_offset(d.grad, es, "optim_step");
-    elem_offset(d.m, es, "optim_step");
-    elem_offset(d.v, es, "optim_step");
-    if (has_dx) elem_offset(d.dx, es, "optim_step");
-    else elem_offset(d.x, es, "optim_step");
+namespace {
+int states_of(int32_t rule) {
+#define FLX_RULE_STATES_(NAME, CODE, STATES, BODY) \
+  if (rule == CODE) return STATES;
+  FLX_RULES(FLX_RULE_STATES_)
+#undef FLX_RULE_STATES_
+  return -1;
+}
+}  // namespace
+
+int rule_step(void*, int dev, const flx_rule_desc* dp, flx_stream s) {
+  return guard("rule_step", [&] {
+    const flx_rule_desc& d = *dp;
+    const int nstates = states_of(d.rule);
+    if (nstates < 0)
+      raise(FLX_ERR_UNSUPPORTED, "rule_step: unknown rule code " + std::to_string(d.rule) +
+                                     " (backend_rules.h lists the rules this backend knows)");
+    require_float(d.dtype, "rule_step");
+    if (d.n == 0) return;
+    const size_t es = dtype_size(d.dtype);
+    const bool in_place = d.dx.buf == nullptr, read_x = d.x.buf != nullptr;
+    elem_offset(d.grad, es, "rule_step");
+    if (read_x) elem_offset(d.x, es, "rule_step");
+    if (!in_place) elem_offset(d.dx, es, "rule_step");
+    for (int k = 0; k < nstates; ++k) elem_offset(d.state[k], es, "rule_step");
+    auto buf = [](flx_mem m) { return m.buf ? as_mem(m) : cl_mem(nullptr); };
     Device& dv = device(dev);
-    // The bias corrections C(1) / C(1 - beta^t), in the compute type as on the CPU.
-    Scalar c1, c2;
-    if (d.dtype == FLX_F64) {
-      c1 = Scalar::of(1.0 / (1 - d.beta1_pow));
-      c2 = Scalar::of(1.0 / (1 - d.beta2_pow));
-    } else {
-      c1 = Scalar::of(1.0f / float(1 - d.beta1_pow));
-      c2 = Scalar::of(1.0f / float(1 - d.beta2_pow));
-    }
     const int32_t t = d.dtype;
-    launch(dv, queue_of(dv, s), kComputeKernels, t, "adam_k", size_t(d.n), as_mem(d.grad), cl_long(d.grad.offset),
-           as_mem(d.m), cl_long(d.m.offset), as_mem(d.v), cl_long(d.v.offset), has_dx ? as_mem(d.dx) : cl_mem(nullptr),
-           cl_long(d.dx.offset), cl_int(has_dx), has_dx ? cl_mem(nullptr) : as_mem(d.x), cl_long(d.x.offset),
-           cl_long(d.n), compute_scalar(t, d.beta1), compute_scalar(t, d.beta2), compute_scalar(t, d.eps),
-           compute_scalar(t, d.eta), c1, c2);
+    const double* p = d.param;
+    launch(dv, queue_of(dv, s), kComputeKernels, t, "rule_k", size_t(d.n), cl_int(d.rule), cl_long(d.n), as_mem(d.grad),
+           cl_long(d.grad.offset), buf(d.x), cl_long(d.x.offset), cl_int(read_x), buf(d.dx), cl_long(d.dx.offset),
+           cl_int(in_place), cl_int(nstates), buf(d.state[0]), cl_long(d.state[0].offset), buf(d.state[1]),
+           cl_long(d.state[1].offset), buf(d.state[2]), cl_long(d.state[2].offset), compute_scalar(t, p[0]),
+           compute_scalar(t, p[1]), compute_scalar(t, p[2]), compute_scalar(t, p[3]), compute_scalar(t, p[4]),
+           compute_scalar(t, p[5]), compute_scalar(t, p[6]), compute_scalar(t, p[7]));
   });
+}
+
+// Minor 0's fused Adam: the same rule.
+int optim_step(void* ctx, int dev, const flx_optim_desc* d, flx_stream s) {
+  if (d->kind != FLX_OPTIM_ADAM)
+    return guard("optim_step",
+                 [&] { raise(FLX_ERR_UNSUPPORTED, "unknown optimiser kind " + std::to_string(d->kind)); });
+  const flx_rule_desc r = flx::backend_common::adam_as_rule(*d);
+  return rule_step(ctx, dev, &r, s);
 }
 
 }  // namespace flx_ocl

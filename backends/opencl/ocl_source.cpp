@@ -1,13 +1,14 @@
-// A kernel family's source as its programs are built from it: the prelude,
-// then as the family needs them the element functions and constants of the
-// op list (include/flx/backend_elem.h and backend_ops.h, embedded as text at
-// build time) and the op switches generated from FLX_MAP_OPS, then the
+// A kernel family's source as its programs are built from it: the prelude
+// (kernels/prelude.cl), then as the family needs them the element functions
+// and constants of the op list (include/flx/backend_elem.h and backend_ops.h),
+// all embedded as text at build time (CMakeLists.txt) and the op switches generated from FLX_MAP_OPS, then the
 // family's kernels. Adding an op to the list adds its case here with no edit
 // to this backend.
 #include <string>
 
 #include "backend_common/map_op_info.hpp"
 #include "ocl_common.hpp"
+#include "ocl_embedded.hpp"
 
 namespace flx_ocl {
 namespace {
@@ -56,14 +57,14 @@ std::string op_switches() {
 }  // namespace
 
 std::string program_source(const KernelFamily& family) {
-  std::string s = kernel_prelude;
+  std::string s = embedded::prelude_cl;
   if (family.needs != KernelNeeds::kPrelude) {
     // How backend_elem.h is compiled as OpenCL C (see its header comment).
     s += "\n#define FLX_ELEM_FN inline\n#define FLX_ELEM_IS_FLOAT IS_FLOAT\n";
     s += "\n// ---- include/flx/backend_ops.h (the constants the bodies use) ----\n";
-    s += embedded_backend_ops_h;
+    s += embedded::backend_ops_h;
     s += "\n// ---- include/flx/backend_elem.h ----\n";
-    s += embedded_backend_elem_h;
+    s += embedded::backend_elem_h;
   }
   if (family.needs == KernelNeeds::kOpSwitches) {
     s += "\n// ---- op switches generated from FLX_MAP_OPS ----\n";

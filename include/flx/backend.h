@@ -15,7 +15,8 @@
  * the map ops sin, cos and erf (backend_ops.h); minor 9 the core call
  * precision_path; minor 10 the dnn table's group normalisation; minor 11 the
  * map ops of NNlib's remaining activations (hardsigmoid ... lisht, rrelu)
- * and their derivative products.
+ * and their derivative products; minor 12 the compute table's rule_step,
+ * every stateful optimiser rule's element update (backend_rules.h).
  *
  * Conventions
  *  - Every call takes the backend's own context pointer first.
@@ -80,13 +81,14 @@
 #include <stdint.h>
 
 #include "flx/backend_ops.h"
+#include "flx/backend_rules.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 11u
+#define FLX_BACKEND_ABI_MINOR 12u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
@@ -327,6 +329,28 @@ typedef struct flx_optim_desc {
   double beta1_pow, beta2_pow; /* beta^t, for bias correction */
 } flx_optim_desc;
 
+/* ---- optimiser rules' element updates (minor 12) ---------------------------
+ * For each of n elements: step = BODY(param, grad, x, state) of the rule
+ * (backend_rules.h, which lists the rules, their codes, their states and
+ * their parameters), the states updated in place; the step is written to
+ * dx, or, when dx.buf is NULL, subtracted from x in place. x is read by the
+ * rules that use it (and by the in-place form); every operand is contiguous
+ * and of `dtype`, a floating type. Adam through rule_step gives the same
+ * bits as through optim_step. */
+#define FLX_RULE_ENUM_(NAME, CODE, STATES, BODY) FLX_RULE_##NAME = CODE,
+typedef enum flx_rule { FLX_RULES(FLX_RULE_ENUM_) } flx_rule;
+#undef FLX_RULE_ENUM_
+
+typedef struct flx_rule_desc {
+  uint32_t struct_size; /* sizeof(flx_rule_desc) as the caller was built */
+  int32_t rule;         /* flx_rule */
+  int32_t dtype;
+  int64_t n;
+  flx_mem grad, x, dx;
+  flx_mem state[FLX_RULE_MAX_STATES]; /* the rule's STATES first; the rest unset */
+  double param[FLX_RULE_MAX_PARAMS];  /* as the rule's body reads them; the rest 0 */
+} flx_rule_desc;
+
 typedef enum flx_random_dist {
   FLX_RANDOM_UNIFORM = 0, /* [a, b) */
   FLX_RANDOM_NORMAL = 1   /* mean a, std b */
@@ -371,6 +395,11 @@ typedef struct flx_compute_table {
    * failure other than FLX_ERR_UNSUPPORTED is logged once), so a failed
    * call must leave the outputs to be overwritten and no error pending. */
   int (*gemm_epilogue)(void* ctx, int dev, const flx_gemm_epilogue_desc* d, flx_stream s);
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 12
+  /* minor 12, optional: one optimiser rule's step (flx_rule_desc). A
+   * backend without it runs Adam through optim_step and no other rule. */
+  int (*rule_step)(void* ctx, int dev, const flx_rule_desc* d, flx_stream s);
 #endif
 } flx_compute_table;
 

@@ -63,48 +63,35 @@ struct FLX_API BHalf {
 // them too. float_to_half and float_to_bf16 make a NaN the quiet NaN with
 // its sign and no payload (sign | 0x7E00, sign | 0x7FC0), on every backend:
 // a GPU's float NaNs carry no payload, so keeping one would make the bits
-// depend on the device.
+// depend on the device. The bit manipulations are include/flx/half_bits.h's,
+// which the OpenCL kernels compile too.
+namespace detail::half_bits {
+#ifdef __CUDACC__
+#define FLX_HALF_FN __host__ __device__ constexpr inline
+#else
+#define FLX_HALF_FN constexpr inline
+#endif
+#define FLX_U16 uint16_t
+#define FLX_U32 uint32_t
+#include "flx/half_bits.h"
+#undef FLX_HALF_FN
+#undef FLX_U16
+#undef FLX_U32
+}  // namespace detail::half_bits
+
 inline float half_to_float(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else {  // subnormal: renormalise
-      int e = -1;
-      do {
-        ++e;
-        man <<= 1;
-      } while (!(man & 0x400u));
-      u = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ffu) << 13;
-    }
-  } else if (exp == 31) {
-    u = sign | 0x7f800000u | man << 13;
-  } else {
-    u = sign | (exp + 112) << 23 | man << 13;
-  }
+  const uint32_t u = detail::half_bits::flx_half_to_f32_bits(h);
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
-
 inline uint16_t float_to_half(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
-  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow → Inf
-  if (a < 0x38800000u) {  // subnormal or zero: scale into the 10-bit field with rounding
-    float af;
-    std::memcpy(&af, &a, 4);
-    return uint16_t(sign | uint16_t(std::nearbyint(af * 16777216.0f)));  // 2^24
-  }
-  uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);  // rebias, round to nearest even
-  return uint16_t(sign | (r >> 13));
+  return detail::half_bits::flx_f32_bits_to_half(u);
 }
-
 inline float bf16_to_float(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
+  const uint32_t u = detail::half_bits::flx_bf16_to_f32_bits(h);
   float f;
   std::memcpy(&f, &u, 4);
   return f;
@@ -112,9 +99,7 @@ inline float bf16_to_float(uint16_t h) {
 inline uint16_t float_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t(((u >> 16) & 0x8000u) | 0x7fc0u);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
-  return uint16_t(u >> 16);
+  return detail::half_bits::flx_f32_bits_to_bf16(u);
 }
 inline Half::Half(float f) : bits(float_to_half(f)) {}
 inline Half::operator float() const { return half_to_float(bits); }

@@ -3,10 +3,11 @@
 //   auto state = setup(NAdam(), model);
 //   auto chain = setup(OptimiserChain(SignDecay(1e-3), Lion(1e-4)), model);
 //
-// Defaults and formulas are Optimisers.jl's (src/rules.jl); each is composed
-// of elementwise tensor ops (src/optimisers/rules_adaptive.cpp), so every
-// device runs it from the one formula. States save and load in checkpoints
-// as the other rules' do.
+// Defaults and formulas are Optimisers.jl's (src/rules.jl). Each stateful
+// rule's element update is written once, in include/flx/backend_rules.h,
+// and every backend compiles that body (src/optimisers/rules_adaptive.cpp
+// computes the host scalars). States save and load in checkpoints as the
+// other rules' do.
 #pragma once
 
 #include "flx/export.hpp"
@@ -27,6 +28,9 @@ namespace flx {
   Tensor apply(RuleState& st, const Tensor& x, const Tensor& dx) const override;       \
   void print(std::ostream& os) const override;                                         \
   std::shared_ptr<OptRule> clone() const override { return std::make_shared<T>(*this); }
+#define FLX_RULE_IN_PLACE                                                          \
+  bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override; \
+  bool steps_in_place() const override { return true; }
 // βᵗ below is the state's running power of β, starting at β (step 1).
 using Beta = std::pair<double, double>;
 
@@ -37,6 +41,7 @@ struct FLX_API NAdam : OptRule {
   double epsilon;
   explicit NAdam(double eta = 0.001, Beta beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(NAdam)
 };
@@ -48,6 +53,7 @@ struct FLX_API RAdam : OptRule {
   double epsilon;
   explicit RAdam(double eta = 0.001, Beta beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(RAdam)
 };
@@ -58,6 +64,7 @@ struct FLX_API AdaMax : OptRule {
   double epsilon;
   explicit AdaMax(double eta = 0.001, Beta beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(AdaMax)
 };
@@ -68,6 +75,7 @@ struct FLX_API OAdam : OptRule {
   double epsilon;
   explicit OAdam(double eta = 0.001, Beta beta = {0.5, 0.9}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(OAdam)
 };
@@ -75,6 +83,7 @@ struct FLX_API OAdam : OptRule {
 struct FLX_API AdaGrad : OptRule {
   double eta, epsilon;
   explicit AdaGrad(double eta = 0.1, double epsilon = 1e-8) : eta(eta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(AdaGrad)
 };
@@ -82,6 +91,7 @@ struct FLX_API AdaGrad : OptRule {
 struct FLX_API AdaDelta : OptRule {
   double rho, epsilon;
   explicit AdaDelta(double rho = 0.9, double epsilon = 1e-8) : rho(rho), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_METHODS(AdaDelta)
 };
 // m, v and v̂ = max(v̂, v) all start at ϵ; η·m/(√v̂ + ϵ), no bias correction.
@@ -91,6 +101,7 @@ struct FLX_API AMSGrad : OptRule {
   double epsilon;
   explicit AMSGrad(double eta = 0.001, Beta beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(AMSGrad)
 };
@@ -101,6 +112,7 @@ struct FLX_API AdaBelief : OptRule {
   double epsilon;
   explicit AdaBelief(double eta = 0.001, Beta beta = {0.9, 0.999}, double epsilon = 1e-16)
       : eta(eta), beta(beta), epsilon(epsilon) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(AdaBelief)
 };
@@ -110,6 +122,7 @@ struct FLX_API Lion : OptRule {
   double eta;
   Beta beta;
   explicit Lion(double eta = 0.001, Beta beta = {0.9, 0.999}) : eta(eta), beta(beta) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(Lion)
 };
@@ -123,6 +136,7 @@ struct FLX_API Rprop : OptRule {
   explicit Rprop(double eta = 1e-3, std::pair<double, double> ell = {0.5, 1.2},
                  std::pair<double, double> gamma = {1e-6, 50.0})
       : eta(eta), ell(ell), gamma(gamma) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(Rprop)
 };
@@ -145,5 +159,6 @@ struct FLX_API AccumGrad : OptRule {
 };
 #undef FLX_RULE_METHODS
 #undef FLX_RULE_ETA
+#undef FLX_RULE_IN_PLACE
 
 }  // namespace flx

@@ -89,6 +89,11 @@ FLX_API std::ostream& operator<<(std::ostream& os, const OptRule& r);
   Tensor apply(RuleState& st, const Tensor& x, const Tensor& dx) const override;       \
   void print(std::ostream& os) const override;                                         \
   std::shared_ptr<OptRule> clone() const override { return std::make_shared<T>(*this); }
+// A rule whose element update is one fused pass (src/optimisers/), which
+// can step x in place.
+#define FLX_RULE_IN_PLACE                                                          \
+  bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override; \
+  bool steps_in_place() const override { return true; }
 
 struct FLX_API Descent : OptRule {  // x -= η dx
   double eta;
@@ -99,12 +104,14 @@ struct FLX_API Descent : OptRule {  // x -= η dx
 struct FLX_API Momentum : OptRule {  // v = ρv + η dx; x -= v
   double eta, rho;
   explicit Momentum(double eta = 0.01, double rho = 0.9) : eta(eta), rho(rho) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(Momentum)
 };
 struct FLX_API Nesterov : OptRule {
   double eta, rho;
   explicit Nesterov(double eta = 0.001, double rho = 0.9) : eta(eta), rho(rho) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(Nesterov)
 };
@@ -113,6 +120,7 @@ struct FLX_API RMSProp : OptRule {
   bool centred;
   explicit RMSProp(double eta = 0.001, double rho = 0.9, double epsilon = 1e-8, bool centred = false)
       : eta(eta), rho(rho), epsilon(epsilon), centred(centred) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(RMSProp)
 };
@@ -122,8 +130,7 @@ struct FLX_API Adam : OptRule {
   double epsilon;
   explicit Adam(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double epsilon = 1e-8)
       : eta(eta), beta(beta), epsilon(epsilon) {}
-  bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override;
-  bool steps_in_place() const override { return true; }
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(Adam)
 };
@@ -137,6 +144,7 @@ struct FLX_API AdamW : OptRule {
   explicit AdamW(double eta = 0.001, std::pair<double, double> beta = {0.9, 0.999}, double lambda = 0,
                  double epsilon = 1e-8, bool couple = true)
       : eta(eta), beta(beta), lambda(lambda), epsilon(epsilon), couple(couple) {}
+  FLX_RULE_IN_PLACE
   FLX_RULE_ETA
   FLX_RULE_METHODS(AdamW)
 };
@@ -229,6 +237,7 @@ struct FLX_API MixedPrecision : OptRule {
 };
 #undef FLX_RULE_METHODS
 #undef FLX_RULE_ETA
+#undef FLX_RULE_IN_PLACE
 
 // The optimiser state of a model: one entry per distinct trainable tensor.
 class FLX_API OptState {

@@ -200,6 +200,11 @@ class Backend {
   void softmax(int dev, const flx_softmax_desc& d) const;
   void softmax_backward(int dev, const flx_softmax_desc& d) const;
   void optim_step(int dev, const flx_optim_desc& d) const;
+  // One optimiser rule's step (backend_rules.h; minor 12, optional). A
+  // backend without rule_step, or older than the rule, raises
+  // NotImplemented naming `what` ("NAdam's step").
+  bool has_rule_step() const { return has<&flx_compute_table::rule_step>(); }
+  void rule_step(int dev, const flx_rule_desc& d, const char* what) const;
 
   // ---- collectives (the "comm" table, ABI minor 4; backend.h has the
   // protocol: comm_id on rank 0, comm_init everywhere, comm_poll until ready)

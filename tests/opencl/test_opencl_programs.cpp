@@ -15,6 +15,7 @@
 
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"
+#include "ocl_embedded.hpp"
 
 namespace flx_ocl {
 namespace {
@@ -158,13 +159,27 @@ TEST(OpenClProgramSource, AFamilyGetsTheElementFunctionsAndOpSwitchesItNeeds) {
   const KernelFamily ops{"o", KernelNeeds::kOpSwitches, {"kernel void k(global int* p) {}\n", "// second part\n"}};
   for (const KernelFamily* f : {&prelude, &elem, &ops}) {
     const std::string s = program_source(*f);
-    EXPECT_EQ(s.rfind(kernel_prelude, 0), 0u) << f->name << ": the prelude comes first";
+    EXPECT_EQ(s.rfind(embedded::prelude_cl, 0), 0u) << f->name << ": the prelude comes first";
     EXPECT_EQ(s.find("max_nan(") != std::string::npos, f != &prelude) << f->name;
     EXPECT_EQ(s.find("op_value(") != std::string::npos, f == &ops) << f->name;
     EXPECT_NE(s.find("kernel void k(global int* p) {}"), std::string::npos) << f->name;
   }
   const std::string s = program_source(ops);
   EXPECT_LT(s.find("kernel void k("), s.find("// second part")) << "the parts, joined in order";
+}
+
+// The bodies the kernels share with the host and CUDA reach their text: the
+// build puts a header in place of a .cl file's #include "flx/..." line
+// (embed_text.cmake), as OpenCL has no include path for a program built
+// from a string, so no such line is left for the OpenCL compiler.
+TEST(OpenClProgramSource, SharedHeadersStandInForTheirIncludeLines) {
+  const std::string prelude = embedded::prelude_cl;
+  EXPECT_EQ(prelude.find("#include \""), std::string::npos);
+  EXPECT_NE(prelude.find("FLX_U16 flx_f32_bits_to_half(FLX_U32 u) {"), std::string::npos) << "half_bits.h";
+  const std::string compute = program_source(kComputeKernels);
+  EXPECT_EQ(compute.find("#include \""), std::string::npos);
+  EXPECT_NE(compute.find("philox_u4 philox4x32_10(FLX_U32 c0,"), std::string::npos) << "backend_philox.h";
+  EXPECT_LT(compute.find("philox4x32_10("), compute.find("kernel void random_k(")) << "the header where it was included";
 }
 
 // Eight threads ask at once for the kernels of two unbuilt families: each

@@ -1,7 +1,8 @@
 // The rules added after Adam (NAdam, RAdam, AdaMax, OAdam, AdaGrad,
 // AdaDelta, AMSGrad, AdaBelief, Lion, Rprop, SignDecay): each against its
 // closed form, written here from Optimisers.jl 0.4's src/rules.jl in Float64
-// entry by entry, over three steps whose gradients change (sign included);
+// entry by entry, over three steps whose gradients change (sign included),
+// on every device;
 // and each rule's state through a checkpoint, resuming bit for bit.
 #include <cmath>
 #include <functional>
@@ -26,23 +27,30 @@ const std::vector<std::vector<double>> kGrads = {
 // it returns the step to subtract; it keeps its own state.
 using Entry = std::function<double(double x, double g, int t)>;
 
+// On every device of the conformance suite, in Float64: the rules' element
+// updates are one body (include/flx/backend_rules.h) compiled for each
+// backend, so a wrong constant in that body fails here on each of them.
 template <class R>
 void expect_closed_form(const R& rule, const std::function<Entry()>& make, double tol = 1e-14) {
   std::ostringstream name;
   name << rule;
   SCOPED_TRACE(name.str());
-  Tensor x = tensor(kX0);
-  auto st = setup(rule, x);
-  std::vector<Entry> entries;
-  for (size_t i = 0; i < kX0.size(); ++i) entries.push_back(make());
-  std::vector<double> expected = kX0;
-  for (int t = 1; t <= 3; ++t) {
-    const auto& g = kGrads[size_t(t - 1)];
-    for (size_t i = 0; i < expected.size(); ++i) expected[i] -= entries[i](expected[i], g[i], t);
-    update(st, x, tensor(g));
-    const auto got = x.to_vector<double>();
-    for (size_t i = 0; i < expected.size(); ++i)
-      EXPECT_NEAR(got[i], expected[i], tol * std::max(1.0, std::abs(expected[i]))) << "step " << t << " entry " << i;
+  for (const Device& dev : flx::testing::conformance_devices()) {
+    SCOPED_TRACE(dev.str());
+    Tensor x = tensor(kX0).to(dev);
+    auto st = setup(rule, x);
+    std::vector<Entry> entries;
+    for (size_t i = 0; i < kX0.size(); ++i) entries.push_back(make());
+    std::vector<double> expected = kX0;
+    for (int t = 1; t <= 3; ++t) {
+      const auto& g = kGrads[size_t(t - 1)];
+      for (size_t i = 0; i < expected.size(); ++i) expected[i] -= entries[i](expected[i], g[i], t);
+      update(st, x, tensor(g).to(dev));
+      const auto got = x.to(Device::cpu()).to_vector<double>();
+      for (size_t i = 0; i < expected.size(); ++i)
+        EXPECT_NEAR(got[i], expected[i], tol * std::max(1.0, std::abs(expected[i])))
+            << "step " << t << " entry " << i;
+    }
   }
 }
 double sgn(double v) { return v > 0 ? 1 : v < 0 ? -1 : 0; }
