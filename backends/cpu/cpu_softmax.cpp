@@ -31,10 +31,10 @@ static double sum4(const float* a, const float* b, int64_t len) {
   for (; j < len; ++j) s[0] += b ? double(a[j]) * b[j] : double(a[j]);
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
-// The row's maximum in 8 running maxima, each stepped by softmax_max (it
-// compiles to max instructions: m < x ? x : m is maxps's rule), then
-// combined by the same step: any grouping gives the same maximum, since no
-// running maximum is ever NaN.
+// The row's maximum in 8 running maxima, each stepped by softmax_max
+// (m < x ? x : m is the rule of x86's maxss, which it compiles to, as
+// std::max did here before), then combined by the same step: any grouping
+// gives the same maximum, since no running maximum is ever NaN.
 static float row_max(const float* x, int64_t len) {
   float m[8];
   std::fill(m, m + 8, -INFINITY);

@@ -17,7 +17,7 @@
  * device with it), and these are its rules. Some CPU loops keep the rule in
  * a hand-written form because that form is what makes them fast (the
  * unpadded max pooling's branchless WindowScan and its 2x2 backward,
- * cpu_dnn_direct.cpp); Float32 softmax's 8-lane row maximum
+ * cpu_dnn_direct.cpp); Float32 softmax's row maximum in 8 running maxima
  * (cpu_softmax.cpp) calls softmax_max itself. tests/test_window_rules.cpp
  * states the rules' results (ties, -0 and 0, NaN, -Inf, padding) for
  * every device, the CPU's fast loops included, and compares each device
@@ -56,9 +56,9 @@ FLX_ELEM_FN int pool_max_sends(CT best) { return best == best; }
  * grouping), then s.
  *
  * The running maximum's step: x wins when it is larger. A NaN never wins
- * (std::max's rule, which the CPU's vector loop compiles to max
- * instructions with): a row that holds a NaN still comes out all NaN,
- * since its term exp(NaN - m) makes s NaN; and a row of NaNs keeps m = -Inf. */
+ * (std::max's rule, and that of x86's max instructions): a row that holds
+ * a NaN still comes out all NaN, since its term exp(NaN - m) makes s NaN;
+ * and a row of NaNs keeps m = -Inf. */
 FLX_ELEM_FN CT softmax_max(CT m, CT x) { return m < x ? x : m; }
 
 #endif /* FLX_BACKEND_WINDOW_H */
