@@ -13,6 +13,15 @@
 #include "cpu_lanes.hpp"
 
 namespace flx::cpu_backend {
+
+// Max pooling's window rule (pool_max_takes, pool_max_sends), the body that
+// CUDA's and OpenCL's pooling kernels compile too.
+namespace window {
+#define FLX_ELEM_FN template <class CT> inline
+#include "flx/backend_window.h"
+#undef FLX_ELEM_FN
+}  // namespace window
+
 namespace {
 
 // Offset of spatial point (p0, p1, p2) in channel c of sample n of a
@@ -148,15 +157,19 @@ void direct_conv_backward_filter(const DnnGeometry& g, const T* x, const T* dy, 
 }
 
 namespace {
-// The largest inside element of output point o's window (padding never
-// wins; a NaN in the window gives NaN; -Inf for a window of padding only).
+// The maximum of output point o's window and the offset of the element
+// that holds it, by backend_window.h's rule (padding never wins; a NaN in
+// the window gives its first NaN; ties go to the first maximum; a window
+// of padding only gives -Inf and the offset -1).
 template <class T>
-inline T window_max(const DnnGeometry& g, const T* xp, const int64_t* o) {
+inline T window_max(const DnnGeometry& g, const T* xp, const int64_t* o, int64_t* where = nullptr) {
   T best = -std::numeric_limits<T>::infinity();
+  int64_t at = -1;
   each_inside_tap(g, o, [&](int64_t ii, int64_t) {
     const T v = xp[ii];
-    if (std::isnan(v) || v > best) best = std::isnan(best) ? best : v;
+    if (window::pool_max_takes(v, best, at < 0)) best = v, at = ii;
   });
+  if (where) *where = at;
   return best;
 }
 }  // namespace
@@ -201,7 +214,8 @@ inline void each_window(const DnnGeometry& g, const Taps& t, F&& f) {
 }
 
 // The scan of one window without branches on the data (random data would
-// mispredict about half of them): the running maximum and the first tap
+// mispredict about half of them), backend_window.h's rule in another form:
+// the running maximum and the first tap
 // that holds it (a strict >: later equal values, -0 against 0 included, do
 // not move it, as window_max's first tap equal to the maximum), and whether
 // a NaN was seen (then the result is NaN and no tap takes the gradient).
@@ -355,14 +369,9 @@ void direct_pool_backward(const DnnGeometry& g, bool max, const T* x, const T* d
       std::fill(dxp, dxp + plane_in, T(0));
       each_out(g, [&](const int64_t* o, int64_t oo) {
         if (max) {
-          const T best = window_max(g, xp, o);
-          bool sent = false;  // to the first largest element only
-          each_inside_tap(g, o, [&](int64_t ii, int64_t) {
-            if (!sent && xp[ii] == best) {
-              dxp[ii] += dyp[oo];
-              sent = true;
-            }
-          });
+          int64_t at;  // to the window's maximum only, none when it is NaN
+          const T best = window_max(g, xp, o, &at);
+          if (at >= 0 && window::pool_max_sends(best)) dxp[at] += dyp[oo];
         } else {
           const T share = T(double(dyp[oo]) / window);
           each_inside_tap(g, o, [&](int64_t ii, int64_t) { dxp[ii] += share; });

@@ -11,6 +11,14 @@
 
 namespace flx::cpu_backend {
 
+// The row maximum's step (softmax_max: a NaN never wins), the body that
+// CUDA's and OpenCL's softmax compile too.
+namespace window {
+#define FLX_ELEM_FN template <class CT> inline
+#include "flx/backend_window.h"
+#undef FLX_ELEM_FN
+}  // namespace window
+
 // Float32 over contiguous rows (inner 1: softmax over the first dim, as an
 // attention's scores and a classifier's logits have it): the exponentials
 // in 8 lanes (cpu_vector_math.hpp), sums in double in four interleaved
@@ -23,14 +31,20 @@ static double sum4(const float* a, const float* b, int64_t len) {
   for (; j < len; ++j) s[0] += b ? double(a[j]) * b[j] : double(a[j]);
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
+// The row's maximum in 8 running maxima, each stepped by softmax_max
+// (m < x ? x : m is the rule of x86's maxss, which it compiles to, as
+// std::max did here before), then combined by the same step: any grouping
+// gives the same maximum, since no running maximum is ever NaN.
 static float row_max(const float* x, int64_t len) {
   float m[8];
   std::fill(m, m + 8, -INFINITY);
   int64_t j = 0;
   for (; j + 8 <= len; j += 8)
-    for (int k = 0; k < 8; ++k) m[k] = m[k] < x[j + k] ? x[j + k] : m[k];  // NaN never wins, as std::max
-  for (; j < len; ++j) m[0] = std::max(m[0], x[j]);
-  return *std::max_element(m, m + 8);
+    for (int k = 0; k < 8; ++k) m[k] = window::softmax_max(m[k], x[j + k]);
+  for (; j < len; ++j) m[0] = window::softmax_max(m[0], x[j]);
+  float mx = m[0];
+  for (int k = 1; k < 8; ++k) mx = window::softmax_max(mx, m[k]);
+  return mx;
 }
 
 static void softmax_rows_f32(const flx_softmax_desc& d, bool backward) {
@@ -81,7 +95,7 @@ static void softmax_t(const flx_softmax_desc& d, bool backward) {
     int64_t base = o * d.inner * d.axis_len + i, st = d.inner;
     if (!backward) {
       C mx = -INFINITY;
-      for (int64_t j = 0; j < d.axis_len; ++j) mx = std::max(mx, C(load(x[base + j * st])));
+      for (int64_t j = 0; j < d.axis_len; ++j) mx = window::softmax_max(mx, C(load(x[base + j * st])));
       double s = 0;
       for (int64_t j = 0; j < d.axis_len; ++j) s += std::exp(double(load(x[base + j * st]) - mx));
       if (d.log) {

@@ -7,6 +7,15 @@
 #include "cuda_kernels.cuh"
 
 namespace flx_cuda {
+
+// Max pooling's window rule (pool_max_takes, pool_max_sends), the body that
+// the CPU's and OpenCL's pooling compile too.
+namespace window {
+#define FLX_ELEM_FN template <class CT> __device__ inline
+#include "flx/backend_window.h"
+#undef FLX_ELEM_FN
+}  // namespace window
+
 namespace {
 
 // Copy between a box and a box padded around it, by element bits (padding
@@ -56,10 +65,11 @@ int pad_crop_any(cudaStream_t st, const void* src, void* dst, const DnnBox& inne
                                        " bytes; only 2, 4 and 8 (the floating dtypes) are padded");
 }
 
-// The first largest element of window (o0, o1, o2) of plane c, in window
-// order (dim 0 fastest), padding skipped: its offset in x, or -1 when the
-// window is wholly padding or holds a NaN (the max is NaN, equal to no
-// element: backend.h's reference sends its dy nowhere).
+// The maximum of window (o0, o1, o2) of plane c by backend_window.h's rule,
+// in window order (dim 0 fastest), padding skipped: the offset in x of the
+// element that takes its gradient, or -1 when none does (the window is
+// wholly padding, or its maximum is NaN: equal to no element, backend.h's
+// reference sends its dy nowhere).
 template <class T>
 __device__ int64_t window_argmax(const T* x, const DnnPoolGeom& g, int64_t c, int64_t o0, int64_t o1, int64_t o2,
                                  compute_t<T>* best_out) {
@@ -77,16 +87,12 @@ __device__ int64_t window_argmax(const T* x, const DnnPoolGeom& g, int64_t c, in
         if (i0 < 0 || i0 >= g.in.size[0]) continue;
         const int64_t at = ((c * g.in.size[2] + i2) * g.in.size[1] + i1) * g.in.size[0] + i0;
         const C v = load(x[at]);
-        if (v != v) {
-          *best_out = v;
-          return -1;
-        }
-        if (pos < 0 || v > best) best = v, pos = at;
+        if (window::pool_max_takes(v, best, pos < 0)) best = v, pos = at;
       }
     }
   }
   *best_out = best;
-  return pos;
+  return window::pool_max_sends(best) ? pos : -1;
 }
 
 template <class T>

@@ -8,6 +8,16 @@
 #include "cuda_kernels.cuh"
 
 namespace flx_cuda {
+
+// The row maximum's step (softmax_max: a NaN never wins, as on the CPU; the
+// row still comes out NaN through its sum), the body that the CPU's and
+// OpenCL's softmax compile too.
+namespace window {
+#define FLX_ELEM_FN template <class CT> __device__ inline
+#include "flx/backend_window.h"
+#undef FLX_ELEM_FN
+}  // namespace window
+
 namespace {
 
 template <class A>
@@ -18,8 +28,7 @@ __device__ __forceinline__ A warp_sum(A v) {
 template <class A>
 __device__ __forceinline__ A warp_max(A v) {
   for (int o = 16; o > 0; o /= 2) {
-    A w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = w > v || w != w ? w : v;  // NaN wins, so a NaN row gives NaN
+    v = window::softmax_max(v, __shfl_xor_sync(0xffffffffu, v, o));  // the lanes' maxima combined
   }
   return v;
 }
@@ -38,8 +47,7 @@ __global__ void softmax_kernel(const T* x, const T* dy, T* out, int64_t inner, i
     if (!backward) {
       C mx = C(-INFINITY);
       for (int64_t j = lane; j < len; j += 32) {
-        const C v = load(x[base + j * st]);
-        mx = v > mx || v != v ? v : mx;
+        mx = window::softmax_max(mx, C(load(x[base + j * st])));
       }
       mx = warp_max(mx);
       double s = 0;

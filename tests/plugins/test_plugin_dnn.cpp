@@ -281,10 +281,13 @@ flx_pool_desc pool_desc(const ref::PoolShape& s, int32_t t) {
 class PluginDnnPool : public PluginDnn {
  protected:
   // Forward (training, with the reserve the plugin asks for) and backward.
-  // nan_at: an element of x set to NaN (forward only: the windows holding it give NaN).
-  void check(const ref::PoolShape& s, long nan_at = -1) {
+  // nan_at: an element of x set to NaN (the windows holding it give NaN;
+  // forward only unless nan_backward: their dy then goes nowhere). given:
+  // x's values, else distinct ones.
+  void check(const ref::PoolShape& s, long nan_at = -1, const std::vector<double>* given = nullptr,
+             bool nan_backward = false) {
     SCOPED_TRACE(std::string(s.max ? "maxpool " : "meanpool ") + dname(t));
-    std::vector<double> x = stored(t, distinct_values(s.x_size(), 5));
+    std::vector<double> x = stored(t, given ? *given : distinct_values(s.x_size(), 5));
     if (nan_at >= 0) x[size_t(nan_at)] = std::nan("");
     const std::vector<double> dy = stored(t, grid_values(s.y_size(), -1, 1, 1.0 / 16, 6));
     auto X = buf(x), DY = buf(dy), Y = zeros(s.y_size()), DX = zeros(s.x_size());
@@ -300,7 +303,7 @@ class PluginDnnPool : public PluginDnn {
     ref::PoolShape mean_of_abs = s;
     mean_of_abs.max = false;
     EXPECT_TRUE(near(t, Y->read(), y, ref::pool_forward(mean_of_abs, absolute(x)), "pool forward y"));
-    if (nan_at >= 0) return;
+    if (nan_at >= 0 && !nan_backward) return;
     d.dy = DY->mem();
     d.dx = DX->mem();
     ASSERT_TRUE(ran([&] { be->pool_backward(0, d); }));
@@ -331,6 +334,24 @@ TEST_P(PluginDnnPool, MaxAndMeanPool3d) {
 // A NaN wins every window that holds it; the others are untouched by it.
 TEST_P(PluginDnnPool, MaxPoolNaNPropagates) {
   check(pool_shape(true, 2, {6, 5, 1}, {3, 2, 1}, {2, 2, 1}, {1, 0, 0}, {1, 1, 0}, 1, 1), 8);
+}
+
+// backend_window.h's rules against the reference, which states them
+// independently: of equal maxima (-0 and 0 among them) the first in window
+// order takes the gradient; a NaN maximum sends it nowhere (the shape's
+// padding is per side: cuDNN does not run it); a window of padding only
+// gives -Inf and no gradient.
+TEST_P(PluginDnnPool, MaxPoolTiesGoToTheFirstMaximum) {
+  const ref::PoolShape s = pool_shape(true, 2, {6, 5, 1}, {3, 2, 1}, {2, 2, 1}, {1, 0, 0}, {1, 1, 0}, 2, 2);
+  std::vector<double> x(s.x_size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = i % 4 == 0 ? -0.0 : double((i * 5) % 3) * 0.5 - 0.5;
+  check(s, -1, &x);
+}
+TEST_P(PluginDnnPool, MaxPoolNaNSendsNoGradient) {
+  check(pool_shape(true, 2, {6, 5, 1}, {3, 2, 1}, {2, 2, 1}, {1, 0, 0}, {1, 1, 0}, 1, 1), 8, nullptr, true);
+}
+TEST_P(PluginDnnPool, MaxPoolWindowsOfPaddingOnly) {
+  check(pool_shape(true, 1, {4, 1, 1}, {2, 1, 1}, {2, 1, 1}, {2, 0, 0}, {2, 0, 0}, 1, 2));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, PluginDnnPool, kDnnDtypes, dtype_label);

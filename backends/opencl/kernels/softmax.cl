@@ -1,6 +1,9 @@
 // Softmax and logsoftmax over the middle axis of (inner, len, outer), forward
-// and backward (max_nan is backend_elem.h's).
+// and backward. The row maximum steps by include/flx/backend_window.h's
+// softmax_max (a NaN never wins, as on the CPU: the row still comes out NaN
+// through its sum), whose text replaces the #include at build time.
 #if IS_FLOAT
+#include "flx/backend_window.h"
 kernel void softmax_k(int lg, global const uchar* xb, long xo, global uchar* yb, long yo, long inner, long len,
                       long outer) {
   global const ST* x = CPTR(ST, xb, xo);
@@ -8,7 +11,7 @@ kernel void softmax_k(int lg, global const uchar* xb, long xo, global uchar* yb,
   for (long t = GID; t < inner * outer; t += GSIZE) {
     long i = t % inner, o = t / inner, base = o * inner * len + i;
     CT m = -INFINITY;
-    for (long j = 0; j < len; ++j) m = max_nan(m, ld(x, base + j * inner));
+    for (long j = 0; j < len; ++j) m = softmax_max(m, ld(x, base + j * inner));
     AT s = 0;
     for (long j = 0; j < len; ++j) s += exp((AT)(ld(x, base + j * inner) - m));
     if (lg) {
