@@ -17,6 +17,9 @@ using std::sqrt;
 #define FLX_CT_MIN std::numeric_limits<CT>::min()
 #include "flx/backend_elem.h"
 #include "flx/backend_rules.h"
+#define FLX_RULE_FN_PREFIX inline __attribute__((always_inline))
+#include "backend_common/rule_functors.inc"
+#undef FLX_RULE_FN_PREFIX
 #undef FLX_CT_MIN
 #undef FLX_ELEM_IS_FLOAT
 #undef FLX_ELEM_FN
@@ -61,8 +64,9 @@ inline __attribute__((always_inline)) void rule_chunk(const flx_rule_desc& d, Bo
   }
 }
 
-template <class T, int States, class Body>
+template <class T, class Body>
 inline __attribute__((always_inline)) void rule_range(const flx_rule_desc& d, Body body, int64_t lo, int64_t hi) {
+  constexpr int States = Body::states;
   if (d.dx.buf == nullptr) rule_chunk<T, States, true, true>(d, body, lo, hi);
   else if (d.x.buf != nullptr) rule_chunk<T, States, false, true>(d, body, lo, hi);
   else rule_chunk<T, States, false, false>(d, body, lo, hi);
@@ -73,23 +77,20 @@ inline __attribute__((always_inline)) void rule_range(const flx_rule_desc& d, Bo
 #define FLX_RULE_F32_(NAME, CODE, STATES, BODY)                                                         \
   __attribute__((target_clones("avx2", "default"))) void NAME##_f32(const flx_rule_desc& d, int64_t lo, \
                                                                     int64_t hi) {                       \
-    rule_range<float, STATES>(                                                                          \
-        d, [](const float* p, float g, float x, float* s) { return rules::BODY(p, g, x, s); }, lo, hi); \
+    rule_range<float>(d, rules::Rule_##NAME{}, lo, hi);                                                 \
   }
 FLX_RULES(FLX_RULE_F32_)
 #undef FLX_RULE_F32_
 
 template <class T>
 int run_rule(const flx_rule_desc& d) {
-  using C = compute_t<T>;
   switch (d.rule) {
-#define FLX_RULE_CASE_(NAME, CODE, STATES, BODY)                                                        \
-  case CODE:                                                                                            \
-    parallel_for(d.n, parallel_grain, [&](int64_t lo, int64_t hi) {                                     \
-      if constexpr (std::is_same_v<T, float>) NAME##_f32(d, lo, hi);                                    \
-      else rule_range<T, STATES>(d, [](const C* p, C g, C x, C* s) { return rules::BODY(p, g, x, s); }, \
-                                 lo, hi);                                                               \
-    });                                                                                                 \
+#define FLX_RULE_CASE_(NAME, CODE, STATES, BODY)                                   \
+  case CODE:                                                                       \
+    parallel_for(d.n, parallel_grain, [&](int64_t lo, int64_t hi) {                \
+      if constexpr (std::is_same_v<T, float>) NAME##_f32(d, lo, hi);               \
+      else rule_range<T>(d, rules::Rule_##NAME{}, lo, hi);                         \
+    });                                                                            \
     return FLX_OK;
     FLX_RULES(FLX_RULE_CASE_)
 #undef FLX_RULE_CASE_

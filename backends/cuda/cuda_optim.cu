@@ -16,6 +16,9 @@ namespace rules {
 #define FLX_CT_MIN (sizeof(CT) == 4 ? CT(FLT_MIN) : CT(DBL_MIN))
 #include "flx/backend_elem.h"
 #include "flx/backend_rules.h"
+#define FLX_RULE_FN_PREFIX __device__
+#include "backend_common/rule_functors.inc"
+#undef FLX_RULE_FN_PREFIX
 #undef FLX_CT_MIN
 #undef FLX_ELEM_IS_FLOAT
 #undef FLX_ELEM_FN
@@ -34,9 +37,10 @@ struct RuleArgs {
 
 // T is the storage type; the arithmetic runs in C = compute_t<T>. Rule is a
 // function object calling the rule's body.
-template <class T, int States, class Rule>
+template <class T, class Rule>
 __global__ void rule_kernel(RuleArgs<compute_t<T>> a, const T* g, T* x, T* dx, T* s0, T* s1, T* s2) {
   using C = compute_t<T>;
+  constexpr int States = Rule::states;
   for (int64_t i = global_index(); i < a.n; i += global_stride()) {
     C s[States];
     if constexpr (States > 0) s[0] = load(s0[i]);
@@ -51,17 +55,6 @@ __global__ void rule_kernel(RuleArgs<compute_t<T>> a, const T* g, T* x, T* dx, T
     else dx[i] = store<T>(step);
   }
 }
-
-#define FLX_RULE_FUNCTOR_(NAME, CODE, STATES, BODY)                       \
-  struct Rule_##NAME {                                                    \
-    static constexpr int states = STATES;                                 \
-    template <class C>                                                    \
-    __device__ C operator()(const C* p, C g, C x, C* s) const {           \
-      return rules::BODY(p, g, x, s);                                     \
-    }                                                                     \
-  };
-FLX_RULES(FLX_RULE_FUNCTOR_)
-#undef FLX_RULE_FUNCTOR_
 
 template <class T>
 T* typed(flx_mem m) {
@@ -88,7 +81,7 @@ int rule_step(void*, int dev, const flx_rule_desc* d, flx_stream s) {
     switch (d->rule) {
 #define FLX_RULE_CASE_(NAME, CODE, STATES, BODY)                                                     \
   case CODE:                                                                                        \
-    rule_kernel<T, STATES, Rule_##NAME><<<blocks_for(d->n), 256, 0, st>>>(a, g, x, dx, s0, s1, s2); \
+    rule_kernel<T, rules::Rule_##NAME><<<blocks_for(d->n), 256, 0, st>>>(a, g, x, dx, s0, s1, s2); \
     break;
       FLX_RULES(FLX_RULE_CASE_)
 #undef FLX_RULE_CASE_

@@ -4,25 +4,16 @@
 #include <string>
 
 #include "backend_common/adam_as_rule.hpp"
+#include "backend_common/rule_info.hpp"
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"
 
 namespace flx_ocl {
 
-namespace {
-int states_of(int32_t rule) {
-#define FLX_RULE_STATES_(NAME, CODE, STATES, BODY) \
-  if (rule == CODE) return STATES;
-  FLX_RULES(FLX_RULE_STATES_)
-#undef FLX_RULE_STATES_
-  return -1;
-}
-}  // namespace
-
 int rule_step(void*, int dev, const flx_rule_desc* dp, flx_stream s) {
   return guard("rule_step", [&] {
     const flx_rule_desc& d = *dp;
-    const int nstates = states_of(d.rule);
+    const int nstates = flx::rules::states(d.rule);
     if (nstates < 0)
       raise(FLX_ERR_UNSUPPORTED, "rule_step: unknown rule code " + std::to_string(d.rule) +
                                      " (backend_rules.h lists the rules this backend knows)");

@@ -21,16 +21,7 @@
 
 namespace flx {
 
-#define FLX_RULE_ETA \
-  void set_eta(double e) override { eta = e; }
-#define FLX_RULE_METHODS(T)                                                            \
-  RuleState init(const Tensor& x) const override;                                      \
-  Tensor apply(RuleState& st, const Tensor& x, const Tensor& dx) const override;       \
-  void print(std::ostream& os) const override;                                         \
-  std::shared_ptr<OptRule> clone() const override { return std::make_shared<T>(*this); }
-#define FLX_RULE_IN_PLACE                                                          \
-  bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override; \
-  bool steps_in_place() const override { return true; }
+#include "flx/optimiser_rule_macros.inc"
 // βᵗ below is the state's running power of β, starting at β (step 1).
 using Beta = std::pair<double, double>;
 

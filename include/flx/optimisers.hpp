@@ -82,18 +82,7 @@ class FLX_API OptRule {
 };
 FLX_API std::ostream& operator<<(std::ostream& os, const OptRule& r);
 
-#define FLX_RULE_ETA \
-  void set_eta(double e) override { eta = e; }
-#define FLX_RULE_METHODS(T)                                                            \
-  RuleState init(const Tensor& x) const override;                                      \
-  Tensor apply(RuleState& st, const Tensor& x, const Tensor& dx) const override;       \
-  void print(std::ostream& os) const override;                                         \
-  std::shared_ptr<OptRule> clone() const override { return std::make_shared<T>(*this); }
-// A rule whose element update is one fused pass (src/optimisers/), which
-// can step x in place.
-#define FLX_RULE_IN_PLACE                                                          \
-  bool apply_in_place(RuleState& st, const Tensor& x, const Tensor& dx) const override; \
-  bool steps_in_place() const override { return true; }
+#include "flx/optimiser_rule_macros.inc"
 
 struct FLX_API Descent : OptRule {  // x -= η dx
   double eta;

@@ -8,6 +8,7 @@
 #include "backend/descriptors.hpp"
 #include "backend/streams.hpp"
 #include "backend_common/map_op_info.hpp"
+#include "backend_common/rule_info.hpp"
 #include "devices/log.hpp"
 #include "flx/error.hpp"
 
@@ -207,22 +208,13 @@ void Backend::optim_step(int dev, const flx_optim_desc& d) const {
   run<&compute::optim_step>(compute_, {"a fused optimiser step", d.dtype}, dev, &d);
 }
 
-namespace {
-// The ABI minor version that brought rule `code` (FLX_RULES_ADDED).
-uint32_t rule_since(int32_t code) {
-#define FLX_RULE_SINCE_(NAME, MINOR) \
-  if (code == FLX_RULE_##NAME) return MINOR;
-  FLX_RULES_ADDED(FLX_RULE_SINCE_)
-#undef FLX_RULE_SINCE_
-  return FLX_BACKEND_ABI_MINOR + 1;  // not a rule of this libflx: no backend has it
-}
-}  // namespace
-
 void Backend::rule_step(int dev, const flx_rule_desc& d, const char* what) const {
-  if (rule_since(d.rule) > abi_minor_)
+  // A code this libflx does not list (since 0) counts as newer than any backend.
+  const uint32_t since = rules::since(d.rule) ? rules::since(d.rule) : FLX_BACKEND_ABI_MINOR + 1;
+  if (since > abi_minor_)
     not_implemented({what, d.dtype},
                     "predates rule code " + std::to_string(d.rule) + ", which came with ABI " +
-                        std::to_string(FLX_BACKEND_ABI_MAJOR) + "." + std::to_string(rule_since(d.rule)),
+                        std::to_string(FLX_BACKEND_ABI_MAJOR) + "." + std::to_string(since),
                     "Update the plugin, or move the tensors to a device whose backend has it");
   run<&compute::rule_step>(compute_, {what, d.dtype}, dev, &d);
 }

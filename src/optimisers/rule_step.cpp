@@ -1,6 +1,7 @@
 // run_rule: one flx_rule_desc per parameter, on its backend.
 #include "optimisers/rule_step.hpp"
 
+#include "backend_common/rule_info.hpp"
 #include "flx/error.hpp"
 #include "flx/ops.hpp"
 #include "ops/ops_internal.hpp"
@@ -8,21 +9,11 @@
 
 namespace flx::detail {
 
-namespace {
-int states_of(flx_rule rule) {
-#define FLX_RULE_STATES_(NAME, CODE, STATES, BODY) \
-  if (rule == FLX_RULE_##NAME) return STATES;
-  FLX_RULES(FLX_RULE_STATES_)
-#undef FLX_RULE_STATES_
-  return -1;
-}
-}  // namespace
-
 double in_compute_type(DType t, double v) { return t == Float64 ? v : double(float(v)); }
 
 Tensor run_rule(const RuleStep& r, std::vector<Tensor>& states, const Tensor& x, const Tensor& dx, bool in_place) {
-  FLX_CHECK(int(states.size()) == states_of(r.rule), ArgumentError, r.what, ": ", states.size(),
-            " state tensors for a rule that keeps ", states_of(r.rule));
+  FLX_CHECK(int(states.size()) == rules::states(r.rule), ArgumentError, r.what, ": ", states.size(),
+            " state tensors for a rule that keeps ", rules::states(r.rule));
   const Tensor g = dx.dtype() == states[0].dtype() ? dx : dx.to(states[0].dtype());
   const Backend& b = be(g);
   if (!b.has_rule_step() && r.before_2_12) {

@@ -22,7 +22,7 @@ struct RuleStep {
   // before it, the composition of ops they ran then: the step from
   // (states, x, gradient), the states updated. Empty for the later rules,
   // which such a plugin cannot run (NotImplemented).
-  std::function<Tensor(std::vector<Tensor>& states, const Tensor& x, const Tensor& g)> before_2_12;
+  std::function<Tensor(std::vector<Tensor>& states, const Tensor& x, const Tensor& g)> before_2_12 = {};
 };
 
 // v rounded to the type a backend computes t in (float, but for Float64):
