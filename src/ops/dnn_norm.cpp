@@ -102,7 +102,7 @@ Tensor batchnorm(const Tensor& x, const Tensor& scale, const Tensor& bias, const
         d.saved_mean = detail::mem(saved_mean);
         d.saved_invstd = detail::mem(saved_invstd);
         d.dscale = ops::mem_or_null(dscale);
-        d.dbias = dbias.defined() ? detail::mem(dbias) : flx_mem{};
+        d.dbias = ops::mem_or_null(dbias);
         d.y = {};
         d.running_mean = d.running_var = {};
         detail::be(xs).batchnorm_backward(detail::dev(xs), d);
