@@ -1,6 +1,7 @@
 // The dnn table's own kernels (see cuda_dnn_kernels.hpp). Simple
-// grid-stride loops: they run only for per-side padding, pooling cuDNN
-// cannot express and one-element batch norms, never on the common path.
+// grid-stride loops: every max pooling (the shared window rule, which
+// cuDNN's does not follow), mean pooling cuDNN cannot express, per-side
+// padding and one-element batch norms.
 #include <cmath>
 
 #include "cuda_dnn_kernels.hpp"

@@ -1,6 +1,7 @@
 // The dnn table's own kernels (cuda_dnn_kernels.cu), for what cuDNN does
-// not do: per-side padding (cuDNN pads both sides of a dim alike), pooling
-// where cuDNN's padding rules do not hold, and the running statistics of a
+// not do: per-side padding (cuDNN pads both sides of a dim alike), max
+// pooling (flx's window rule, flx/backend_window.h), mean pooling where
+// cuDNN's padding rules do not hold, and the running statistics of a
 // one-element batch norm. Host launchers; each returns an flx_status.
 #pragma once
 

@@ -1,13 +1,17 @@
 // Pooling and batch normalisation of the dnn table (backend.h) on cuDNN 9's
 // legacy API (cuda_dnn_conv.cpp says why that API).
 //
-// Pooling: cuDNN's CUDNN_POOLING_MAX_DETERMINISTIC (NaN propagated; the
-// backward sends dy to the window's first largest element) and
-// CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING (divides by the full window),
-// where cuDNN can say the pooling: both sides of every dim padded alike and
-// less padding than the window. Otherwise (Flux's SamePad with an even
-// window, a window wholly in padding) the plugin's own kernels run it
-// (dnn_pool_direct): per-side padding needs no scratch memory there, so
+// Pooling: mean pooling is cuDNN's CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+// (divides by the full window) where cuDNN can say it: both sides of every
+// dim padded alike and less padding than the window. Max pooling always
+// runs on the plugin's own kernels (dnn_pool_direct), which compile the
+// window rule of flx/backend_window.h that every backend shares: on an H100
+// (2026-11-27, tests/test_window_rules.cpp) CUDNN_POOLING_MAX_DETERMINISTIC
+// differed from it in three ways: the maximum of -0 and 0 came out +0, a
+// NaN took the window's gradient, and a window of -Inf and padding came out
+// -FLT_MAX (cuDNN's starting value) with no gradient. So do mean pooling's
+// cases cuDNN cannot say (Flux's SamePad with an even window, a window
+// wholly in padding): per-side padding needs no scratch memory there, so
 // pooling has no workspace and no reserve (pool_reserve_size is not set:
 // cuDNN's backward takes x, y and dy, which the ABI passes).
 //
@@ -31,14 +35,6 @@
 
 namespace flx_cuda {
 namespace {
-
-// Whether max pooling's backward runs on cuDNN where cuDNN can say the
-// pooling. backend.h sends dy to the first largest element of a window;
-// cuDNN's documentation does not say which of tied maxima
-// CUDNN_POOLING_MAX_DETERMINISTIC picks (only that the choice is
-// reproducible). Should the plugin suite's tie cases fail on a GPU, false
-// sends every max backward to the plugin's kernel, which picks the first.
-constexpr bool kCudnnMaxBackward = true;
 
 struct PoolGeometry {
   int nsp = 0;
@@ -121,8 +117,7 @@ int pool_descs(const CudnnApi& api, const flx_pool_desc* d, const PoolGeometry& 
   if (int e = p->pool.create(api, "cudnnCreatePoolingDescriptor")) return e;
   const std::vector<int> win = cudnn_spatial(g.window, g.nsp, 1), pad = cudnn_spatial(g.lo, g.nsp, 0),
                          stride = cudnn_spatial(g.stride, g.nsp, 1);
-  const cudnnPoolingMode_t mode =
-      d->mode == FLX_POOL_MAX ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+  const cudnnPoolingMode_t mode = CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;  // max pooling never comes here
   if (cudnnStatus_t s = api.set_pool_nd(p->pool.get(), mode, CUDNN_PROPAGATE_NAN, int(win.size()), win.data(),
                                         pad.data(), stride.data());
       s != CUDNN_STATUS_SUCCESS)
@@ -147,7 +142,7 @@ int pool_any(int dev, const flx_pool_desc* d, flx_stream s, bool backward) {
   const char* what = pool_name(d, backward);
   PoolGeometry g;
   if (int e = validate_pool(d, what, &g)) return e;
-  if (backward && d->mode == FLX_POOL_MAX && !kCudnnMaxBackward) g.cudnn = false;
+  if (d->mode == FLX_POOL_MAX) g.cudnn = false;  // the shared window rule (see the top of the file)
   DnnCall c;
   if (g.cudnn) {
     if (int e = dnn_begin(dev, s, what, &c)) return e;
