@@ -10,9 +10,13 @@
 // is linear in memory (`.scores = false`, flash-style): its weights are
 // never held. Reports the validation loss and the training time, and
 // samples text from the last position of each context (selectdim).
+// --precision bf16 or f16 trains it in BFloat16 or Float16 (the model
+// converted, AdamW under MixedPrecision; for f16 a LossScaler:
+// docs/precision.md), as bench/char_models_torch.py trains PyTorch's under
+// torch.autocast.
 //
 //   char_gpt [--steps 400] [--batch 16] [--seq 128] [--seed 1] [--device NAME]
-//            [--dim 128] [--heads 4] [--layers 4]
+//            [--precision f32|bf16|f16] [--dim 128] [--heads 4] [--layers 4]
 //
 // Prints "step N: loss L" lines, then one JSON line: model, steps, seconds
 // (training only), val_loss, sample. bench/char_models_torch.py --model gpt
@@ -122,7 +126,7 @@ int main(int argc, char** argv) {
   defaults.dim = 128;
   defaults.heads = 4;
   defaults.layers = 4;
-  const zoo::Args a = zoo::parse_args(argc, argv, "char_gpt", /*with_precision=*/false, /*with_size=*/true, defaults);
+  const zoo::Args a = zoo::parse_args(argc, argv, "char_gpt", /*with_precision=*/true, /*with_size=*/true, defaults);
   try {
     if (a.dim % a.heads != 0) {
       std::fprintf(stderr, "char_gpt: --heads %lld must divide --dim %lld\n", (long long)a.heads, (long long)a.dim);
@@ -131,17 +135,24 @@ int main(int argc, char** argv) {
     set_seed(a.seed);
     const zoo::CharText text = zoo::load_licenses();
     const Device dev = a.device.empty() ? get_device() : get_device(a.device);
-    auto model = GPT(int64_t(text.vocab.size()), a.seq, a.dim, a.heads, a.layers) | dev;
-    auto opt = setup(AdamW(1e-3, {0.9, 0.95}, 0.1), model);
+    const DType precision = a.precision == "bf16" ? BFloat16 : a.precision == "f16" ? Float16 : Float32;
+    auto model = to_precision(GPT(int64_t(text.vocab.size()), a.seq, a.dim, a.heads, a.layers), precision) | dev;
+    // Low precision: Float32 copies of the weights in the optimiser state,
+    // and for Float16 the loss scaled (the loss itself is Float32).
+    const AdamW rule(1e-3, {0.9, 0.95}, 0.1);
+    OptState opt = a.precision == "f32" ? setup(rule, model) : setup(MixedPrecision(Float32, rule), model);
+    LossScaler scaler({.enabled = a.precision == "f16"});
     std::mt19937_64 rng(a.seed);
     const auto t0 = std::chrono::steady_clock::now();
     for (int step = 1; step <= a.steps; ++step) {
       auto [x, y] = zoo::windows(text.train, zoo::random_starts(text.train.size(), a.seq, a.batch, rng), a.seq);
       x = x | dev;
       y = y | dev;
-      auto [l, g] = withgradient([&](const GPT& m) { return zoo::char_loss(m(x), y); }, model);
-      update(opt, model, std::get<0>(g));
-      if (step % 50 == 0 || step == a.steps) std::fprintf(stderr, "step %d: loss %.4f\n", step, l.item<double>());
+      const double scale = scaler.scale();
+      auto [l, g] = withgradient([&](const GPT& m) { return scaler.scale(zoo::char_loss(m(x), y)); }, model);
+      scaler.update(opt, model, std::get<0>(g));  // for f16: skips a step whose gradients overflowed
+      if (step % 50 == 0 || step == a.steps)
+        std::fprintf(stderr, "step %d: loss %.4f\n", step, l.item<double>() / scale);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto [vx, vy] = zoo::windows(text.valid, zoo::validation_starts(text.valid.size(), a.seq), a.seq);
