@@ -51,21 +51,26 @@ inline T store(C v) {
   else return static_cast<T>(v);
 }
 
+// The CPU's storage type of each element type (flx/dtype_list.h's
+// suffixes): a dtype added to the list fails to compile here until it has one.
+#define FLX_CPU_STORAGE_F32 float
+#define FLX_CPU_STORAGE_F64 double
+#define FLX_CPU_STORAGE_F16 Half
+#define FLX_CPU_STORAGE_BF16 BHalf
+#define FLX_CPU_STORAGE_I32 int32_t
+#define FLX_CPU_STORAGE_I64 int64_t
+#define FLX_CPU_STORAGE_U8 uint8_t
+#define FLX_CPU_STORAGE_BOOL bool
+
 // Call f(T{}) with the C++ type of dtype t; false when t is unknown.
+#define FLX_CPU_DISPATCH_CASE_(code, sfx, name, bytes, kind, rank) \
+  case FLX_##sfx: f(FLX_CPU_STORAGE_##sfx{}); return true;
 template <class F>
 bool dispatch_dtype(int32_t t, F&& f) {
-  switch (t) {
-    case FLX_F32: f(float{}); return true;
-    case FLX_F64: f(double{}); return true;
-    case FLX_F16: f(Half{}); return true;
-    case FLX_BF16: f(BHalf{}); return true;
-    case FLX_I32: f(int32_t{}); return true;
-    case FLX_I64: f(int64_t{}); return true;
-    case FLX_U8: f(uint8_t{}); return true;
-    case FLX_BOOL: f(bool{}); return true;
-  }
+  switch (t) { FLX_DTYPES(FLX_CPU_DISPATCH_CASE_) }
   return false;
 }
+#undef FLX_CPU_DISPATCH_CASE_
 
 template <class T>
 inline constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;

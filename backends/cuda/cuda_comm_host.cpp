@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdio>
 
+#include "backend_common/dtype_info.hpp"
+
 namespace flx_cuda {
 
 flx_comm CommRegistry::add(const CommEntry& e) {
@@ -55,15 +57,7 @@ std::string unknown_comm(flx_comm c, const char* what) {
          "already)";
 }
 
-size_t collective_elem_bytes(int32_t dtype) {
-  switch (dtype) {
-    case FLX_F32: case FLX_I32: return 4;
-    case FLX_F64: case FLX_I64: return 8;
-    case FLX_F16: case FLX_BF16: return 2;
-    case FLX_U8: case FLX_BOOL: return 1;
-  }
-  return 0;
-}
+size_t collective_elem_bytes(int32_t dtype) { return flx::backend_common::dtype_bytes(dtype); }
 
 namespace {
 const char* op_name(int32_t op) {

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "backend_common/dtype_info.hpp"
 #include "cuda_thread_handles.hpp"
 
 namespace flx_cuda {
@@ -49,28 +50,10 @@ bool cudnn_dtype(int32_t dtype, cudnnDataType_t* out) {
 }
 
 size_t dnn_dtype_bytes(int32_t dtype) {
-  switch (dtype) {
-    case FLX_F32: return 4;
-    case FLX_F64: return 8;
-    case FLX_F16:
-    case FLX_BF16: return 2;
-  }
-  return 0;
+  return flx::backend_common::dtype_is_float(dtype) ? flx::backend_common::dtype_bytes(dtype) : 0;
 }
 
-const char* dnn_dtype_name(int32_t dtype) {
-  switch (dtype) {
-    case FLX_F32: return "Float32";
-    case FLX_F64: return "Float64";
-    case FLX_F16: return "Float16";
-    case FLX_BF16: return "BFloat16";
-    case FLX_I32: return "Int32";
-    case FLX_I64: return "Int64";
-    case FLX_U8: return "UInt8";
-    case FLX_BOOL: return "Bool";
-  }
-  return "an unknown dtype";
-}
+const char* dnn_dtype_name(int32_t dtype) { return flx::backend_common::dtype_name(dtype); }
 
 int set_packed_tensor(const CudnnApi& api, TensorDesc& t, cudnnDataType_t type, const std::vector<int>& dims,
                       const char* what) {

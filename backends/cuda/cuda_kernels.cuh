@@ -14,61 +14,48 @@
 
 #include "cuda_common.hpp"
 #include "cuda_nan_bits.hpp"
+#include "backend_common/dtype_info.hpp"
 #include "backend_common/saturating_cast.hpp"
 
 namespace flx_cuda {
 
 using flx::backend_common::saturating_cast;
 
+// CUDA's storage type of each element type (flx/dtype_list.h's
+// suffixes): a dtype added to the list fails to compile here until it has one.
+#define FLX_CUDA_STORAGE_F32 float
+#define FLX_CUDA_STORAGE_F64 double
+#define FLX_CUDA_STORAGE_F16 __half
+#define FLX_CUDA_STORAGE_BF16 __nv_bfloat16
+#define FLX_CUDA_STORAGE_I32 int32_t
+#define FLX_CUDA_STORAGE_I64 int64_t
+#define FLX_CUDA_STORAGE_U8 uint8_t
+#define FLX_CUDA_STORAGE_BOOL bool
+
 // Call f(T{}) with the storage type of dtype t; false when t is unknown.
+#define FLX_CUDA_DISPATCH_CASE_(code, sfx, name, bytes, kind, rank) \
+  case FLX_##sfx: f(FLX_CUDA_STORAGE_##sfx{}); return true;
 template <class F>
 bool dispatch_dtype(int32_t t, F&& f) {
-  switch (t) {
-    case FLX_F32: f(float{}); return true;
-    case FLX_F64: f(double{}); return true;
-    case FLX_F16: f(__half{}); return true;
-    case FLX_BF16: f(__nv_bfloat16{}); return true;
-    case FLX_I32: f(int32_t{}); return true;
-    case FLX_I64: f(int64_t{}); return true;
-    case FLX_U8: f(uint8_t{}); return true;
-    case FLX_BOOL: f(bool{}); return true;
-  }
+  switch (t) { FLX_DTYPES(FLX_CUDA_DISPATCH_CASE_) }
   return false;
 }
+#undef FLX_CUDA_DISPATCH_CASE_
 
 // Call f(T{}) with the storage type of a floating dtype t; false for any
 // other dtype (the caller reports it).
+#define FLX_CUDA_FLOAT_CASE_(code, sfx, name, bytes, kind, rank) \
+  FLX_DTYPE_IF_FLOAT_##kind(case FLX_##sfx : f(FLX_CUDA_STORAGE_##sfx{}); return true;)
 template <class F>
 bool dispatch_float_dtype(int32_t t, F&& f) {
-  switch (t) {
-    case FLX_F32: f(float{}); return true;
-    case FLX_F64: f(double{}); return true;
-    case FLX_F16: f(__half{}); return true;
-    case FLX_BF16: f(__nv_bfloat16{}); return true;
-  }
+  switch (t) { FLX_DTYPES(FLX_CUDA_FLOAT_CASE_) }
   return false;
 }
+#undef FLX_CUDA_FLOAT_CASE_
 
-// The bytes of an element of dtype t; 0 for an unknown code.
-inline size_t dtype_bytes(int32_t t) {
-  size_t n = 0;
-  dispatch_dtype(t, [&](auto tag) { n = sizeof(tag); });
-  return n;
-}
-
-inline const char* dtype_name(int32_t t) {
-  switch (t) {
-    case FLX_F32: return "Float32";
-    case FLX_F64: return "Float64";
-    case FLX_F16: return "Float16";
-    case FLX_BF16: return "BFloat16";
-    case FLX_I32: return "Int32";
-    case FLX_I64: return "Int64";
-    case FLX_U8: return "UInt8";
-    case FLX_BOOL: return "Bool";
-  }
-  return "an unknown dtype";
-}
+// The bytes of an element of dtype t (0 for an unknown code) and its name.
+using flx::backend_common::dtype_bytes;
+using flx::backend_common::dtype_name;
 
 // The error for a dtype code dispatch_dtype does not know.
 inline int dtype_error(const char* what, int32_t t) {

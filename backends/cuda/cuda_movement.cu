@@ -174,20 +174,10 @@ bool scatter_add_sorted(const flx_index_desc* d, cudaStream_t st, int* status) {
   return true;
 }
 
-size_t elem_size(int32_t t) {
-  switch (t) {
-    case FLX_F32: case FLX_I32: return 4;
-    case FLX_F64: case FLX_I64: return 8;
-    case FLX_F16: case FLX_BF16: return 2;
-    case FLX_U8: case FLX_BOOL: return 1;
-  }
-  return 0;
-}
-
 // Call f(E{}) with an unsigned type of dtype t's size.
 template <class F>
 bool by_size(int32_t t, F&& f) {
-  switch (elem_size(t)) {
+  switch (dtype_bytes(t)) {
     case 1: f(uint8_t{}); return true;
     case 2: f(uint16_t{}); return true;
     case 4: f(uint32_t{}); return true;

@@ -86,7 +86,7 @@ struct Kernel {
   std::string name;
   cl_kernel k = nullptr;
   size_t local = 1;  // work-group size used for every launch (fixed: PoCL compiles one variant per size)
-  bool launched = false;  // under Device::launch_mu; FLX_OPENCL_VERBOSE times the first launch
+  bool launched = false;  // under Device::launch_mu; the first launch waits for the device (ocl_program.cpp)
 };
 
 // One family's program for one dtype on one device.

@@ -9,23 +9,18 @@
 
 #include "flx/dtype.hpp"
 #include "ocl_common.hpp"
+#include "backend_common/dtype_info.hpp"
 #include "backend_common/saturating_cast.hpp"
 
 namespace flx_ocl {
 
 using flx::backend_common::saturating_cast;
 
-inline bool valid_dtype(int32_t t) { return t >= FLX_F32 && t <= FLX_BOOL; }
-inline bool is_float(int32_t t) { return t == FLX_F32 || t == FLX_F64 || t == FLX_F16 || t == FLX_BF16; }
-inline bool is_half(int32_t t) { return t == FLX_F16 || t == FLX_BF16; }
-inline size_t dtype_size(int32_t t) {
-  static const size_t sizes[] = {4, 8, 2, 2, 4, 8, 1, 1};
-  return valid_dtype(t) ? sizes[t] : 0;
-}
-inline const char* dtype_name(int32_t t) {
-  static const char* names[] = {"Float32", "Float64", "Float16", "BFloat16", "Int32", "Int64", "UInt8", "Bool"};
-  return valid_dtype(t) ? names[t] : "unknown dtype";
-}
+using flx::backend_common::dtype_name;  // "an unknown dtype" for a code outside the list
+using flx::backend_common::valid_dtype;
+inline bool is_float(int32_t t) { return flx::backend_common::dtype_is_float(t); }
+inline bool is_half(int32_t t) { return flx::backend_common::dtype_is_half(t); }
+inline size_t dtype_size(int32_t t) { return flx::backend_common::dtype_bytes(t); }
 
 // The host-side rounding is flx's own (header-only in flx/dtype.hpp).
 inline float half_bits_to_float(uint16_t h) { return flx::half_to_float(h); }
@@ -71,7 +66,7 @@ inline Scalar accum_scalar(int32_t t, double v, bool fp64) {
 
 inline void require_dtype(int32_t t, const char* op) {
   if (!valid_dtype(t))
-    raise(FLX_ERR_INVALID_ARGUMENT, std::string(op) + ": expected a dtype code 0 to 7 (flx_dtype); got " +
+    raise(FLX_ERR_INVALID_ARGUMENT, std::string(op) + ": expected a dtype code 0 to " + std::to_string(FLX_DTYPE_COUNT - 1) + " (flx_dtype); got " +
                                         std::to_string(t));
 }
 inline void require_float(int32_t t, const char* op) {

@@ -40,8 +40,22 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 // Creates and builds the program and its kernels; on failure returns why
 // (with the build log), leaving p.prog null.
+// -DD_F32=0 -DD_F64=1 ...: the codes the programs compare DT with
+// (prelude.cl), from the list of element types.
+const std::string& dtype_code_options() {
+  static const std::string opts = [] {
+    std::string o;
+#define FLX_OCL_DTYPE_OPTION_(code, sfx, name, bytes, kind, rank) o += " -DD_" #sfx "=" #code;
+    FLX_DTYPES(FLX_OCL_DTYPE_OPTION_)
+#undef FLX_OCL_DTYPE_OPTION_
+    return o;
+  }();
+  return opts;
+}
+
 std::string build_program(Device& d, const KernelFamily& f, int dtype, Program& p) {
-  std::string opts = "-cl-std=CL1.2 -DDT=" + std::to_string(dtype) + " -DHAS_FP64=" + (d.fp64 ? "1" : "0");
+  std::string opts = "-cl-std=CL1.2 -DDT=" + std::to_string(dtype) + " -DHAS_FP64=" + (d.fp64 ? "1" : "0") +
+                     dtype_code_options();
   if (d.exact_divsqrt) opts += " -cl-fp32-correctly-rounded-divide-sqrt";
   cl_int err;
   const std::string source = program_source(f);
@@ -131,19 +145,24 @@ void enqueue(Device& d, cl_command_queue q, Kernel& k, size_t items) {
   // Enough groups to fill the device; kernels loop over the rest.
   size_t max_groups = std::max<size_t>(size_t(d.compute_units) * 64, 256);
   size_t global = std::min(groups, max_groups) * local;
-  // PoCL compiles a kernel for the device on its first launch, which is most
-  // of the first run's cost: verbose mode times it (waiting for the queue
-  // before and after, so the time is the compile and this one run).
-  const bool timed = verbose() && !k.launched;
+  // PoCL compiles a kernel for the device on its first launch, on its worker
+  // thread, which is most of the first run's cost. The first launch of each
+  // kernel waits for it: a program that ended while PoCL was still compiling
+  // (its last op's result never read) crashed in PoCL's compiler during exit
+  // (SIGSEGV under pocl_check_kernel_disk_cache, LLVM's statics already
+  // destroyed; Devices/NNlibActivations.RreluDrawsItsSlopesOnlyWhileTraining
+  // did, once in three runs of two processes with a cold kernel cache).
+  // Verbose mode times it (waiting for the queue before too, so the time is
+  // the compile and this one run).
+  const bool first = !k.launched, timed = verbose() && first;
   k.launched = true;
   if (timed) clFinish(q);
   auto t0 = std::chrono::steady_clock::now();
   check_cl(clEnqueueNDRangeKernel(q, k.k, 1, nullptr, &global, &local, 0, nullptr, nullptr),
            "clEnqueueNDRangeKernel(" + k.name + ")");
-  if (timed) {
-    clFinish(q);
+  if (first) clFinish(q);
+  if (timed)
     std::fprintf(stderr, "flx OpenCL: first run of %s on %s: %.0f ms\n", k.name.c_str(), d.name.c_str(), ms_since(t0));
-  }
 }
 
 TempBuffer::TempBuffer(Device& d, size_t bytes) {

@@ -82,6 +82,7 @@
 
 #include "flx/backend_ops.h"
 #include "flx/backend_rules.h"
+#include "flx/dtype_list.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -118,16 +119,13 @@ extern "C" {
  * NaN into them (cast, fill, map, random, reductions, ...) writes
  * sign|0x7E00 (Float16) or sign|0x7FC0 (BFloat16), the CPU's bits, whatever
  * the NaN's payload. */
+#define FLX_DTYPE_ENUMERATOR_(code, sfx, name, bytes, kind, rank) FLX_##sfx = code,
 typedef enum flx_dtype {
-  FLX_F32 = 0,
-  FLX_F64 = 1,
-  FLX_F16 = 2,
-  FLX_BF16 = 3,
-  FLX_I32 = 4,
-  FLX_I64 = 5,
-  FLX_U8 = 6,
-  FLX_BOOL = 7
+  /* FLX_F32 = 0, FLX_F64 = 1, FLX_F16 = 2, FLX_BF16 = 3, FLX_I32 = 4,
+   * FLX_I64 = 5, FLX_U8 = 6, FLX_BOOL = 7: from flx/dtype_list.h */
+  FLX_DTYPES(FLX_DTYPE_ENUMERATOR_)
 } flx_dtype;
+#undef FLX_DTYPE_ENUMERATOR_
 
 typedef enum flx_status {
   FLX_OK = 0,

@@ -1,6 +1,7 @@
 // Element types, their sizes, names, promotion, and the host half types.
 #pragma once
 
+#include "flx/dtype_list.h"
 #include "flx/export.hpp"
 
 #include <cmath>
@@ -11,26 +12,17 @@
 
 namespace flx {
 
-// The values are the backend ABI's flx_dtype codes (checked in dtype.cpp).
-enum class DType : int32_t {
-  Float32 = 0,
-  Float64 = 1,
-  Float16 = 2,
-  BFloat16 = 3,
-  Int32 = 4,
-  Int64 = 5,
-  UInt8 = 6,
-  Bool = 7,
-};
+// Float32, Float64, Float16, BFloat16, Int32, Int64, UInt8 and Bool, whose
+// values are the backend ABI's flx_dtype codes: both are generated from
+// the one list of element types, flx/dtype_list.h.
+#define FLX_DTYPE_ENUMERATOR_(code, sfx, name, bytes, kind, rank) name = code,
+enum class DType : int32_t { FLX_DTYPES(FLX_DTYPE_ENUMERATOR_) };
+#undef FLX_DTYPE_ENUMERATOR_
 
-inline constexpr DType Float32 = DType::Float32;
-inline constexpr DType Float64 = DType::Float64;
-inline constexpr DType Float16 = DType::Float16;
-inline constexpr DType BFloat16 = DType::BFloat16;
-inline constexpr DType Int32 = DType::Int32;
-inline constexpr DType Int64 = DType::Int64;
-inline constexpr DType UInt8 = DType::UInt8;
-inline constexpr DType Bool = DType::Bool;
+// flx::Float32 for flx::DType::Float32, and so on.
+#define FLX_DTYPE_CONSTANT_(code, sfx, name, bytes, kind, rank) inline constexpr DType name = DType::name;
+FLX_DTYPES(FLX_DTYPE_CONSTANT_)
+#undef FLX_DTYPE_CONSTANT_
 
 FLX_API size_t dtype_size(DType t);
 FLX_API std::string_view dtype_name(DType t);  // "Float32", ...

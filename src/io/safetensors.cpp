@@ -34,16 +34,14 @@ struct DTypeCode {
   std::string_view code;
   DType dtype;
 };
-constexpr std::array<DTypeCode, 8> dtype_codes{{
-    {"F32", DType::Float32},
-    {"F64", DType::Float64},
-    {"F16", DType::Float16},
-    {"BF16", DType::BFloat16},
-    {"I32", DType::Int32},
-    {"I64", DType::Int64},
-    {"U8", DType::UInt8},
-    {"BOOL", DType::Bool},
-}};
+// safetensors' names for flx's element types are the list's suffixes
+// (flx/dtype_list.h): "F32", "BF16", "BOOL", ...
+#define FLX_SAFETENSORS_CODE_(code, sfx, name, bytes, kind, rank) {#sfx, DType::name},
+constexpr std::array<DTypeCode, FLX_DTYPE_COUNT> dtype_codes{{FLX_DTYPES(FLX_SAFETENSORS_CODE_)}};
+#undef FLX_SAFETENSORS_CODE_
+#define FLX_SAFETENSORS_NAME_(code, sfx, name, bytes, kind, rank) " " #sfx
+constexpr std::string_view supported_codes = std::string_view(FLX_DTYPES(FLX_SAFETENSORS_NAME_)).substr(1);  // "F32 F64 ... BOOL"
+#undef FLX_SAFETENSORS_NAME_
 // Valid safetensors dtypes that flx has no element type for.
 constexpr std::array<std::string_view, 11> unsupported_codes{
     "I8", "I16", "U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4"};
@@ -198,9 +196,9 @@ Entry parse_entry(const std::string& name, const json& info, const std::string& 
   if (it == dtype_codes.end()) {
     if (is_unsupported_code(code))
       fail(origin, who, ": dtype ", show_name(code),
-           " is valid safetensors but not supported by flx (supported: F32 F64 F16 BF16 I32 I64 U8 BOOL); "
-           "convert the tensor to a supported dtype before saving it");
-    fail(origin, who, ": unknown dtype ", show_name(code), " (flx reads F32 F64 F16 BF16 I32 I64 U8 BOOL)", not_safetensors);
+           " is valid safetensors but not supported by flx (supported: ", supported_codes,
+           "); convert the tensor to a supported dtype before saving it");
+    fail(origin, who, ": unknown dtype ", show_name(code), " (flx reads ", supported_codes, ")", not_safetensors);
   }
   e.dtype = it->dtype;
 

@@ -50,19 +50,18 @@ namespace plugintest {
 using flx::detail::Backend;
 using flx::detail::StreamGuard;
 using Bytes = std::vector<uint8_t>;
-constexpr int32_t kAllDtypes[] = {FLX_F32, FLX_F64, FLX_F16, FLX_BF16, FLX_I32, FLX_I64, FLX_U8, FLX_BOOL};
-constexpr int32_t kFloatDtypes[] = {FLX_F32, FLX_F64, FLX_F16, FLX_BF16};
+// Every dtype, and the floating ones, of the list of element types.
+#define FLX_HARNESS_CODE_(code, sfx, name, bytes, kind, rank) FLX_##sfx,
+constexpr int32_t kAllDtypes[] = {FLX_DTYPES(FLX_HARNESS_CODE_)};
+#undef FLX_HARNESS_CODE_
+#define FLX_HARNESS_FLOAT_CODE_(code, sfx, name, bytes, kind, rank) FLX_DTYPE_IF_FLOAT_##kind(FLX_##sfx, )
+constexpr int32_t kFloatDtypes[] = {FLX_DTYPES(FLX_HARNESS_FLOAT_CODE_)};
+#undef FLX_HARNESS_FLOAT_CODE_
 
-inline const char* dname(int32_t t) {
-  static const char* n[] = {"F32", "F64", "F16", "BF16", "I32", "I64", "U8", "Bool"};
-  return t >= 0 && t < 8 ? n[t] : "?";
-}
-inline size_t dsize(int32_t t) {
-  static const size_t s[] = {4, 8, 2, 2, 4, 8, 1, 1};
-  return s[t];
-}
-inline bool dfloat(int32_t t) { return t <= FLX_BF16; }
 inline flx::DType dt(int32_t t) { return flx::DType(t); }
+inline const char* dname(int32_t t) { return flx::dtype_name(dt(t)).data(); }
+inline size_t dsize(int32_t t) { return flx::dtype_size(dt(t)); }
+inline bool dfloat(int32_t t) { return flx::is_floating(dt(t)); }
 
 // ---- the plugin, loaded once per process ------------------------------------
 struct Plugin {

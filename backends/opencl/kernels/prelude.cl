@@ -5,14 +5,9 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
 
-#define D_F32 0
-#define D_F64 1
-#define D_F16 2
-#define D_BF16 3
-#define D_I32 4
-#define D_I64 5
-#define D_U8 6
-#define D_BOOL 7
+// DT is the program's dtype code, D_F32, D_F64, ..., D_BOOL the codes of
+// the list of element types (flx/dtype_list.h): the host passes both as
+// -D options (ocl_program.cpp).
 
 // ST: storage type, CT: compute type (halves compute in float), AT: the
 // reduction accumulator (double for floats, as on the CPU).
