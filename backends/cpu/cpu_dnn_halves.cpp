@@ -12,6 +12,9 @@
 // piece of work.
 #include "cpu_dnn.hpp"
 
+#include <algorithm>
+#include <new>
+
 namespace flx::cpu_backend {
 
 namespace {
@@ -33,25 +36,37 @@ void narrow(const float* src, T* dst, int64_t n) {
 
 bool is_half_dtype(int32_t t) { return t == FLX_F16 || t == FLX_BF16; }
 
+HalfBuffers::~HalfBuffers() {
+  for (float* p : copies_) cpu_backend::free(nullptr, 0, reinterpret_cast<flx_buffer>(p), nullptr);
+}
+
+float* HalfBuffers::copy(int64_t n) {
+  flx_buffer b = nullptr;
+  if (alloc(nullptr, 0, size_t(n) * sizeof(float), nullptr, &b) != FLX_OK) throw std::bad_alloc();
+  copies_.push_back(reinterpret_cast<float*>(b));
+  return copies_.back();
+}
+
 flx_mem HalfBuffers::in(flx_mem m, int64_t n) {
   if (!m.buf) return m;
-  std::vector<float>& f = copies_.emplace_back(size_t(n));
-  if (dtype_ == FLX_F16) widen(reinterpret_cast<const Half*>(addr(m)), f.data(), n);
-  else widen(reinterpret_cast<const BHalf*>(addr(m)), f.data(), n);
-  return flx_mem{reinterpret_cast<flx_buffer>(f.data()), 0};
+  float* f = copy(n);
+  if (dtype_ == FLX_F16) widen(reinterpret_cast<const Half*>(addr(m)), f, n);
+  else widen(reinterpret_cast<const BHalf*>(addr(m)), f, n);
+  return flx_mem{reinterpret_cast<flx_buffer>(f), 0};
 }
 
 flx_mem HalfBuffers::out(flx_mem m, int64_t n) {
   if (!m.buf) return m;
-  std::vector<float>& f = copies_.emplace_back(size_t(n));
-  outputs_.push_back({m, &f});
-  return flx_mem{reinterpret_cast<flx_buffer>(f.data()), 0};
+  float* f = copy(n);
+  std::fill_n(f, n, 0.0f);  // as before: a path may add into its output
+  outputs_.emplace_back(m, f, n);
+  return flx_mem{reinterpret_cast<flx_buffer>(f), 0};
 }
 
 void HalfBuffers::finish() {
-  for (const auto& [m, f] : outputs_) {
-    if (dtype_ == FLX_F16) narrow(f->data(), reinterpret_cast<Half*>(addr(m)), int64_t(f->size()));
-    else narrow(f->data(), reinterpret_cast<BHalf*>(addr(m)), int64_t(f->size()));
+  for (const auto& [m, f, n] : outputs_) {
+    if (dtype_ == FLX_F16) narrow(f, reinterpret_cast<Half*>(addr(m)), n);
+    else narrow(f, reinterpret_cast<BHalf*>(addr(m)), n);
   }
 }
 
