@@ -38,8 +38,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Creates and builds the program and its kernels; on failure returns why
-// (with the build log), leaving p.prog null.
 // -DD_F32=0 -DD_F64=1 ...: the codes the programs compare DT with
 // (prelude.cl), from the list of element types.
 const std::string& dtype_code_options() {
@@ -53,6 +51,8 @@ const std::string& dtype_code_options() {
   return opts;
 }
 
+// Creates and builds the program and its kernels; on failure returns why
+// (with the build log), leaving p.prog null.
 std::string build_program(Device& d, const KernelFamily& f, int dtype, Program& p) {
   std::string opts = "-cl-std=CL1.2 -DDT=" + std::to_string(dtype) + " -DHAS_FP64=" + (d.fp64 ? "1" : "0") +
                      dtype_code_options();
