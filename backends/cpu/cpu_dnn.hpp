@@ -85,6 +85,11 @@ template <class T>
 void direct_pool_forward(const DnnGeometry& g, bool max, const T* x, T* y);
 template <class T>
 void direct_pool_backward(const DnnGeometry& g, bool max, const T* x, const T* dy, T* dx);
+// Max pooling of Half or BHalf storage without widened copies where that
+// gives the copies' bits (cpu_dnn_direct.cpp says where); false elsewhere.
+// out is y (forward) or dx (backward); dy is unused forward.
+template <class T>
+bool half_max_pool_direct(const DnnGeometry& g, bool backward, const T* x, const T* dy, T* out);
 // Batch normalisation with parameters of the same type as x (halves come
 // as float copies), one channel to a thread. scale, bias, running_*:
 // nullptr for none.

@@ -222,9 +222,11 @@ inline void each_window(const DnnGeometry& g, const Taps& t, F&& f) {
 // Without the hint that the comparison is a coin toss, the compiler made
 // the index's update a branch in the backward loop (a quarter of a CNN
 // training step, mispredicted); with it, conditional moves.
+// T is the storage type; the halves compare their (exact) float values.
 template <class T>
 struct WindowScan {
-  T best = -std::numeric_limits<T>::infinity();
+  using C = compute_t<T>;
+  C best = -std::numeric_limits<C>::infinity();
   int64_t first = 0;
   bool nan = false;
   WindowScan(const T* base, const Taps& t) {
@@ -232,7 +234,7 @@ struct WindowScan {
     const int64_t* off = t.offsets.data();
     int nans = 0;
     for (int64_t k = 0; k < n; ++k) {
-      const T v = base[off[k]];
+      const C v = load(base[off[k]]);
       nans |= int(v != v);
       const bool above = __builtin_expect_with_probability(v > best, 1, 0.5);
       first = above ? k : first;
@@ -253,12 +255,12 @@ void unpadded_max_pool_forward(const DnnGeometry& g, const T* x, T* y) {
       each_window(g, t, [&](int64_t base, int64_t oo) {
         const WindowScan<T> w(xp + base, t);
         if (!w.nan) {
-          yp[oo] = w.best;
+          yp[oo] = store<T>(w.best);
           return;
         }
         for (int64_t off : t.offsets)  // the first NaN, as window_max keeps it
-          if (std::isnan(xp[base + off])) {
-            yp[oo] = xp[base + off];
+          if (std::isnan(load(xp[base + off]))) {
+            yp[oo] = store<T>(load(xp[base + off]));  // a half's NaN as narrowing makes it
             return;
           }
       });
@@ -279,6 +281,8 @@ bool pool_2x2_stride_2(const DnnGeometry& g) {
 
 template <class T>
 void max_pool_2x2_backward_plane(const DnnGeometry& g, const T* xp, const T* dyp, T* dxp) {
+  using C = compute_t<T>;
+  const T zero = store<T>(C(0));
   const int64_t W = g.in[0], H = g.in[1], OW = g.out[0], OH = g.out[1];
   for (int64_t o1 = 0; o1 < OH; ++o1) {
     const T* x0 = xp + 2 * o1 * W;
@@ -287,24 +291,24 @@ void max_pool_2x2_backward_plane(const DnnGeometry& g, const T* xp, const T* dyp
     T* d1 = d0 + W;
     const T* gy = dyp + o1 * OW;
     for (int64_t o0 = 0; o0 < OW; ++o0) {
-      const T a = x0[2 * o0], b = x0[2 * o0 + 1], c = x1[2 * o0], d = x1[2 * o0 + 1];
+      const C a = load(x0[2 * o0]), b = load(x0[2 * o0 + 1]), c = load(x1[2 * o0]), d = load(x1[2 * o0 + 1]);
       const bool nan = (a != a) | (b != b) | (c != c) | (d != d);
-      T best = a;
+      C best = a;
       int first = 0;
       first = b > best ? 1 : first;
       best = b > best ? b : best;
       first = c > best ? 2 : first;
       best = c > best ? c : best;
       first = d > best ? 3 : first;
-      const T grad = nan ? T(0) : gy[o0];
-      d0[2 * o0] = first == 0 ? grad : T(0);
-      d0[2 * o0 + 1] = first == 1 ? grad : T(0);
-      d1[2 * o0] = first == 2 ? grad : T(0);
-      d1[2 * o0 + 1] = first == 3 ? grad : T(0);
+      const T grad = nan ? zero : store<T>(load(gy[o0]));  // a half's NaN as narrowing makes it
+      d0[2 * o0] = first == 0 ? grad : zero;
+      d0[2 * o0 + 1] = first == 1 ? grad : zero;
+      d1[2 * o0] = first == 2 ? grad : zero;
+      d1[2 * o0 + 1] = first == 3 ? grad : zero;
     }
-    for (int64_t i = 2 * OW; i < W; ++i) d0[i] = d1[i] = T(0);  // an odd last column: in no window
+    for (int64_t i = 2 * OW; i < W; ++i) d0[i] = d1[i] = zero;  // an odd last column: in no window
   }
-  std::fill(dxp + 2 * OH * W, dxp + H * W, T(0));  // an odd last row
+  std::fill(dxp + 2 * OH * W, dxp + H * W, zero);  // an odd last row
 }
 
 template <class T>
@@ -321,11 +325,13 @@ void unpadded_max_pool_backward(const DnnGeometry& g, const T* x, const T* dy, T
         max_pool_2x2_backward_plane(g, xp, dyp, dxp);
         continue;
       }
-      std::fill(dxp, dxp + plane_in, T(0));
-      each_window(g, t, [&](int64_t base, int64_t oo) {
-        const WindowScan<T> w(xp + base, t);  // to the first largest element only
-        if (!w.nan) dxp[base + t.offsets[size_t(w.first)]] += dyp[oo];
-      });
+      if constexpr (std::is_floating_point_v<T>) {  // (halves come here as 2x2 windows only)
+        std::fill(dxp, dxp + plane_in, T(0));
+        each_window(g, t, [&](int64_t base, int64_t oo) {
+          const WindowScan<T> w(xp + base, t);  // to the first largest element only
+          if (!w.nan) dxp[base + t.offsets[size_t(w.first)]] += dyp[oo];
+        });
+      }
     }
   });
 }
@@ -457,6 +463,24 @@ void direct_batchnorm_backward(const flx_batchnorm_desc& d, const T* x, const T*
     }
   });
 }
+
+// Max pooling of Float16 and BFloat16 on the halves themselves, where the
+// Float32 pass on widened copies would only pick and copy values (so its
+// result, rounded back, is these bits): the forward of unpadded windows,
+// and the backward of 2x2 windows at stride 2, where no input is in two
+// windows. False for the rest, which the widened copies run.
+template <class T>
+bool half_max_pool_direct(const DnnGeometry& g, bool backward, const T* x, const T* dy, T* out) {
+  if (!unpadded(g) || (backward && !pool_2x2_stride_2(g))) return false;
+  if (!backward) {
+    unpadded_max_pool_forward(g, x, out);
+    return true;
+  }
+  unpadded_max_pool_backward(g, x, dy, out);
+  return true;
+}
+template bool half_max_pool_direct<Half>(const DnnGeometry&, bool, const Half*, const Half*, Half*);
+template bool half_max_pool_direct<BHalf>(const DnnGeometry&, bool, const BHalf*, const BHalf*, BHalf*);
 
 #define FLX_DNN_DIRECT_(T)                                                                                           \
   template void direct_conv_forward<T>(const DnnGeometry&, const T*, const T*, const T*, T*);                        \

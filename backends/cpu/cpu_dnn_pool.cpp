@@ -96,8 +96,22 @@ bool through_onednn(const flx_pool_desc& d, const DnnGeometry& g, Pass pass) {
   return true;
 }
 
-// Float16 and BFloat16: the Float32 pass on float copies (cpu_dnn_halves.cpp).
+// Float16 and BFloat16: max pooling on the halves where that gives the
+// Float32 pass's bits (half_max_pool_direct), else the Float32 pass on
+// float copies (cpu_dnn_halves.cpp).
 int pool_halves(const DnnGeometry& g, const flx_pool_desc* d, Pass pass) {
+  if (d->mode == FLX_POOL_MAX) {  // where the halves can be pooled as they are
+    const bool backward = pass == kBackward;
+    const bool done =
+        d->dtype == FLX_F16
+            ? half_max_pool_direct(g, backward, reinterpret_cast<const Half*>(addr(d->x)),
+                                   reinterpret_cast<const Half*>(backward ? addr(d->dy) : nullptr),
+                                   reinterpret_cast<Half*>(addr(backward ? d->dx : d->y)))
+            : half_max_pool_direct(g, backward, reinterpret_cast<const BHalf*>(addr(d->x)),
+                                   reinterpret_cast<const BHalf*>(backward ? addr(d->dy) : nullptr),
+                                   reinterpret_cast<BHalf*>(addr(backward ? d->dx : d->y)));
+    if (done) return FLX_OK;
+  }
   const int64_t nx = g.batch * g.cin * g.in_numel(), ny = g.batch * g.cin * g.out_numel();
   HalfBuffers h(d->dtype);
   flx_pool_desc f = *d;
