@@ -6,7 +6,6 @@
 #include <mutex>
 #include <tuple>
 
-#include "backend_common/dtype_info.hpp"
 #include "cuda_thread_handles.hpp"
 
 namespace flx_cuda {
@@ -53,8 +52,6 @@ size_t dnn_dtype_bytes(int32_t dtype) {
   return flx::backend_common::dtype_is_float(dtype) ? flx::backend_common::dtype_bytes(dtype) : 0;
 }
 
-const char* dnn_dtype_name(int32_t dtype) { return flx::backend_common::dtype_name(dtype); }
-
 int set_packed_tensor(const CudnnApi& api, TensorDesc& t, cudnnDataType_t type, const std::vector<int>& dims,
                       const char* what) {
   if (int e = t.create(api, "cudnnCreateTensorDescriptor")) return e;
@@ -91,7 +88,7 @@ int cudnn_fail_for(const CudnnApi& api, cudnnStatus_t s, const std::string& what
   if (refused && (dtype == FLX_F16 || dtype == FLX_BF16)) {
     (void)cudnn_fail(api, s, what);  // cuDNN's own words first
     return fail(FLX_ERR_UNSUPPORTED, std::string(last_error(nullptr)) + "; this cuDNN does not run it for " +
-                                         dnn_dtype_name(dtype) + " data: use Float32");
+                                         dtype_name(dtype) + " data: use Float32");
   }
   return cudnn_fail(api, s, what);
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_common/dtype_info.hpp"
 #include "cuda_common.hpp"
 #include "cuda_dnn_kernels.hpp"
 #include "cuda_dnn_lib.hpp"
@@ -29,7 +30,7 @@ int dnn_begin(int dev, flx_stream s, const char* what, DnnCall* out);
 // flx_dtype -> cudnnDataType_t for the floating dtypes; false for others.
 bool cudnn_dtype(int32_t dtype, cudnnDataType_t* out);
 size_t dnn_dtype_bytes(int32_t dtype);  // 0 for an unknown or non-floating dtype
-const char* dnn_dtype_name(int32_t dtype);
+using flx::backend_common::dtype_name;  // "Float32", ... (the list of element types)
 
 // alpha = 1 and beta = 0 (or 1) as cuDNN reads them: double for double
 // tensors, float for every other (cuDNN's rule for its blend factors).

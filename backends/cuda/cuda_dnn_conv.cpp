@@ -84,7 +84,7 @@ int validate(const flx_conv_desc* d, const char* what, Geometry* g) {
                        "expected at least " + std::to_string(sizeof(flx_conv_desc)) + " (flx_conv_desc of ABI 2.5)");
   if (dnn_dtype_bytes(d->dtype) == 0)
     return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": the CUDA backend convolves Float32, Float64, Float16 and "
-                                                         "BFloat16, not " + dnn_dtype_name(d->dtype) +
+                                                         "BFloat16, not " + dtype_name(d->dtype) +
                                          "; convert to a floating dtype first");
   if (d->nspatial < 1 || d->nspatial > FLX_DNN_MAX_SPATIAL)
     return dnn_invalid(what, "nspatial", d->nspatial, "expected 1, 2 or 3 spatial dims");
@@ -248,7 +248,7 @@ int choose(const CudnnApi& api, const flx_conv_desc* d, const Geometry& g, Count
   }
   if (p->candidates.empty())
     return fail(FLX_ERR_UNSUPPORTED,
-                std::string(what) + ": cuDNN offers no algorithm for this convolution (" + dnn_dtype_name(d->dtype) +
+                std::string(what) + ": cuDNN offers no algorithm for this convolution (" + dtype_name(d->dtype) +
                     ", groups " + std::to_string(d->groups) + (d->deterministic ? ", deterministic" : "") +
                     ") within the workspace cap of " + std::to_string(kWorkspaceCap >> 20) + " MiB" +
                     (refused.empty() ? std::string() : "; over the cap:" + refused) +

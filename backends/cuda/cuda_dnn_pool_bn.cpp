@@ -49,7 +49,7 @@ int validate_pool(const flx_pool_desc* d, const char* what, PoolGeometry* g) {
                        "expected at least " + std::to_string(sizeof(flx_pool_desc)) + " (flx_pool_desc of ABI 2.5)");
   if (dnn_dtype_bytes(d->dtype) == 0)
     return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": the CUDA backend pools Float32, Float64, Float16 and "
-                                                         "BFloat16, not " + dnn_dtype_name(d->dtype));
+                                                         "BFloat16, not " + dtype_name(d->dtype));
   if (d->mode != FLX_POOL_MAX && d->mode != FLX_POOL_MEAN)
     return dnn_invalid(what, "mode", d->mode, "expected FLX_POOL_MAX (0) or FLX_POOL_MEAN (1)");
   if (d->nspatial < 1 || d->nspatial > FLX_DNN_MAX_SPATIAL)
@@ -190,12 +190,12 @@ int validate_bn(const flx_batchnorm_desc* d, const char* what, bool backward) {
                            " (flx_batchnorm_desc of ABI 2.5)");
   if (dnn_dtype_bytes(d->dtype) == 0)
     return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": the CUDA backend normalises Float32, Float64, Float16 "
-                                                         "and BFloat16, not " + dnn_dtype_name(d->dtype));
+                                                         "and BFloat16, not " + dtype_name(d->dtype));
   const int32_t want = d->dtype == FLX_F64 ? FLX_F64 : FLX_F32;
   if (d->param_dtype != want)
-    return fail(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": param_dtype is " + dnn_dtype_name(d->param_dtype) +
-                                              ", expected " + dnn_dtype_name(want) + " for " +
-                                              dnn_dtype_name(d->dtype) + " data (cuDNN's rule, backend.h)");
+    return fail(FLX_ERR_INVALID_ARGUMENT, std::string(what) + ": param_dtype is " + dtype_name(d->param_dtype) +
+                                              ", expected " + dtype_name(want) + " for " +
+                                              dtype_name(d->dtype) + " data (cuDNN's rule, backend.h)");
   if (d->training != 0 && d->training != 1) return dnn_invalid(what, "training", d->training, "expected 0 or 1");
   if (d->spatial < 1) return dnn_invalid(what, "spatial", d->spatial, "expected 1 or more");
   if (d->channels < 1) return dnn_invalid(what, "channels", d->channels, "expected 1 or more");

@@ -83,7 +83,7 @@ int check_desc(const char* what, const flx_rnn_desc* d) {
     return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": cell code " + std::to_string(d->cell) +
                                          "; the CUDA backend runs LSTMs, GRUs and tanh and relu RNNs on cuDNN");
   if (d->dtype != FLX_F32 && d->dtype != FLX_F64)
-    return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": " + dnn_dtype_name(d->dtype) +
+    return fail(FLX_ERR_UNSUPPORTED, std::string(what) + ": " + dtype_name(d->dtype) +
                                          " recurrent layers run on flx's kernels (cuDNN's only for Float32 and Float64)");
   for (int64_t v : {d->input, d->hidden, d->batch, d->time})
     if (v < 1 || !fits_int(v))
