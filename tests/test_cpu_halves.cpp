@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,93 @@ struct GemmCase {
 };
 
 }  // namespace
+
+// Max pooling of the halves on their own bits (cpu_dnn_direct.cpp: unpadded
+// windows forward, 2x2 windows at stride 2 backward; BFloat16's 2x2 windows
+// two neighbours per 32-bit word) must give the Float32 pass's result
+// rounded, bit for bit: values drawn from ties, ±0, ±Inf and NaNs of both
+// signs (the first NaN of a window is its result, sign included), on odd
+// planes (a last row and column in no window).
+TEST(CpuHalves, MaxPoolingIsTheFloat32PoolRoundedBitForBit) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> pick = {0.f, -0.f, 1.f, -1.f, 2.f, 2.f, 3.f, -3.f, inf, -inf, nan, -nan, 0.5f, -0.5f, 7.f};
+  std::vector<float> v(size_t(9 * 7 * 3 * 2)), c(v.size());
+  uint64_t state = 12345;
+  for (size_t i = 0; i < v.size(); ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = pick[(state >> 33) % pick.size()];
+    c[i] = float(int((state >> 20) % 17) - 8);  // the loss's weights: exact, distinct
+  }
+  // Two windows of the first plane (9 wide) with NaNs of both signs: -NaN first, then +NaN first.
+  for (auto [i, value] : {std::pair{0, -nan}, {1, nan}, {9, 3.f}, {10, 4.f}, {2, 1.f}, {3, 2.f}, {11, nan}, {12, -nan}})
+    v[size_t(i)] = value;
+  auto bits = [](const Tensor& t) {  // as BFloat16/Float16 bit patterns, through the exact Float32 values
+    std::vector<uint32_t> out;
+    for (float f : t.to(Float32).to_vector<float>()) {
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      out.push_back(u);
+    }
+    return out;
+  };
+  for (DType t : {BFloat16, Float16})
+    for (auto [kernel, stride] : {std::pair{int64_t(2), int64_t(2)}, std::pair{int64_t(3), int64_t(2)}}) {
+      const Tensor x = tensor(v, Shape{9, 7, 3, 2}).to(t), x32 = x.to(Float32);
+      const Shape out_shape = maxpool(x32, {kernel, kernel}, {.stride = PerDim(int64_t(stride))}).shape();
+      const Tensor w = tensor(std::vector<float>(c.begin(), c.begin() + out_shape.numel()), out_shape);
+      const std::string what = std::string(dtype_name(t)) + " maxpool " + std::to_string(kernel) + "x" +
+                               std::to_string(kernel) + " stride " + std::to_string(stride);
+      const Tensor y = maxpool(x, {kernel, kernel}, {.stride = PerDim(int64_t(stride))});
+      EXPECT_EQ(bits(y), bits(maxpool(x32, {kernel, kernel}, {.stride = PerDim(int64_t(stride))}).to(t))) << what << " forward";
+      auto grad = [&](const Tensor& in) {
+        const Tensor wt = w.to(in.dtype());
+        return std::get<0>(gradient([&](const Tensor& u) { return sum(maxpool(u, {kernel, kernel}, {.stride = PerDim(int64_t(stride))}) * wt); }, in));
+      };
+      EXPECT_EQ(bits(grad(x)), bits(grad(x32).to(t))) << what << " backward";
+    }
+}
+
+// Batch normalisation of the halves reads and writes them directly
+// (cpu_dnn_direct.cpp), with Float32 statistics and parameters: forward and
+// backward must give the bits of the Float32 loops on the widened values,
+// each output rounded once, and the same Float32 parameter gradients.
+TEST(CpuHalves, BatchNormIsTheFloat32LoopsRoundedBitForBit) {
+  set_seed(9);
+  const Tensor x32 = randn(5, 3, 2, 4) * 3 + 1, w32 = randn(5, 3, 2, 4);
+  const Tensor scale = randn(2) + 1, bias = randn(2);
+  auto bits = [](const Tensor& t) {
+    std::vector<uint32_t> out;
+    for (float f : t.to(Float32).to_vector<float>()) {
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      out.push_back(u);
+    }
+    return out;
+  };
+  const bool training = true;  // (in inference the gradients are the autodiff's elementwise ops, in the half type)
+  for (DType t : {BFloat16, Float16}) {
+      const Tensor x = x32.to(t), w = w32.to(t);
+      // running statistics of their own per call (training moves them)
+      auto run = [&](const Tensor& in, const Tensor& weights) {
+        const Tensor mean = tensor(std::vector<float>{0.5f, -0.25f}), var = tensor(std::vector<float>{2.f, 0.75f});
+        return withgradient(
+            [&](const Tensor& u, const Tensor& g, const Tensor& b) {
+              return sum(batchnorm(u, g, b, mean, var, training) * weights);
+            },
+            in, scale, bias);
+      };
+      const std::string what(dtype_name(t));
+      EXPECT_EQ(bits(batchnorm(x, scale, bias, Tensor(), Tensor(), true)),
+                bits(batchnorm(x.to(Float32), scale, bias, Tensor(), Tensor(), true).to(t)))
+          << what << " forward";
+      const auto [lh, gh] = run(x, w);
+      const auto [l32, g32] = run(x.to(Float32), w.to(Float32));
+      EXPECT_EQ(bits(std::get<0>(gh)), bits(std::get<0>(g32).to(t))) << what << " dx";
+      EXPECT_EQ(std::get<1>(gh).dtype(), Float32) << what;
+      EXPECT_EQ(bits(std::get<1>(gh)), bits(std::get<1>(g32))) << what << " dscale";
+      EXPECT_EQ(bits(std::get<2>(gh)), bits(std::get<2>(g32))) << what << " dbias";
+    }
+}
 
 // matmul in BFloat16 on the CPU (oneDNN's matmul on flx's tiles where the
 // CPU computes BFloat16, else sgemm on widened copies), and the backward

@@ -90,15 +90,17 @@ void direct_pool_backward(const DnnGeometry& g, bool max, const T* x, const T* d
 // out is y (forward) or dx (backward); dy is unused forward.
 template <class T>
 bool half_max_pool_direct(const DnnGeometry& g, bool backward, const T* x, const T* dy, T* out);
-// Batch normalisation with parameters of the same type as x (halves come
-// as float copies), one channel to a thread. scale, bias, running_*:
-// nullptr for none.
-template <class T>
-void direct_batchnorm_forward(const flx_batchnorm_desc& d, const T* x, T* y, const T* scale, const T* bias,
-                              T* running_mean, T* running_var, T* saved_mean, T* saved_invstd);
-template <class T>
-void direct_batchnorm_backward(const flx_batchnorm_desc& d, const T* x, const T* dy, const T* scale,
-                               const T* saved_mean, const T* saved_invstd, T* dx, T* dscale, T* dbias);
+// Batch normalisation of data of type T with statistics and parameters of
+// type P (T itself, or float for Float16 and BFloat16 data: backend.h's
+// param_dtype), one channel to a thread. scale, bias, running_*: nullptr
+// for none. The halves compute as the Float32 loops do on widened copies
+// and round each output once: the same bits.
+template <class T, class P = T>
+void direct_batchnorm_forward(const flx_batchnorm_desc& d, const T* x, T* y, const P* scale, const P* bias,
+                              P* running_mean, P* running_var, P* saved_mean, P* saved_invstd);
+template <class T, class P = T>
+void direct_batchnorm_backward(const flx_batchnorm_desc& d, const T* x, const T* dy, const P* scale,
+                               const P* saved_mean, const P* saved_invstd, T* dx, P* dscale, P* dbias);
 
 // The calls of the dnn table (cpu_dnn_conv.cpp, cpu_dnn_pool.cpp,
 // cpu_dnn_batchnorm.cpp), under their fields' names.

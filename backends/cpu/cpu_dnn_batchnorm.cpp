@@ -5,8 +5,11 @@
 // follow the thread count), and on flx's plain layout (its reference-like
 // ncsp kernels) it was no faster than these loops in flx-train's CNN (a
 // training step at batch 16 and 128, 2026-11). Float16 and BFloat16 data
-// (with Float32 statistics and parameters) run the Float32 loops on float
-// copies (cpu_dnn_halves.cpp): sums in double, one rounding per output.
+// (with Float32 statistics and parameters) run the same loops on the halves
+// themselves, each value widened as it is read: sums in double, one
+// rounding per output, the bits of the Float32 loops on widened copies
+// (which they ran on before, at a fifth of a BFloat16 CNN step in the
+// copies' widening and rounding).
 #include <string>
 #include <utility>
 
@@ -31,30 +34,21 @@ int batchnorm_forward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
   if (d->training && bool(d->running_mean.buf) != bool(d->running_var.buf))
     return fail(FLX_ERR_INVALID_ARGUMENT, std::string(call) + ": running_mean and running_var go together, but " +
                                               "only one has a buffer; give both (tracked statistics) or neither");
-  if (is_half_dtype(d->dtype))
-    return guarded(call, [&] {
-      const int64_t n = d->spatial * d->channels * d->batch;
-      HalfBuffers h(d->dtype);
-      flx_batchnorm_desc f = *d;
-      f.dtype = FLX_F32;
-      f.x = h.in(d->x, n);
-      f.y = h.out(d->y, n);
-      const int st = batchnorm_forward(nullptr, 0, &f, nullptr);
-      if (st == FLX_OK) h.finish();
-      return st;
-    });
   return guarded(call, [&] {
-    auto direct = [&](auto tag) {
+    auto direct = [&](auto tag, auto param_tag) {
       using T = decltype(tag);
-      direct_batchnorm_forward<T>(*d, ptr_or_null<T>(d->x), ptr_or_null<T>(d->y), ptr_or_null<T>(d->scale),
-                                  ptr_or_null<T>(d->bias), ptr_or_null<T>(d->running_mean),
-                                  ptr_or_null<T>(d->running_var), ptr_or_null<T>(d->saved_mean),
-                                  ptr_or_null<T>(d->saved_invstd));
+      using P = decltype(param_tag);
+      direct_batchnorm_forward<T, P>(*d, ptr_or_null<T>(d->x), ptr_or_null<T>(d->y), ptr_or_null<P>(d->scale),
+                                     ptr_or_null<P>(d->bias), ptr_or_null<P>(d->running_mean),
+                                     ptr_or_null<P>(d->running_var), ptr_or_null<P>(d->saved_mean),
+                                     ptr_or_null<P>(d->saved_invstd));
     };
-    if (d->dtype == FLX_F32)
-      direct(float{});
-    else
-      direct(double{});
+    switch (d->dtype) {
+      case FLX_F32: direct(float{}, float{}); break;
+      case FLX_F64: direct(double{}, double{}); break;
+      case FLX_F16: direct(Half{}, float{}); break;
+      default: direct(BHalf{}, float{}); break;  // check_batchnorm admits the floating dtypes only
+    }
     return FLX_OK;
   });
 }
@@ -68,30 +62,20 @@ int batchnorm_backward(void*, int, const flx_batchnorm_desc* d, flx_stream) {
                          {"saved_mean", d->saved_mean},
                          {"saved_invstd", d->saved_invstd}})
     if (int st = need_buffer(call, what, m)) return st;
-  if (is_half_dtype(d->dtype))
-    return guarded(call, [&] {
-      const int64_t n = d->spatial * d->channels * d->batch;
-      HalfBuffers h(d->dtype);
-      flx_batchnorm_desc f = *d;
-      f.dtype = FLX_F32;
-      f.x = h.in(d->x, n);
-      f.dy = h.in(d->dy, n);
-      f.dx = h.out(d->dx, n);
-      const int st = batchnorm_backward(nullptr, 0, &f, nullptr);
-      if (st == FLX_OK) h.finish();
-      return st;
-    });
   return guarded(call, [&] {
-    auto direct = [&](auto tag) {
+    auto direct = [&](auto tag, auto param_tag) {
       using T = decltype(tag);
-      direct_batchnorm_backward<T>(*d, ptr_or_null<T>(d->x), ptr_or_null<T>(d->dy), ptr_or_null<T>(d->scale),
-                                   ptr_or_null<T>(d->saved_mean), ptr_or_null<T>(d->saved_invstd),
-                                   ptr_or_null<T>(d->dx), ptr_or_null<T>(d->dscale), ptr_or_null<T>(d->dbias));
+      using P = decltype(param_tag);
+      direct_batchnorm_backward<T, P>(*d, ptr_or_null<T>(d->x), ptr_or_null<T>(d->dy), ptr_or_null<P>(d->scale),
+                                      ptr_or_null<P>(d->saved_mean), ptr_or_null<P>(d->saved_invstd),
+                                      ptr_or_null<T>(d->dx), ptr_or_null<P>(d->dscale), ptr_or_null<P>(d->dbias));
     };
-    if (d->dtype == FLX_F32)
-      direct(float{});
-    else
-      direct(double{});
+    switch (d->dtype) {
+      case FLX_F32: direct(float{}, float{}); break;
+      case FLX_F64: direct(double{}, double{}); break;
+      case FLX_F16: direct(Half{}, float{}); break;
+      default: direct(BHalf{}, float{}); break;
+    }
     return FLX_OK;
   });
 }
