@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev nlohmann-json3-dev libcli11-dev dataset-fashion-mnist libisal-dev
   libopenmpi-dev openmpi-bin iproute2
+  libblis-pthread-dev
   python3 python3-pip
 )
 

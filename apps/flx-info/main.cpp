@@ -43,7 +43,7 @@ void print_bandwidth(size_t bytes) {
 // How the device runs Float16 and BFloat16 work, a family of ops a line:
 //           BFloat16: GEMM fast (oneDNN brg:avx512_core_bf16)
 //                     convolution fast (oneDNN jit_bf16:avx512_core_bf16)
-//                     batch norm emulated (Float32 copies, direct loops)
+//                     batch norm emulated (direct loops widening each value as read; Float32 statistics)
 void print_precision_paths(const flx::Device& d) {
   std::vector<flx::PrecisionPath> paths;
   try {

@@ -131,7 +131,7 @@ int precision_path(void*, int dev, flx_precision_path* p) {
       case FLX_PRECISION_CONV:
         return from(conv_half_path(p->dtype), "Float32 copies through oneDNN's Float32 convolution");
       case FLX_PRECISION_BATCHNORM:
-        return answer(FLX_PRECISION_EMULATED, "Float32 copies, direct loops");
+        return answer(FLX_PRECISION_EMULATED, "direct loops widening each value as read; Float32 statistics");
       case FLX_PRECISION_ATTENTION:
         return answer(FLX_PRECISION_EMULATED, "Float32 copies of each head, on OpenBLAS");
       case FLX_PRECISION_RNN:
