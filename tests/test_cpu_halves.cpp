@@ -196,6 +196,20 @@ TEST(CpuHalves, VectorisedActivationRowsAreTheFloat32ResultRoundedOnce) {
       return std::get<0>(gradient([&](const Tensor& u) { return sum(gelu(u) * w); }, v));
     };
     same_bits(grad(x), grad(x32), "gelu's gradient");
+    // The other maps' contiguous rows take Float32 blocks too (half_block_row):
+    // binary ops on two rows, on a row and a broadcast value (stride 0), relu's gradient.
+    const Tensor y = flx::reverse(x, 0), y32 = y.to(Float32);
+    const Tensor col = tensor(std::vector<float>(all.begin() + 1000, all.begin() + 1256), Shape{1, 256}).to(t),
+                 col32 = col.to(Float32);  // one value per row, broadcast along it (stride 0)
+    same_bits(x + y, x32 + y32, "x + y");
+    same_bits(x * y, x32 * y32, "x .* y");
+    same_bits(x / y, x32 / y32, "x ./ y");
+    same_bits(x - col, x32 - col32, "x .- a column");
+    same_bits(relu(x), relu(x32), "relu");
+    const auto relu_grad = [&](const Tensor& v, const Tensor& w) {
+      return std::get<0>(gradient([&](const Tensor& u) { return sum(relu(u) * w); }, v));
+    };
+    same_bits(relu_grad(x, y), relu_grad(x32, y32), "relu's gradient");
   }
 }
 

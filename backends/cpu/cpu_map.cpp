@@ -122,21 +122,35 @@ void vector_row(float* o, int64_t n, const float* a, const float* b) {
 template <class T>
 constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BHalf>;
 
-// A contiguous row of Float16 or BFloat16 through the Float32 row above, a
-// block at a time: the halves compute in float and round once, so these are
-// the functor's bits too. The functor alone, a lane of the vector code
-// without its vector unit per element, made GELU three quarters of a
-// BFloat16 GPT's step.
-template <class F, class T>
-void half_vector_row(T* o, int64_t n, const T* a, const T* b) {
+// A row of Float16 or BFloat16 whose operands are contiguous or one value
+// (stride 1 or 0) through Float32 rows, a block at a time: widened, the
+// Float32 row (the vector row above where the op has one, else the
+// functor's loop, which the compiler vectorises in float), rounded. The
+// halves compute in float and round once, so these are the functor's bits
+// too. The functor alone, element by element through the conversions, made
+// GELU three quarters of a BFloat16 GPT's step (a lane of the vector code
+// without its vector unit) and relu and its gradient a tenth of a BFloat16
+// CNN's.
+template <class F, int N, class T>
+void half_block_row(T* o, int64_t n, const int64_t* s, const F& f, const T* a, const T* b) {
   constexpr int64_t kBlock = 256;
   float fa[kBlock], fb[kBlock], fo[kBlock];
+  const int64_t unit[2] = {s[0] == 0 ? 0 : 1, N == 2 && s[1] == 0 ? 0 : 1};
+  const float a0 = load(a[0]), b0 = N == 2 ? load(b[0]) : 0.f;
   for (int64_t i = 0; i < n; i += kBlock) {
     const int64_t m = std::min(kBlock, n - i);
-    for (int64_t j = 0; j < m; ++j) fa[j] = load(a[i + j]);
-    if constexpr (std::is_same_v<F, elem::Op_GELU_GRAD>)
+    if (unit[0]) {
+      for (int64_t j = 0; j < m; ++j) fa[j] = load(a[i + j]);
+    } else {
+      fa[0] = a0;
+    }
+    if (N == 2 && unit[1]) {
       for (int64_t j = 0; j < m; ++j) fb[j] = load(b[i + j]);
-    vector_row<F>(fo, m, fa, fb);
+    } else {
+      fb[0] = b0;
+    }
+    if constexpr (has_vector_row<F>) vector_row<F>(fo, m, fa, fb);  // (unary, or both operands rows)
+    else row<float, N>(fo, m, unit, f, fa, fb);
     for (int64_t j = 0; j < m; ++j) o[i + j] = store<T>(fo[j]);
   }
 }
@@ -195,8 +209,10 @@ void run(const flx_map_desc& d, const F& f) {
     if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float> && has_vector_row<F>) {
       if (s[0] == 1 && (N == 1 || s[1] == 1)) return vector_row<F>(o, len, a, b);
     }
-    if constexpr (is_half_v<T> && std::is_same_v<O, T> && has_vector_row<F>) {
-      if (s[0] == 1 && (N == 1 || s[1] == 1)) return half_vector_row<F>(o, len, a, b);
+    if constexpr (is_half_v<T> && std::is_same_v<O, T>) {
+      const bool rows = has_vector_row<F> ? s[0] == 1 && (N == 1 || s[1] == 1)
+                                          : (s[0] == 1 || s[0] == 0) && (N == 1 || s[1] == 1 || s[1] == 0);
+      if (rows) return half_block_row<F, N>(o, len, s, f, a, b);
     }
     row<O, N>(o, len, s, f, a, b);
   };
