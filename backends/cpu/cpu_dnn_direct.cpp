@@ -360,11 +360,11 @@ __attribute__((target_clones("avx2", "default"))) void max_pool_2x2_forward_plan
                                                                                    const BHalf* x_end, BHalf* yp) {
   const int64_t W = g.in[0], OW = g.out[0], OH = g.out[1];
   for (int64_t o1 = 0; o1 < OH; ++o1) {
-    uint16_t* y = reinterpret_cast<uint16_t*>(yp + o1 * OW);
+    BHalf* y = yp + o1 * OW;
     each_bf16_window_row(OW, xp + 2 * o1 * W, xp + (2 * o1 + 1) * W, x_end,
                          [&](int64_t o0, const Bf16Windows& w, int64_t n) {
                            const v8i r = w.result();
-                           for (int64_t i = 0; i < n; ++i) y[o0 + i] = uint16_t(r[i]);
+                           for (int64_t i = 0; i < n; ++i) y[o0 + i].bits = uint16_t(r[i]);
                          });
   }
 }
@@ -374,8 +374,8 @@ __attribute__((target_clones("avx2", "default"))) void max_pool_2x2_backward_pla
   const int64_t W = g.in[0], H = g.in[1], OW = g.out[0], OH = g.out[1];
   const uint16_t* gy_end = reinterpret_cast<const uint16_t*>(dy_end);
   for (int64_t o1 = 0; o1 < OH; ++o1) {
-    uint32_t* d0 = reinterpret_cast<uint32_t*>(dxp + 2 * o1 * W);  // a row's two taps as one word: (left, right)
-    uint32_t* d1 = reinterpret_cast<uint32_t*>(dxp + (2 * o1 + 1) * W);
+    BHalf* d0 = dxp + 2 * o1 * W;
+    BHalf* d1 = d0 + W;
     const uint16_t* gy = reinterpret_cast<const uint16_t*>(dyp + o1 * OW);
     each_bf16_window_row(OW, xp + 2 * o1 * W, xp + (2 * o1 + 1) * W, x_end,
                          [&](int64_t o0, const Bf16Windows& w, int64_t n) {
@@ -386,12 +386,21 @@ __attribute__((target_clones("avx2", "default"))) void max_pool_2x2_backward_pla
                            const v8i zero{};
                            v8i grad = __builtin_convertvector(h, v8i);
                            grad = w.nan ? zero : w.quiet(grad);
+                           // a row's two taps as one word: (left, right) = (low, high)
                            const v8i row0 = (w.first == 0 ? grad : zero) | (w.first == 1 ? grad : zero) << 16;
                            const v8i row1 = (w.first == 2 ? grad : zero) | (w.first == 3 ? grad : zero) << 16;
-                           for (int64_t i = 0; i < n; ++i) d0[o0 + i] = uint32_t(row0[i]), d1[o0 + i] = uint32_t(row1[i]);
+                           if (n == 8) {
+                             std::memcpy(static_cast<void*>(d0 + 2 * o0), &row0, 32);
+                             std::memcpy(static_cast<void*>(d1 + 2 * o0), &row1, 32);
+                           } else {
+                             for (int64_t i = 0; i < n; ++i) {
+                               const uint32_t w0 = uint32_t(row0[i]), w1 = uint32_t(row1[i]);
+                               std::memcpy(static_cast<void*>(d0 + 2 * (o0 + i)), &w0, 4);
+                               std::memcpy(static_cast<void*>(d1 + 2 * (o0 + i)), &w1, 4);
+                             }
+                           }
                          });
-    BHalf* r0 = dxp + 2 * o1 * W;
-    for (int64_t i = 2 * OW; i < W; ++i) r0[i] = r0[i + W] = BHalf(0.f);  // an odd last column: in no window
+    for (int64_t i = 2 * OW; i < W; ++i) d0[i] = d1[i] = BHalf(0.f);  // an odd last column: in no window
   }
   std::fill(dxp + 2 * OH * W, dxp + H * W, BHalf(0.f));  // an odd last row
 }

@@ -1,4 +1,6 @@
-// CPU batched GEMM: OpenBLAS per tile, tiles on the thread pool; BFloat16
+// CPU batched GEMM: tiles on the thread pool, each one single-threaded call:
+// Float32 products of a megaflop or more in oneDNN's matmul
+// (cpu_gemm_onednn.hpp says why), the rest and Float64 in OpenBLAS; BFloat16
 // (and Float16 where oneDNN computes it) in oneDNN's own kernels on the same
 // tiles where the CPU has the instructions (cpu_gemm_onednn.cpp), else in
 // Float32 on widened copies.
@@ -13,6 +15,7 @@
 
 #include "cpu_common.hpp"
 #include "cpu_dnn_engine.hpp"
+#include "cpu_gemm_onednn.hpp"
 #include "cpu_gemm_tiles.hpp"
 #include "cpu_native_halves.hpp"
 #include "cpu_vector_math.hpp"
@@ -49,12 +52,27 @@ struct NoEpilogue {
   double before(T*, int64_t, int64_t, int64_t, int64_t, double beta) const {
     return beta;
   }
+  double beta_after_fill(double beta) const { return beta; }  // what before returns, for every tile
   template <class T>
   void after(T*, int64_t, int64_t, int64_t, int64_t) const {}
 };
 
+// FLX_OK, or the status of a oneDNN tile's failure (not its refusal: a
+// product oneDNN has no native kernel for runs on OpenBLAS).
 template <class T, class E = NoEpilogue>
-void gemm_tiled(const flx_gemm_desc& d, const T* A, const T* B, T* C, const E& ep = E{}) {
+int gemm_tiled(const flx_gemm_desc& d, const T* A, const T* B, T* C, const E& ep = E{}) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (f32_gemm_on_onednn(d)) {  // the same tiles in oneDNN's matmul (cpu_gemm_onednn.hpp)
+      flx_gemm_desc o = d;
+      o.beta = ep.beta_after_fill(d.beta);
+      const GemmTileHooks hooks{
+          [&](float* c, int64_t ld, int64_t m0, int64_t m1, int64_t n) { ep.before(c, ld, m0, m1, n, d.beta); },
+          [&](float* c, int64_t ld, int64_t m0, int64_t m1, int64_t n) { ep.after(c, ld, m0, m1, n); }};
+      constexpr int kRefused = -1;  // (no flx status)
+      const int st = onednn::guarded("gemm", [&] { return gemm_f32_onednn(o, &hooks) ? FLX_OK : kRefused; });
+      if (st != kRefused) return st;
+    }
+  }
   const GemmTiles tiles = gemm_tiles(d.m, d.n, d.k, d.batch);
   auto run = [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
@@ -72,12 +90,13 @@ void gemm_tiled(const flx_gemm_desc& d, const T* A, const T* B, T* C, const E& e
   const double flops = 2.0 * double(d.m) * double(d.n) * double(d.k) * double(d.batch);
   if (flops < kParallelGemmFlops) run(0, tiles.count());
   else parallel_for(tiles.count(), 1, run);
+  return FLX_OK;
 }
 
 // Halves that oneDNN does not compute natively go through float: convert
 // each operand, sgemm, convert back (each output rounded once).
 template <class T>
-void gemm_halves(const flx_gemm_desc& d) {
+int gemm_halves(const flx_gemm_desc& d) {
   auto rows_a = d.trans_a ? d.k : d.m, cols_a = d.trans_a ? d.m : d.k;
   auto rows_b = d.trans_b ? d.n : d.k, cols_b = d.trans_b ? d.k : d.n;
   std::vector<float> a(size_t(rows_a * cols_a)), b(size_t(rows_b * cols_b)), c(size_t(d.m * d.n));
@@ -96,10 +115,11 @@ void gemm_halves(const flx_gemm_desc& d) {
       for (int64_t i = 0; i < rows_b; ++i) b[size_t(i + j * rows_b)] = float(pb[i + j * d.ldb]);
     for (int64_t j = 0; j < d.n; ++j)
       for (int64_t i = 0; i < d.m; ++i) c[size_t(i + j * d.m)] = d.beta == 0 ? 0.f : float(pc[i + j * d.ldc]);
-    gemm_tiled<float>(f, a.data(), b.data(), c.data());
+    if (int st = gemm_tiled<float>(f, a.data(), b.data(), c.data())) return st;
     for (int64_t j = 0; j < d.n; ++j)
       for (int64_t i = 0; i < d.m; ++i) pc[i + j * d.ldc] = T(c[size_t(i + j * d.m)]);
   }
+  return FLX_OK;
 }
 
 // Bias and activation on C's tiles (flx_gemm_epilogue_desc): with beta 0
@@ -116,6 +136,7 @@ struct BiasEpilogue {
   T* c0;   // C, to place a tile in aux
   int64_t ldc;
 
+  double beta_after_fill(double beta) const { return beta != 0 ? beta : 1.0; }
   double before(T* c, int64_t ld, int64_t m0, int64_t m1, int64_t n, double beta) const {
     if (beta != 0) return beta;
     for (int64_t j = 0; j < n; ++j) std::memcpy(c + j * ld, bias + m0, size_t(m1 - m0) * sizeof(T));
@@ -193,14 +214,12 @@ int gemm_epilogue_typed(const flx_gemm_epilogue_desc& e) {
   T* C = reinterpret_cast<T*>(addr(d.c));
   if (e.epilogue == FLX_EPILOGUE_BGRADA) {
     row_sums<T>(d, A, reinterpret_cast<T*>(addr(e.bias)));
-    gemm_tiled<T>(d, A, B, C);
-    return FLX_OK;
+    return gemm_tiled<T>(d, A, B, C);
   }
   BiasEpilogue<T> ep{e.epilogue, reinterpret_cast<const T*>(addr(e.bias)),
                      e.aux.buf ? reinterpret_cast<T*>(addr(e.aux)) : nullptr, e.aux_ld, C, d.ldc};
   ep.beta_was_nonzero = d.beta != 0;
-  gemm_tiled<T>(d, A, B, C, ep);
-  return FLX_OK;
+  return gemm_tiled<T>(d, A, B, C, ep);
 }
 
 }  // namespace
@@ -232,21 +251,16 @@ int gemm(void*, int, const flx_gemm_desc* dp, flx_stream) {
                                          ") does not fit OpenBLAS's int interface; split the product");
   switch (d.dtype) {
     case FLX_F32:
-      gemm_tiled<float>(d, reinterpret_cast<const float*>(addr(d.a)), reinterpret_cast<const float*>(addr(d.b)),
-                        reinterpret_cast<float*>(addr(d.c)));
-      return FLX_OK;
+      return gemm_tiled<float>(d, reinterpret_cast<const float*>(addr(d.a)),
+                               reinterpret_cast<const float*>(addr(d.b)), reinterpret_cast<float*>(addr(d.c)));
     case FLX_F64:
-      gemm_tiled<double>(d, reinterpret_cast<const double*>(addr(d.a)), reinterpret_cast<const double*>(addr(d.b)),
-                         reinterpret_cast<double*>(addr(d.c)));
-      return FLX_OK;
+      return gemm_tiled<double>(d, reinterpret_cast<const double*>(addr(d.a)),
+                                reinterpret_cast<const double*>(addr(d.b)), reinterpret_cast<double*>(addr(d.c)));
     case FLX_F16:
     case FLX_BF16:
       return onednn::guarded("gemm", [&] {
-        if (!gemm_half_native(d)) {
-          if (d.dtype == FLX_F16) gemm_halves<Half>(d);
-          else gemm_halves<BHalf>(d);
-        }
-        return FLX_OK;
+        if (gemm_half_native(d)) return int(FLX_OK);
+        return d.dtype == FLX_F16 ? gemm_halves<Half>(d) : gemm_halves<BHalf>(d);
       });
   }
   return fail(FLX_ERR_UNSUPPORTED, "gemm: needs a floating dtype");

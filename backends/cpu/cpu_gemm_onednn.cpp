@@ -1,8 +1,10 @@
-// Half GEMMs in oneDNN's own kernels (cpu_native_halves.hpp says when):
-// a BFloat16 product runs as oneDNN matmuls over BFloat16 operands,
-// accumulating in Float32 and rounding each output once (with alpha and
-// beta applied before that rounding: output scales and a sum post-op), on
-// the same tiles as every CPU GEMM (cpu_gemm_tiles.hpp: fixed by the shape,
+// GEMMs in oneDNN's own kernels: half products where the CPU has the
+// instructions (cpu_native_halves.hpp says when), Float32 products of a
+// megaflop or more (cpu_gemm_onednn.hpp says why). A BFloat16 product runs
+// as oneDNN matmuls over BFloat16 operands, accumulating in Float32 and
+// rounding each output once (with alpha and beta applied before that
+// rounding: output scales and a sum post-op), on the same tiles as every
+// CPU GEMM (cpu_gemm_tiles.hpp: fixed by the shape,
 // each tile one single-threaded call over the whole inner dimension, the
 // pool choosing only which thread runs it), so the bits stay the same at
 // any thread count.
@@ -14,6 +16,8 @@
 // each a strided view of flx's buffers (the leading dimensions as strides,
 // a transpose as swapped strides): nothing is copied but what oneDNN packs.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <exception>
 #include <mutex>
 #include <unordered_map>
@@ -21,6 +25,7 @@
 
 #include "cpu_common.hpp"
 #include "cpu_dnn_engine.hpp"
+#include "cpu_gemm_onednn.hpp"
 #include "cpu_gemm_tiles.hpp"
 #include "cpu_native_halves.hpp"
 
@@ -58,7 +63,12 @@ TilePlan make_tile_plan(const flx_gemm_desc& d, TileShape s) {
   TilePlan p;
   try {
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), attr, engine());
-    p.refused = emulation_reason(pd, d.dtype);
+    if (d.dtype == FLX_F32) {
+      const std::string impl = pd.impl_info_str();
+      if (impl.rfind("ref", 0) == 0) p.refused = "oneDNN has only its reference implementation (" + impl + ")";
+    } else {
+      p.refused = emulation_reason(pd, d.dtype);
+    }
     p.impl = describe(pd);
     if (!p.refused.empty()) return p;
     p.prim = dnnl::matmul(pd);
@@ -111,8 +121,13 @@ constexpr double kParallelGemmFlops = 1e6;
 
 }  // namespace
 
-bool gemm_half_native(const flx_gemm_desc& d) {
-  if (!native_halves_enabled() || d.k <= 0) return false;
+namespace {
+
+// d's product on oneDNN tiles (with hooks' fills and finishes around each,
+// where given): false, with nothing written, when oneDNN would not run one
+// of its tiles natively.
+bool gemm_onednn_tiles(const flx_gemm_desc& d, const GemmTileHooks* hooks) {
+  if (d.k <= 0) return false;
   const GemmTiles tiles = gemm_tiles(d.m, d.n, d.k, d.batch);
   // The tiles' distinct shapes (one to four, a few more where the cuts
   // align unevenly), each planned before any runs: if oneDNN would emulate
@@ -152,8 +167,11 @@ bool gemm_half_native(const flx_gemm_desc& d) {
           {DNNL_ARG_DST, wrap(p->dst, C + size_t(c_off) * es)}};
       if (const size_t bytes = p->scratchpad.get_size())
         args.emplace(DNNL_ARG_SCRATCHPAD, wrap(p->scratchpad, thread_scratch(bytes)));
+      float* const tile_c = reinterpret_cast<float*>(C + size_t(c_off) * es);  // (hooks: Float32 only)
+      if (hooks) hooks->before(tile_c, d.ldc, t.m0, t.m1, t.n1 - t.n0);
       p->prim.execute(s, args);
       s.wait();
+      if (hooks) hooks->after(tile_c, d.ldc, t.m0, t.m1, t.n1 - t.n0);
     }
   };
   std::exception_ptr error;  // parallel_for's bodies must not throw: the first is rethrown
@@ -171,6 +189,22 @@ bool gemm_half_native(const flx_gemm_desc& d) {
   else parallel_for(tiles.count(), 1, run);
   if (error) std::rethrow_exception(error);
   return true;
+}
+
+}  // namespace
+
+bool gemm_half_native(const flx_gemm_desc& d) { return native_halves_enabled() && gemm_onednn_tiles(d, nullptr); }
+
+bool f32_gemm_on_onednn(const flx_gemm_desc& d) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("FLX_CPU_F32_GEMM");
+    return !(v && std::string(v) == "openblas");
+  }();
+  return enabled && 2.0 * double(d.m) * double(d.n) * double(d.k) >= kOnednnF32Flops;
+}
+
+bool gemm_f32_onednn(const flx_gemm_desc& d, const GemmTileHooks* hooks) {
+  return d.dtype == FLX_F32 && gemm_onednn_tiles(d, hooks);
 }
 
 HalfPath gemm_half_path(int32_t dtype) {

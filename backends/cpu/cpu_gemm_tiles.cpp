@@ -31,7 +31,9 @@ constexpr double kWakeCost = 1e6;    // waking the pool's helpers and joining th
 // machine, quiet or loaded, within about a tenth of its best, and gives
 // those products 2 to 4 tiles and a 1024^3 product 16 (the model: 1.1x the
 // best on 1 thread, the best on 16). A driver that packs each panel once
-// for all tiles would remove the trade-off.
+// for all tiles would remove the trade-off (bench/README.md, "Float32 GEMM
+// drivers": on 2 cores the repacking cost about 1 %, less than oneDNN's
+// faster kernels gained; many cores are not measured yet).
 constexpr double kTolerance = 0.12;
 
 int64_t cut(int64_t extent, int64_t parts, int64_t p, int64_t align) {

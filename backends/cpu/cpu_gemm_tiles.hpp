@@ -6,8 +6,9 @@
 // can take another kernel path (SkylakeX's small-matrix kernels, edge
 // kernels), so cutting C by the threads free at the moment changed the
 // bits. Here the tiles are a function of the product's shape alone, each
-// tile is one single-threaded OpenBLAS call over the whole inner dimension,
-// and the pool only decides which thread runs which tile.
+// tile is one single-threaded call over the whole inner dimension (oneDNN's
+// matmul or OpenBLAS: cpu_gemm.cpp), and the pool only decides which
+// thread runs which tile.
 //
 // The grid comes from a cost model (cpu_gemm_tiles.cpp): more tiles let
 // more threads work but cost packing (each OpenBLAS call packs its own
