@@ -4,8 +4,8 @@
 // inner dimension, so the same bits at any thread count.
 //
 // Why: on the AMD EPYC (Zen 4) this project measured, oneDNN 2.6's Float32
-// matmul kernels took 0.90 of the time of OpenBLAS 0.3.21's (its Cooper
-// Lake kernels) for an MLP's products on the same tiles
+// matmul kernels took about 0.8 of the time of OpenBLAS 0.3.21's (its
+// Cooper Lake kernels) for an MLP's products on the same tiles
 // (bench/bench_gemm_drivers.cpp; bench/README.md, "Float32 GEMM drivers").
 // FLX_CPU_F32_GEMM=openblas keeps every Float32 product on OpenBLAS.
 #pragma once
