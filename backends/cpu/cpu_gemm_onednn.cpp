@@ -17,9 +17,9 @@
 // a transpose as swapped strides): nothing is copied but what oneDNN packs.
 #include <algorithm>
 #include <cstdlib>
-#include <string>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
