@@ -94,6 +94,8 @@ Tensor saved_output(const Tensor& y) {
   return r;
 }
 
+int recording_depth() { return t_recording; }
+
 PauseScope::PauseScope() : saved_(t_recording) { t_recording = 0; }
 PauseScope::~PauseScope() { t_recording = saved_; }
 }  // namespace autograd

@@ -32,6 +32,11 @@ enum class Order { FirstOnly, Higher };
 // takes an id when it starts, and nodes older than it cannot reach its leaves.
 uint64_t next_id();
 
+// How many gradient calls are recording on this thread (nested calls: 2 or
+// more). An op with a fused FirstOnly rule and a composed Higher one takes
+// the composed one from 2 up, where a second derivative may be asked for.
+int recording_depth();
+
 struct Node : std::enable_shared_from_this<Node> {
   std::vector<std::shared_ptr<Node>> inputs;  // null where an input is not tracked
   uint64_t id = next_id();

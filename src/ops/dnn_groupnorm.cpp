@@ -75,6 +75,8 @@ Tensor fused(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t g
 
 }  // namespace
 
+bool has_fused_group_norm(const Tensor& x) { return detail::be(x).has_groupnorm(); }
+
 Tensor group_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t groups, double epsilon,
                   const std::string& layer) {
   const int nd = x.ndims();

@@ -77,6 +77,9 @@ Tensor dense(const Tensor& w, const Tensor& x, const Tensor& b, const Activation
 // and InstanceNorm's (groups = channels) forward pass.
 Tensor group_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t groups, double epsilon,
                   const std::string& layer);
+// Whether x's backend runs group_norm in its own fused kernel (the dnn
+// table's groupnorm_*), not composed from batchnorm and maps.
+bool has_fused_group_norm(const Tensor& x);
 
 // xs (each of one shape, dtype and device) stacked along a new last dim:
 // (dims..., n), each a contiguous slot (Julia's stack(xs)). Differentiable.

@@ -156,6 +156,23 @@ TEST(LayerNorm, GradientsMatchFiniteDifferences) {
                   1e-6, 1e-6, "LayerNorm(4, affine=false)");
 }
 
+// A gradient call runs LayerNorm on the fused group normalisation, whose
+// rule is first-order only; nested calls (a second derivative, as a gradient
+// penalty takes) run the composed form, so they still work: the gradient of
+// a weighted sum of LayerNorm's gradient against central differences of it.
+TEST(LayerNorm, SecondDerivativesThroughANestedGradientMatchFiniteDifferences) {
+  set_seed(12);
+  const Tensor w = rand64({4, 3});
+  LayerNorm ln(4, flx::tanh);
+  ln.scale = rand64({4}) + 1.5;
+  ln.bias = rand64({4});
+  auto inner = [&](const Tensor& u) {  // d/du of sum(LN(u)^3 .* w)
+    return std::get<0>(gradient([&](const Tensor& y) { return sum(ln(y) * ln(y) * ln(y) * w); }, u));
+  };
+  check_gradients([&](const V& v) { return sum(inner(v[0]) * w); }, {rand64({4, 3})}, 1e-6, 1e-6,
+                  "LayerNorm's second derivative");
+}
+
 TEST(LayerNorm, WrongInputsNameTheLayerAndWhatItNeeds) {
   std::string m = error_message<DimensionMismatch>([] { LayerNorm(5)(rand(Float32, {4, 3})); });
   EXPECT_TRUE(has(m, "LayerNorm(5): expected an input whose first dim is 5 (the normalised size), then any others; "
