@@ -25,6 +25,7 @@
 #include <flx/flx.hpp>
 
 #include "bench_common.hpp"
+#include "mlp_step.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -34,7 +35,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -131,43 +131,8 @@ Body make_add() {
   };
 }
 
-using MLP = decltype(Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10)));
-
-// A small pool of distinct batches (random inputs, random labels), cycled
-// through, so the model does not just memorise one batch.
-constexpr int kPool = 8;
-
-struct TrainState {
-  MLP model;
-  OptState opt;
-  std::vector<Tensor> xs, labels;
-  int k = 0;
-};
-
-// (b) one training step at a given batch size.
-Body make_step(int64_t batch) {
-  set_seed(42);
-  MLP model = Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10));
-  OptState opt = setup(Adam(1e-3), model);
-  std::vector<Tensor> xs, labels;
-  std::mt19937_64 rng(1234);
-  for (int p = 0; p < kPool; ++p) {
-    xs.push_back(rand(784, batch));
-    std::vector<int64_t> lab(batch);
-    for (auto& v : lab) v = int64_t(rng() % 10);
-    labels.push_back(tensor(lab, Shape{batch}));
-  }
-  auto s = std::make_shared<TrainState>(TrainState{std::move(model), std::move(opt), std::move(xs), std::move(labels)});
-  return [s] {
-    const Tensor& x = s->xs[s->k];
-    const Tensor& labels = s->labels[s->k];
-    s->k = (s->k + 1) % kPool;
-    auto [l, grads] =
-        withgradient([&](const auto& m) { return logitcrossentropy(m(x), onehotbatch(labels, 10)); }, s->model);
-    update(s->opt, s->model, std::get<0>(grads));
-    keep(l);
-  };
-}
+// (b) one training step at a given batch size (mlp_step.hpp).
+Body make_step(int64_t batch) { return flx_bench::mlp_training_step(batch); }
 
 }  // namespace
 

@@ -39,6 +39,7 @@
 
 #include "bench_interleaved.hpp"
 #include "dnnl.hpp"
+#include "mlp_step.hpp"
 #if FLX_BENCH_HAVE_BLIS
 #include <blis.h>
 #endif
@@ -179,38 +180,6 @@ void blis(const std::vector<Product>& ps, Outputs& out, int threads) {
 }
 #endif
 
-// bench_flx's MLP step.
-using MLP = decltype(Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10)));
-Runner mlp_step(int64_t batch) {
-  set_seed(42);
-  struct State {
-    MLP model;
-    OptState opt;
-    std::vector<Tensor> xs, labels;
-    int next = 0;
-  };
-  MLP model = Chain(Dense(784, 256, relu), Dense(256, 256, relu), Dense(256, 10));
-  OptState opt = setup(Adam(1e-3), model);
-  auto s = std::make_shared<State>(State{std::move(model), std::move(opt), {}, {}, 0});
-  std::mt19937_64 rng(1234);
-  for (int i = 0; i < 8; ++i) {  // a few batches, cycled
-    s->xs.push_back(rand(784, batch));
-    std::vector<int64_t> lab(static_cast<size_t>(batch));
-    for (auto& v : lab) v = int64_t(rng() % 10);
-    s->labels.push_back(tensor(lab, Shape{batch}));
-  }
-  return {[s] {
-            const Tensor& x = s->xs[size_t(s->next)];
-            const Tensor& y = s->labels[size_t(s->next)];
-            s->next = (s->next + 1) % 8;
-            auto [l, grads] =
-                withgradient([&](const auto& m) { return logitcrossentropy(m(x), onehotbatch(y, 10)); }, s->model);
-            update(s->opt, s->model, std::get<0>(grads));
-            keep(l);
-          },
-          0};
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -258,7 +227,7 @@ int main(int argc, char** argv) {
 
     // Timing: every driver on --threads threads, and the step, interleaved.
     std::vector<std::string> names = {"mlp_step"};
-    std::vector<Runner> runners = {mlp_step(batch)};
+    std::vector<Runner> runners = {{flx_bench::mlp_training_step(batch), 0}};
     for (const Driver& d : drivers) {
       names.push_back(d.name);
       auto out = std::make_shared<Outputs>(d.name == "gemms_flx" ? Outputs{} : fresh_outputs());

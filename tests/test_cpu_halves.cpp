@@ -70,6 +70,18 @@ void expect_rounded_once(const std::string& what, const Tensor& got, const Tenso
 // Values in [-0.5, 0.5) made exact in t.
 Tensor values(Shape s, DType t) { return (rand(Float64, s) - 0.5).to(t); }
 
+// t's values as the bits of their (exact) Float32 forms: a half's bits,
+// NaNs' signs included, compared through one type.
+std::vector<uint32_t> bits(const Tensor& t) {
+  std::vector<uint32_t> out;
+  for (float f : t.to(Float32).to_vector<float>()) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    out.push_back(u);
+  }
+  return out;
+}
+
 struct GemmCase {
   int64_t m, n, k, batch;
 };
@@ -95,27 +107,19 @@ TEST(CpuHalves, MaxPoolingIsTheFloat32PoolRoundedBitForBit) {
   // Two windows of the first plane (9 wide) with NaNs of both signs: -NaN first, then +NaN first.
   for (auto [i, value] : {std::pair{0, -nan}, {1, nan}, {9, 3.f}, {10, 4.f}, {2, 1.f}, {3, 2.f}, {11, nan}, {12, -nan}})
     v[size_t(i)] = value;
-  auto bits = [](const Tensor& t) {  // as BFloat16/Float16 bit patterns, through the exact Float32 values
-    std::vector<uint32_t> out;
-    for (float f : t.to(Float32).to_vector<float>()) {
-      uint32_t u;
-      std::memcpy(&u, &f, 4);
-      out.push_back(u);
-    }
-    return out;
-  };
   for (DType t : {BFloat16, Float16})
     for (auto [kernel, stride] : {std::pair{int64_t(2), int64_t(2)}, std::pair{int64_t(3), int64_t(2)}}) {
       const Tensor x = tensor(v, Shape{9, 7, 3, 2}).to(t), x32 = x.to(Float32);
-      const Shape out_shape = maxpool(x32, {kernel, kernel}, {.stride = PerDim(int64_t(stride))}).shape();
+      const PoolOptions o{.stride = PerDim(stride)};
+      const Shape out_shape = maxpool(x32, {kernel, kernel}, o).shape();
       const Tensor w = tensor(std::vector<float>(c.begin(), c.begin() + out_shape.numel()), out_shape);
       const std::string what = std::string(dtype_name(t)) + " maxpool " + std::to_string(kernel) + "x" +
                                std::to_string(kernel) + " stride " + std::to_string(stride);
-      const Tensor y = maxpool(x, {kernel, kernel}, {.stride = PerDim(int64_t(stride))});
-      EXPECT_EQ(bits(y), bits(maxpool(x32, {kernel, kernel}, {.stride = PerDim(int64_t(stride))}).to(t))) << what << " forward";
+      EXPECT_EQ(bits(maxpool(x, {kernel, kernel}, o)), bits(maxpool(x32, {kernel, kernel}, o).to(t)))
+          << what << " forward";
       auto grad = [&](const Tensor& in) {
         const Tensor wt = w.to(in.dtype());
-        return std::get<0>(gradient([&](const Tensor& u) { return sum(maxpool(u, {kernel, kernel}, {.stride = PerDim(int64_t(stride))}) * wt); }, in));
+        return std::get<0>(gradient([&](const Tensor& u) { return sum(maxpool(u, {kernel, kernel}, o) * wt); }, in));
       };
       EXPECT_EQ(bits(grad(x)), bits(grad(x32).to(t))) << what << " backward";
     }
@@ -129,38 +133,29 @@ TEST(CpuHalves, BatchNormIsTheFloat32LoopsRoundedBitForBit) {
   set_seed(9);
   const Tensor x32 = randn(5, 3, 2, 4) * 3 + 1, w32 = randn(5, 3, 2, 4);
   const Tensor scale = randn(2) + 1, bias = randn(2);
-  auto bits = [](const Tensor& t) {
-    std::vector<uint32_t> out;
-    for (float f : t.to(Float32).to_vector<float>()) {
-      uint32_t u;
-      std::memcpy(&u, &f, 4);
-      out.push_back(u);
-    }
-    return out;
-  };
-  const bool training = true;  // (in inference the gradients are the autodiff's elementwise ops, in the half type)
   for (DType t : {BFloat16, Float16}) {
-      const Tensor x = x32.to(t), w = w32.to(t);
-      // running statistics of their own per call (training moves them)
-      auto run = [&](const Tensor& in, const Tensor& weights) {
-        const Tensor mean = tensor(std::vector<float>{0.5f, -0.25f}), var = tensor(std::vector<float>{2.f, 0.75f});
-        return withgradient(
-            [&](const Tensor& u, const Tensor& g, const Tensor& b) {
-              return sum(batchnorm(u, g, b, mean, var, training) * weights);
-            },
-            in, scale, bias);
-      };
-      const std::string what(dtype_name(t));
-      EXPECT_EQ(bits(batchnorm(x, scale, bias, Tensor(), Tensor(), true)),
-                bits(batchnorm(x.to(Float32), scale, bias, Tensor(), Tensor(), true).to(t)))
-          << what << " forward";
-      const auto [lh, gh] = run(x, w);
-      const auto [l32, g32] = run(x.to(Float32), w.to(Float32));
-      EXPECT_EQ(bits(std::get<0>(gh)), bits(std::get<0>(g32).to(t))) << what << " dx";
-      EXPECT_EQ(std::get<1>(gh).dtype(), Float32) << what;
-      EXPECT_EQ(bits(std::get<1>(gh)), bits(std::get<1>(g32))) << what << " dscale";
-      EXPECT_EQ(bits(std::get<2>(gh)), bits(std::get<2>(g32))) << what << " dbias";
-    }
+    const Tensor x = x32.to(t), w = w32.to(t);
+    // training mode (in inference the gradients are the autodiff's elementwise
+    // ops, in the half type), with running statistics of its own per call
+    auto run = [&](const Tensor& in, const Tensor& weights) {
+      const Tensor mean = tensor(std::vector<float>{0.5f, -0.25f}), var = tensor(std::vector<float>{2.f, 0.75f});
+      return withgradient(
+          [&](const Tensor& u, const Tensor& g, const Tensor& b) {
+            return sum(batchnorm(u, g, b, mean, var, true) * weights);
+          },
+          in, scale, bias);
+    };
+    const std::string what(dtype_name(t));
+    EXPECT_EQ(bits(batchnorm(x, scale, bias, Tensor(), Tensor(), true)),
+              bits(batchnorm(x.to(Float32), scale, bias, Tensor(), Tensor(), true).to(t)))
+        << what << " forward";
+    const auto [lh, gh] = run(x, w);
+    const auto [l32, g32] = run(x.to(Float32), w.to(Float32));
+    EXPECT_EQ(bits(std::get<0>(gh)), bits(std::get<0>(g32).to(t))) << what << " dx";
+    EXPECT_EQ(std::get<1>(gh).dtype(), Float32) << what;
+    EXPECT_EQ(bits(std::get<1>(gh)), bits(std::get<1>(g32))) << what << " dscale";
+    EXPECT_EQ(bits(std::get<2>(gh)), bits(std::get<2>(g32))) << what << " dbias";
+  }
 }
 
 // matmul in BFloat16 on the CPU (oneDNN's matmul on flx's tiles where the
