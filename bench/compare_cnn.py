@@ -237,7 +237,8 @@ def main():
         result[name] = {"flx_ns": f, "torch_ns": p, "ratio": f / p}
     print("\n(bwd = data + filter gradients; flx's includes the sum and its gradient's fill, a few ms, as its "
           "fwd_bwd - fwd. oneDNN+reorders: the same primitives with plain nchw/oihw operands reordered in and out "
-          "at each call, as flx's CPU backend does)")
+          "at each call, as flx's CPU backend does, but dy once for each backward primitive where flx reorders it "
+          "once for both)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 

@@ -6,9 +6,10 @@
 // Prints JSON lines as bench_cnn does (names onednn_conv3x3_fwd, _bwd_data,
 // _bwd_weights, _bwd = data + weights, _fwd_bwd = all three), medians of
 // interleaved timed runs; bench/compare_cnn.py divides flx's GFLOP/s by these.
-// _fwd_plain and _bwd_plain add what flx's CPU backend does around the same
-// primitives: reorders from and to plain layouts (nchw, oihw), each call
-// (dnnl::reorder made at each call: its primitive cache keeps that cheap).
+// _fwd_plain and _bwd_plain add reorders from and to plain layouts (nchw,
+// oihw) at each call (dnnl::reorder made at each call: its primitive cache
+// keeps that cheap), dy once for each backward primitive. flx's CPU backend
+// reorders the same operands, but dy once for both (conv_backward).
 //
 //   onednn_conv [--threads N] [--repeats N] [--min-time S] [--small]
 //

@@ -4,6 +4,7 @@
 // dnn_reference.hpp: every pass, 1-D to 3-D, with stride, dilation,
 // asymmetric padding, groups (depthwise too) and batches; then the errors
 // a bad descriptor gets.
+#include <limits>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -146,6 +147,20 @@ const ConvCase kConvCases[] = {
      16,
      32,
      1},
+    // 32 => 32 channels of 16x16 over 9 images: 4 pieces of the batch, of 3
+    // and 2 images (cpu_dnn_conv.cpp's conv_pieces)
+    {"2-D, 32 channels over 9 images (pieces of the batch, of two sizes)",
+     2,
+     {16, 16, 1},
+     {3, 3, 1},
+     {1, 1, 1},
+     {1, 1, 1},
+     {1, 1, 0},
+     {1, 1, 0},
+     9,
+     32,
+     32,
+     1},
     {"3-D, strides (1, 2, 1), dilation 2 in W, asymmetric pads",
      3,
      {5, 4, 4},
@@ -228,6 +243,20 @@ void check_conv(const ConvCase& c, bool bias, bool deterministic = false) {
   cpu().conv(0, d, FLX_CONV_BACKWARD_FILTER);
   expect_near(dw.read(), want_dw, tol_v<T>, "dw");
   if (bias) expect_near(db.read(), want_db, tol_v<T>, "db");
+  // Both gradients in one call (minor 13; each piece's dy reordered once
+  // for both primitives): the same bits as the two calls, into outputs
+  // that start as NaN.
+  ASSERT_TRUE(cpu().has_conv_backward());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Buf<T> dx2(std::vector<double>(s.x_size(), nan)), dw2(std::vector<double>(s.w_size(), nan)),
+      db2(std::vector<double>(size_t(s.cout), nan));
+  d.dx = dx2.mem();
+  d.dw = dw2.mem();
+  d.db = bias ? db2.mem() : flx_mem{};
+  cpu().conv(0, d, FLX_CONV_BACKWARD);
+  EXPECT_EQ(dx2.read(), dx.read()) << "dx of conv_backward";
+  EXPECT_EQ(dw2.read(), dw.read()) << "dw of conv_backward";
+  if (bias) EXPECT_EQ(db2.read(), db.read()) << "db of conv_backward";
 }
 
 TEST(CpuDnn, ConvolutionFloat32MatchesTheReference) {

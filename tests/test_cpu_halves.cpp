@@ -290,6 +290,12 @@ TEST(CpuHalves, BFloat16ConvolutionIsTheExactResultRoundedOnce) {
     expect_rounded_once(c.name + " dx", dx, dx64, sx64, c.w[3] / (c.o.groups) * kernel, t);
     expect_rounded_once(c.name + " dw", dw, dw64, sw64, out_points, t);
     expect_rounded_once(c.name + " db", db, db64, sb64, out_points, t);
+    // All three above came from one backend call (conv_backward); each
+    // alone comes from its own pass, with the same bits.
+    const Tensor dx_alone = std::get<0>(gradient([&](const Tensor& x1) { return sum(conv(x1, w, b, c.o) * g); }, x));
+    const Tensor dw_alone = std::get<0>(gradient([&](const Tensor& w1) { return sum(conv(x, w1, b, c.o) * g); }, w));
+    EXPECT_EQ(bits(dx_alone), bits(dx)) << c.name << ": dx alone and with dw";
+    EXPECT_EQ(bits(dw_alone), bits(dw)) << c.name << ": dw alone and with dx";
   }
 }
 

@@ -91,7 +91,12 @@
 #else
 #define FLX_SINCE_12(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 12, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 13
+#define FLX_SINCE_13(...) __VA_ARGS__
+#else
+#define FLX_SINCE_13(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 13, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off
@@ -137,7 +142,8 @@ static_assert(FLX_BACKEND_ABI_MINOR == 12, "a new ABI minor version: add its FLX
   X(rnn_backward, 6, optional, __VA_ARGS__) \
   X(attention_workspace, 7, optional, __VA_ARGS__) X(attention_forward, 7, optional, __VA_ARGS__) \
   X(attention_backward, 7, optional, __VA_ARGS__) \
-  X(groupnorm_forward, 10, optional, __VA_ARGS__) X(groupnorm_backward, 10, optional, __VA_ARGS__)
+  X(groupnorm_forward, 10, optional, __VA_ARGS__) X(groupnorm_backward, 10, optional, __VA_ARGS__) \
+  X(conv_backward, 13, optional, __VA_ARGS__)
 
 // The op tables libflx uses: T(id, struct, ...), each declared below with
 // FLX_DECLARE_TABLE. The dispatch layer keeps one slot per entry (id_).

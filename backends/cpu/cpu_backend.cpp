@@ -314,6 +314,7 @@ const flx_dnn_table dnn_table = [] {
   t.attention_backward = attention_backward;
   t.groupnorm_forward = groupnorm_forward;  // minor 10, optional: group normalisation
   t.groupnorm_backward = groupnorm_backward;
+  t.conv_backward = conv_backward;  // minor 13, optional: both gradients, each piece's dy reordered once
   return t;
 }();
 }  // namespace

@@ -121,5 +121,9 @@ FLX_DECLARE_CALL(flx_dnn_table, attention_backward)
 // (cpu_dnn_groupnorm.cpp); other dtypes FLX_ERR_UNSUPPORTED.
 FLX_DECLARE_CALL(flx_dnn_table, groupnorm_forward)
 FLX_DECLARE_CALL(flx_dnn_table, groupnorm_backward)
+// Both backward passes of a convolution (minor 13, optional): oneDNN's two
+// primitives piece by piece, each piece's dy reordered once for both
+// (cpu_dnn_conv.cpp).
+FLX_DECLARE_CALL(flx_dnn_table, conv_backward)
 
 }  // namespace flx::cpu_backend

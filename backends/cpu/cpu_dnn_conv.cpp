@@ -46,6 +46,8 @@ const char* call_name(int32_t pass) {
       return "conv_backward_data";
     case FLX_CONV_BACKWARD_FILTER:
       return "conv_backward_filter";
+    case FLX_CONV_BACKWARD:
+      return "conv_backward";
   }
   return "conv_workspace";
 }
@@ -236,65 +238,121 @@ void add_pieces(float* dst, int64_t n, int64_t count, Part part) {
   });
 }
 
-// Pass `pass` of d through oneDNN in d's dtype (Float32, or a half type it
-// computes natively), piece by piece on flx's pool; false when oneDNN
-// refuses a piece's shape (or would emulate the half type).
-bool conv_onednn(const DnnGeometry& g, const flx_conv_desc* d, int32_t pass, bool bias) {
-  const ConvPieces c = conv_pieces(g, d->dtype, pass, bias);
-  if (c.plans.refused) return false;
-  Scratch scratch(d->workspace, d->workspace_bytes, c.bytes());
-  const bool filter = pass == FLX_CONV_BACKWARD_FILTER;
-  char* const weights = scratch.at(0);
-  if (c.shared && !filter) reorder_arg(c.first_plan(), c.weights_id, addr(d->w), weights);
-  const uint64_t es = d->dtype == FLX_F32 ? sizeof(float) : 2;
-  const uint64_t x_image = uint64_t(g.cin * g.in_numel()) * es;
-  const uint64_t y_image = uint64_t(g.cout * g.out_numel()) * es;
-  run_pieces(c.plans.pieces, [&](int64_t k, int64_t first) {
+// One pass of a call, run piece by piece over its part of the call's
+// scratch (`base`): before the pieces, the weights reordered once for all
+// of them; each piece; after them, the filter's partial gradients added.
+struct PassOnPieces {
+  const DnnGeometry& g;
+  const flx_conv_desc* d;
+  int32_t pass;
+  bool bias;
+  ConvPieces c;
+  char* base = nullptr;
+
+  PassOnPieces(const DnnGeometry& geometry, const flx_conv_desc* desc, int32_t p, bool with_bias)
+      : g(geometry), d(desc), pass(p), bias(with_bias), c(conv_pieces(geometry, desc->dtype, p, with_bias)) {}
+  bool filter() const { return pass == FLX_CONV_BACKWARD_FILTER; }
+  char* at(uint64_t offset) const { return base + offset; }
+  uint64_t es() const { return d->dtype == FLX_F32 ? sizeof(float) : 2; }
+  char* x_of(flx_mem m, int64_t first) const { return addr(m) + uint64_t(first * g.cin * g.in_numel()) * es(); }
+  char* y_of(flx_mem m, int64_t first) const { return addr(m) + uint64_t(first * g.cout * g.out_numel()) * es(); }
+
+  void begin() const {
+    if (c.shared && !filter()) reorder_arg(c.first_plan(), c.weights_id, addr(d->w), at(0));
+  }
+
+  // Piece k, whose first image is `first`; dy_inner: the piece's dy in
+  // the plan's own layout already, or null (the run reorders it).
+  void piece(int64_t k, int64_t first, void* dy_inner) const {
     const Planned& p = c.plans.of(k);
-    const uint64_t n0 = uint64_t(first);
-    char* const piece_scratch = scratch.at(c.scratch_at(k));
-    const ArgPtr w{DNNL_ARG_WEIGHTS, c.shared ? weights : addr(d->w), c.shared};
+    char* const piece_scratch = at(c.scratch_at(k));
+    const ArgPtr w{DNNL_ARG_WEIGHTS, c.shared ? at(0) : addr(d->w), c.shared};
+    const ArgPtr dy = dy_inner ? ArgPtr{DNNL_ARG_DIFF_DST, dy_inner, true}
+                               : ArgPtr{DNNL_ARG_DIFF_DST, d->dy.buf ? y_of(d->dy, first) : nullptr};
     if (pass == FLX_CONV_FORWARD)
       run(p,
-          {{DNNL_ARG_SRC, addr(d->x) + n0 * x_image},
-           {DNNL_ARG_DST, addr(d->y) + n0 * y_image},
+          {{DNNL_ARG_SRC, x_of(d->x, first)},
+           {DNNL_ARG_DST, y_of(d->y, first)},
            {DNNL_ARG_BIAS, bias ? addr(d->b) : nullptr},
            w},
           piece_scratch);
     else if (pass == FLX_CONV_BACKWARD_DATA)
-      run(p, {{DNNL_ARG_DIFF_DST, addr(d->dy) + n0 * y_image}, {DNNL_ARG_DIFF_SRC, addr(d->dx) + n0 * x_image}, w},
-          piece_scratch);
+      run(p, {dy, {DNNL_ARG_DIFF_SRC, x_of(d->dx, first)}, w}, piece_scratch);
     else
       run(p,
-          {{DNNL_ARG_SRC, addr(d->x) + n0 * x_image},
-           {DNNL_ARG_DIFF_DST, addr(d->dy) + n0 * y_image},
-           {DNNL_ARG_DIFF_BIAS, bias ? scratch.at(c.b_at(k)) : nullptr},
-           {DNNL_ARG_DIFF_WEIGHTS, scratch.at(c.w_at(k)), c.shared}},
+          {{DNNL_ARG_SRC, x_of(d->x, first)},
+           dy,
+           {DNNL_ARG_DIFF_BIAS, bias ? at(c.b_at(k)) : nullptr},
+           {DNNL_ARG_DIFF_WEIGHTS, at(c.w_at(k)), c.shared}},
           piece_scratch);
-  });
-  if (!filter) return true;
-  // The partial gradients added in the pieces' order: in the primitives'
-  // layout, then reordered once to flx's, or in flx's.
-  auto partial = [&](uint64_t offset) { return reinterpret_cast<const float*>(scratch.at(offset)); };
-  const int64_t count = c.plans.pieces.count;
-  const int64_t plain_w = g.cout * (g.cin / g.groups) * g.kernel_numel();
-  float* const sum_w = reinterpret_cast<float*>(c.shared ? weights : addr(d->dw));
-  add_pieces(sum_w, c.shared ? int64_t(c.partial_w / sizeof(float)) : plain_w, count,
-             [&](int64_t k) { return partial(c.w_at(k)); });
-  if (c.shared) reorder_arg(c.first_plan(), c.weights_id, addr(d->dw), weights);
-  if (bias) {
+  }
+
+  // The filter's partial gradients added in the pieces' order: in the
+  // primitives' layout, then reordered once to flx's, or in flx's.
+  void end() const {
+    if (!filter()) return;
+    auto partial = [&](uint64_t offset) { return reinterpret_cast<const float*>(at(offset)); };
+    const int64_t count = c.plans.pieces.count;
+    const int64_t plain_w = g.cout * (g.cin / g.groups) * g.kernel_numel();
+    float* const sum_w = reinterpret_cast<float*>(c.shared ? at(0) : addr(d->dw));
+    add_pieces(sum_w, c.shared ? int64_t(c.partial_w / sizeof(float)) : plain_w, count,
+               [&](int64_t k) { return partial(c.w_at(k)); });
+    if (c.shared) reorder_arg(c.first_plan(), c.weights_id, addr(d->dw), at(0));
+    if (!bias) return;
     auto sum_b = [&](float* db) { add_pieces(db, g.cout, count, [&](int64_t k) { return partial(c.b_at(k)); }); };
     if (d->dtype == FLX_F32) {
       sum_b(reinterpret_cast<float*>(addr(d->db)));
-    } else {  // summed in Float32, rounded once
-      std::vector<float> db(size_t(g.cout));
-      sum_b(db.data());
-      for (int64_t i = 0; i < g.cout; ++i) {
-        if (d->dtype == FLX_BF16) reinterpret_cast<BHalf*>(addr(d->db))[i] = BHalf(db[size_t(i)]);
-        else reinterpret_cast<Half*>(addr(d->db))[i] = Half(db[size_t(i)]);
-      }
+      return;
+    }
+    std::vector<float> db(size_t(g.cout));  // summed in Float32, rounded once
+    sum_b(db.data());
+    for (int64_t i = 0; i < g.cout; ++i) {
+      if (d->dtype == FLX_BF16) reinterpret_cast<BHalf*>(addr(d->db))[i] = BHalf(db[size_t(i)]);
+      else reinterpret_cast<Half*>(addr(d->db))[i] = Half(db[size_t(i)]);
     }
   }
+};
+
+// Pass `pass` of d through oneDNN in d's dtype (Float32, or a half type it
+// computes natively), piece by piece on flx's pool; false when oneDNN
+// refuses a piece's shape (or would emulate the half type).
+bool conv_onednn(const DnnGeometry& g, const flx_conv_desc* d, int32_t pass, bool bias) {
+  PassOnPieces run_pass(g, d, pass, bias);
+  if (run_pass.c.plans.refused) return false;
+  Scratch scratch(d->workspace, d->workspace_bytes, run_pass.c.bytes());
+  run_pass.base = scratch.at(0);
+  run_pass.begin();
+  run_pieces(run_pass.c.plans.pieces, [&](int64_t k, int64_t first) { run_pass.piece(k, first, nullptr); });
+  run_pass.end();
+  return true;
+}
+
+// Both backward passes of d (dx, and dw and db) in one run over the
+// pieces: each piece's dy is reordered once into the layout both
+// primitives read (where they agree on it), and the piece's data pass and
+// filter pass run one after the other while it is in cache. The two
+// passes' scratch lie one after the other. False as conv_onednn.
+bool conv_backward_onednn(const DnnGeometry& g, const flx_conv_desc* d, bool bias) {
+  PassOnPieces data(g, d, FLX_CONV_BACKWARD_DATA, false), filter(g, d, FLX_CONV_BACKWARD_FILTER, bias);
+  if (data.c.plans.refused || filter.c.plans.refused) return false;
+  if (data.c.plans.pieces.count != filter.c.plans.pieces.count) return false;  // never: the same geometry
+  Scratch scratch(d->workspace, d->workspace_bytes, data.c.bytes() + filter.c.bytes());
+  data.base = scratch.at(0);
+  filter.base = scratch.at(data.c.bytes());
+  data.begin();
+  filter.begin();
+  run_pieces(data.c.plans.pieces, [&](int64_t k, int64_t first) {
+    const Planned::Arg* a = data.c.plans.of(k).arg(DNNL_ARG_DIFF_DST);
+    const Planned::Arg* b = filter.c.plans.of(k).arg(DNNL_ARG_DIFF_DST);
+    void* dy_inner = nullptr;
+    if (a->reordered && b->reordered && a->inner == b->inner) {
+      dy_inner = data.at(data.c.scratch_at(k)) + a->offset;  // the data pass's own buffer for it
+      reorder_arg(data.c.plans.of(k), DNNL_ARG_DIFF_DST, data.y_of(d->dy, first), dy_inner);
+    }
+    data.piece(k, first, dy_inner);
+    filter.piece(k, first, dy_inner);
+  });
+  filter.end();
   return true;
 }
 
@@ -337,7 +395,7 @@ int conv_pass(const flx_conv_desc* d, int32_t pass) {
   const char* call = call_name(pass);
   DnnGeometry g;
   if (int st = conv_geometry(call, d, &g)) return st;
-  const bool bias = pass == FLX_CONV_FORWARD ? d->b.buf != nullptr : pass == FLX_CONV_BACKWARD_FILTER && d->db.buf;
+  const bool bias = pass == FLX_CONV_FORWARD ? d->b.buf != nullptr : pass != FLX_CONV_BACKWARD_DATA && d->db.buf;
   switch (pass) {
     case FLX_CONV_FORWARD:
       for (auto [what, m] : {std::pair{"x", d->x}, {"w", d->w}, {"y", d->y}})
@@ -347,9 +405,21 @@ int conv_pass(const flx_conv_desc* d, int32_t pass) {
       for (auto [what, m] : {std::pair{"dy", d->dy}, {"w", d->w}, {"dx", d->dx}})
         if (int st = need_buffer(call, what, m)) return st;
       break;
-    default:
+    case FLX_CONV_BACKWARD_FILTER:
       for (auto [what, m] : {std::pair{"x", d->x}, {"dy", d->dy}, {"dw", d->dw}})
         if (int st = need_buffer(call, what, m)) return st;
+      break;
+    default:  // both backward passes
+      for (auto [what, m] : {std::pair{"x", d->x}, {"w", d->w}, {"dy", d->dy}, {"dx", d->dx}, {"dw", d->dw}})
+        if (int st = need_buffer(call, what, m)) return st;
+      return guarded(call, [&] {
+        if ((d->dtype == FLX_F32 || (is_half_dtype(d->dtype) && native_halves_enabled())) &&
+            conv_backward_onednn(g, d, bias))
+          return int(FLX_OK);
+        // each pass on its own, within the workspace asked for both
+        if (int st = conv_pass(d, FLX_CONV_BACKWARD_DATA)) return st;
+        return conv_pass(d, FLX_CONV_BACKWARD_FILTER);
+      });
   }
   if (is_half_dtype(d->dtype))
     return guarded(call, [&] {
@@ -381,13 +451,22 @@ int conv_pass(const flx_conv_desc* d, int32_t pass) {
 int conv_workspace(void*, int, const flx_conv_desc* d, int32_t pass, uint64_t* bytes) {
   if (!bytes) return fail(FLX_ERR_INVALID_ARGUMENT, "conv_workspace: the output is a null pointer");
   *bytes = 0;
-  if (pass < FLX_CONV_FORWARD || pass > FLX_CONV_BACKWARD_FILTER)
+  if (pass < FLX_CONV_FORWARD || pass > FLX_CONV_BACKWARD)
     return fail(FLX_ERR_INVALID_ARGUMENT, "conv_workspace: pass is " + std::to_string(pass) +
-                                              ", expected FLX_CONV_FORWARD, FLX_CONV_BACKWARD_DATA or "
-                                              "FLX_CONV_BACKWARD_FILTER (0, 1 or 2)");
+                                              ", expected FLX_CONV_FORWARD, FLX_CONV_BACKWARD_DATA, "
+                                              "FLX_CONV_BACKWARD_FILTER or FLX_CONV_BACKWARD (0 to 3)");
   DnnGeometry g;
   if (int st = conv_geometry(call_name(pass), d, &g)) return st;
   if (d->dtype != FLX_F32 && !is_half_dtype(d->dtype)) return FLX_OK;  // the direct loops need none
+  if (pass == FLX_CONV_BACKWARD) {
+    // conv_backward_onednn's: the two passes' scratch one after the other,
+    // which also holds either pass alone (its fallback)
+    uint64_t data = 0, filter = 0;
+    if (int st = conv_workspace(nullptr, 0, d, FLX_CONV_BACKWARD_DATA, &data)) return st;
+    if (int st = conv_workspace(nullptr, 0, d, FLX_CONV_BACKWARD_FILTER, &filter)) return st;
+    *bytes = data + filter;
+    return FLX_OK;
+  }
   // backend.h leaves d's memory fields unset here, but libflx's dispatch
   // passes them: the bias's buffer picks the plan the call will use. Where
   // it guessed wrong, the call makes its plan then and, should that plan
@@ -444,5 +523,6 @@ int conv_backward_data(void*, int, const flx_conv_desc* d, flx_stream) { return 
 int conv_backward_filter(void*, int, const flx_conv_desc* d, flx_stream) {
   return conv_pass(d, FLX_CONV_BACKWARD_FILTER);
 }
+int conv_backward(void*, int, const flx_conv_desc* d, flx_stream) { return conv_pass(d, FLX_CONV_BACKWARD); }
 
 }  // namespace flx::cpu_backend

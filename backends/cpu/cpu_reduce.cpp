@@ -3,6 +3,7 @@
 // (everything, the first dims, the last dims) straight loops.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -33,6 +34,29 @@ constexpr int64_t kWholeChunk = 1 << 16;
 // output in a table.
 constexpr int64_t kOffsetTable = 4096;
 
+// The sum of n contiguous floats in double, in 16 interleaved partial sums
+// (lanes of four vectors) added in a fixed order at the end, then the tail
+// in order. One chain of dependent adds ran at the adder's latency: a
+// 6.4-million-element sum took 2.8 ms on 2 cores, a fifth of what memory
+// allows. AVX2 where the CPU has it; every add rounds as written (no FMA),
+// so both copies give the same bits.
+using v4d = double __attribute__((vector_size(32)));
+using v4f = float __attribute__((vector_size(16)));
+__attribute__((target_clones("avx2", "default"))) double sum_f32_clones(const float* p, int64_t n) {
+  v4d a[4] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 4; ++k) {
+      v4f x;
+      std::memcpy(&x, p + i + 4 * k, sizeof x);
+      a[k] += __builtin_convertvector(x, v4d);
+    }
+  const v4d s = (a[0] + a[1]) + (a[2] + a[3]);
+  double acc = (s[0] + s[1]) + (s[2] + s[3]);
+  for (; i < n; ++i) acc += double(p[i]);
+  return acc;
+}
+
 // Runs of the canonical descriptor, as the general case walks them.
 struct Run {
   int64_t extent;
@@ -53,6 +77,8 @@ void reduce_impl(const flx_reduce_desc& d, A init, Combine combine, bool is_sum)
   const int nk = d.nkept_runs, nr = d.nred_runs;
   if (nk == 0 && nr <= 1) {  // everything, contiguous
     auto run = [&](int64_t lo, int64_t hi) {
+      if constexpr (std::is_same_v<T, float> && std::is_same_v<A, double>)
+        if (is_sum) return sum_f32_clones(in + lo, hi - lo);
       A acc = init;
       for (int64_t i = lo; i < hi; ++i) acc = combine(acc, A(load(in[i])));
       return acc;

@@ -207,6 +207,8 @@ void conv_any(int dev, const flx_conv_desc& d, flx_conv_pass pass, flx_stream st
       dnn::check_operand(dv, d.dw, nw, s.es, "conv dw");
       if (d.db.buf) dnn::check_operand(dv, d.db, s.cout, s.es, "conv db");
       break;
+    case FLX_CONV_BACKWARD:  // minor 13's conv_backward: not in this backend's table, never asked
+      break;
   }
   const int64_t chunk = usable_chunk(dv, d, s, op);
   const Launch L{dv, queue_of(dv, st), d, s, chunk};
@@ -240,6 +242,8 @@ void conv_any(int dev, const flx_conv_desc& d, flx_conv_pass pass, flx_stream st
         for (int64_t i = 0; i < nb; ++i)  // dw[g] (+)= col[n, g]^T * dy[n, g]: the first sample overwrites
           L.gemm(true, false, s.Kg, s.cout_g, s.P, L.col(i), L.image(d.dy, n0 + i, i), n0 + i == 0 ? 0.0 : 1.0,
                  L.weights(d.dw));
+        break;
+      case FLX_CONV_BACKWARD:  // never asked (above)
         break;
     }
   }

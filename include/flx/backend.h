@@ -16,7 +16,9 @@
  * precision_path; minor 10 the dnn table's group normalisation; minor 11 the
  * map ops of NNlib's remaining activations (hardsigmoid ... lisht, rrelu)
  * and their derivative products; minor 12 the compute table's rule_step,
- * every stateful optimiser rule's element update (backend_rules.h).
+ * every stateful optimiser rule's element update (backend_rules.h); minor 13
+ * the dnn table's conv_backward, both backward passes of a convolution in
+ * one call.
  *
  * Conventions
  *  - Every call takes the backend's own context pointer first.
@@ -89,7 +91,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 12u
+#define FLX_BACKEND_ABI_MINOR 13u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
@@ -591,11 +593,14 @@ typedef struct flx_comm_table {
  * Backward: conv_backward_data writes dx (the size of x) from dy (the size
  * of y) and w; conv_backward_filter writes dw (the size of w) from x and
  * dy, and db = sum of dy over everything but its channel dim when db.buf is
- * set. */
+ * set. conv_backward (minor 13, optional) writes dx, dw and db (when its
+ * buf is set) in one call, as the two calls would: a backend may share
+ * their work (the CPU's reorders each piece of dy once for both). */
 typedef enum flx_conv_pass {
   FLX_CONV_FORWARD = 0,
   FLX_CONV_BACKWARD_DATA = 1,
-  FLX_CONV_BACKWARD_FILTER = 2
+  FLX_CONV_BACKWARD_FILTER = 2,
+  FLX_CONV_BACKWARD = 3 /* minor 13: both backward passes (conv_backward) */
 } flx_conv_pass;
 
 typedef struct flx_conv_desc {
@@ -838,6 +843,13 @@ typedef struct flx_dnn_table {
   /* minor 10, optional: group normalisation (flx_groupnorm_desc) */
   int (*groupnorm_forward)(void* ctx, int dev, const flx_groupnorm_desc* d, flx_stream s);
   int (*groupnorm_backward)(void* ctx, int dev, const flx_groupnorm_desc* d, flx_stream s);
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 13
+  /* minor 13, optional: both backward passes of a convolution (dx, dw, and
+   * db when its buf is set) in one call; its workspace is conv_workspace's
+   * for pass FLX_CONV_BACKWARD. libflx calls it only where it would call
+   * both conv_backward_data and conv_backward_filter. */
+  int (*conv_backward)(void* ctx, int dev, const flx_conv_desc* d, flx_stream s);
 #endif
 } flx_dnn_table;
 

@@ -228,7 +228,10 @@ class Backend {
   // call, or answers FLX_ERR_UNSUPPORTED (a dtype it lacks). struct_size is
   // set here, and conv's workspace is allocated here for the call.
   bool has_dnn() const { return dnn_.served; }
+  // pass FLX_CONV_BACKWARD (both gradients in one call, minor 13) only
+  // where has_conv_backward().
   void conv(int dev, flx_conv_desc d, flx_conv_pass pass) const;
+  bool has_conv_backward() const { return has<&flx_dnn_table::conv_backward>(); }
   // The reserve a training pool_forward of d fills for pool_backward (none
   // when the backend asks for none); the op keeps it with its record.
   Scratch pool_reserve(int dev, const flx_pool_desc& d) const;

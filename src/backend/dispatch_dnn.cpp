@@ -15,6 +15,7 @@ const char* conv_name(flx_conv_pass pass) {
     case FLX_CONV_FORWARD: return "conv";
     case FLX_CONV_BACKWARD_DATA: return "conv (gradient of the input)";
     case FLX_CONV_BACKWARD_FILTER: return "conv (gradient of the weight)";
+    case FLX_CONV_BACKWARD: return "conv (gradients)";
   }
   return "conv";
 }
@@ -33,6 +34,7 @@ void Backend::conv(int dev, flx_conv_desc d, flx_conv_pass pass) const {
     case FLX_CONV_FORWARD: run<&dnn::conv_forward>(dnn_, op, dev, &d); break;
     case FLX_CONV_BACKWARD_DATA: run<&dnn::conv_backward_data>(dnn_, op, dev, &d); break;
     case FLX_CONV_BACKWARD_FILTER: run<&dnn::conv_backward_filter>(dnn_, op, dev, &d); break;
+    case FLX_CONV_BACKWARD: run<&dnn::conv_backward>(dnn_, op, dev, &d); break;
   }
 }
 

@@ -158,6 +158,24 @@ void conv_weight_grad(flx_conv_desc d, const Tensor& x, const Tensor& dy, const 
   d.db = db ? detail::mem(*db) : flx_mem{};
   detail::be(x).conv(detail::dev(x), d, FLX_CONV_BACKWARD_FILTER);
 }
+// dx, dw and db (when with_bias) in one backend call, where the backend
+// has it (it may share work between them: the CPU reorders dy once); false
+// when it has not, or an operand is empty.
+bool conv_grads_together(flx_conv_desc d, const Tensor& x, const Tensor& dy, const Tensor& w, bool with_bias,
+                         Tensor* gi) {
+  if (!detail::be(x).has_conv_backward() || x.numel() == 0 || dy.numel() == 0 || w.numel() == 0) return false;
+  gi[0] = empty(x.dtype(), x.shape(), x.device());
+  gi[1] = empty(x.dtype(), w.shape(), x.device());
+  if (with_bias) gi[2] = empty(x.dtype(), Shape{d.out_channels}, x.device());
+  d.x = detail::mem(x);
+  d.w = detail::mem(w);
+  d.dy = detail::mem(dy);
+  d.dx = detail::mem(gi[0]);
+  d.dw = detail::mem(gi[1]);
+  d.db = with_bias ? detail::mem(gi[2]) : flx_mem{};
+  detail::be(x).conv(detail::dev(x), d, FLX_CONV_BACKWARD);
+  return true;
+}
 Tensor as_dtype(const Tensor& g, DType t) { return g.dtype() == t ? g : g.to(t); }
 
 }  // namespace
@@ -192,6 +210,7 @@ Tensor crosscor(const Tensor& x, const Tensor& w, const Tensor& b, const ConvOpt
   autograd::record(layer, autograd::Order::FirstOnly, y, {x, w, b},
                    [d, xs = x.detach(), ws = w.detach()](const Tensor& g0, const bool* needs, Tensor* gi) {
     const Tensor g = ops::as_dtype(g0, xs.dtype());
+    if (needs[0] && needs[1] && ops::conv_grads_together(d, xs, g, ws, needs[2], gi)) return;
     if (needs[0]) gi[0] = ops::conv_input_grad(d, g, ws, xs.shape());
     if (needs[1] || needs[2]) {
       Tensor dw, db;
