@@ -174,6 +174,23 @@ TEST_P(Ops, Reductions) {
   EXPECT_THROW(mean(on(zeros(0))), ArgumentError);
 }
 
+// The CPU sums a whole Float32 tensor in double (in 16 interleaved lanes,
+// then chunks of 65536 in order): the result is the exact sum rounded once
+// to Float32, give or take an ulp where the double sum lands near a
+// rounding boundary. Lengths around the lanes' 16 and the chunks' 2^17.
+TEST(CpuReductions, WholeFloat32SumIsTheDoubleSumRounded) {
+  set_seed(11);
+  for (int64_t n : {1, 15, 16, 17, 33, 1000, 131071, 131072, 131073, 300001}) {
+    const Tensor x = rand(n) - 0.25f;
+    double want = 0;
+    for (float v : x.to_vector<float>()) want += double(v);
+    const double got = sum(x).item<float>();
+    const double ulp = std::ldexp(1.0, std::ilogb(float(want)) - 23);
+    EXPECT_NEAR(got, want, ulp) << "sum of " << n << " elements";
+    EXPECT_NEAR(mean(x).item<float>(), want / double(n), 2 * ulp / double(n)) << "mean of " << n << " elements";
+  }
+}
+
 TEST_P(Ops, Matmul) {
   // column-major: A = [1 3 5; 2 4 6]
   Tensor A = vec({1, 2, 3, 4, 5, 6}, {2, 3});
