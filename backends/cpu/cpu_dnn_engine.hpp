@@ -103,7 +103,10 @@ inline constexpr size_t kCacheEntries = 256;
 inline uint64_t aligned(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // Host memory for a call: the caller's workspace when it holds `bytes`,
-// else a buffer of its own (64-byte aligned, freed with the object).
+// else a buffer of its own (64-byte aligned, freed with the object) from
+// the backend's allocator, which keeps large blocks for reuse: a fresh
+// buffer from the system each call (an LSTM's backward asks for 15 MB)
+// paid page faults and page clearing for all of it every step.
 class Scratch {
  public:
   Scratch(flx_mem given, uint64_t given_bytes, uint64_t bytes) {
@@ -112,14 +115,16 @@ class Scratch {
       ptr_ = addr(given);
       return;
     }
-    own_.reset(static_cast<char*>(::operator new(bytes, std::align_val_t(64))));
+    flx_buffer b = nullptr;
+    if (alloc(nullptr, 0, size_t(bytes), nullptr, &b) != FLX_OK) throw std::bad_alloc();
+    own_.reset(reinterpret_cast<char*>(b));
     ptr_ = own_.get();
   }
   char* at(uint64_t offset) const { return ptr_ + offset; }
 
  private:
   struct Free {
-    void operator()(char* p) const { ::operator delete(p, std::align_val_t(64)); }
+    void operator()(char* p) const { cpu_backend::free(nullptr, 0, reinterpret_cast<flx_buffer>(p), nullptr); }
   };
   std::unique_ptr<char, Free> own_;
   char* ptr_ = nullptr;

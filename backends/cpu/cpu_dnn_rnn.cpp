@@ -137,18 +137,33 @@ int check_rnn(const char* call, const flx_rnn_desc* d, Sizes* s) {
   return FLX_OK;
 }
 
-// The weights in a plan's layout (the forward's or the backward's), once for
-// all its pieces: at `at`, the layer's then the iteration's.
-// The two reorders run side by side on flx's pool, oneDNN on one thread in each.
-void reorder_weights(const md& layer_inner, const md& iter_inner, const Sizes& s, const flx_rnn_desc& d, char* at) {
-  const md wl_plain = weights_md(s.input, s.hidden, tag::ldigo), wi_plain = weights_md(s.hidden, s.hidden, tag::ldigo);
-  run_pieces(BatchPieces(2, kPieceWork, 2), [&](int64_t k, int64_t) {
-    dnnl::stream& str = stream();
-    dnnl::memory user = k == 0 ? wrap(wl_plain, addr(d.wi)) : wrap(wi_plain, addr(d.wh));
-    dnnl::memory inner = k == 0 ? wrap(layer_inner, at) : wrap(iter_inner, at + aligned(layer_inner.get_size()));
-    dnnl::reorder(user, inner).execute(str, user, inner);
-    str.wait();
-  });
+// flx's Wi and Wh in oneDNN's terms: ldigo.
+md plain_layer(const Sizes& s) { return weights_md(s.input, s.hidden, tag::ldigo); }
+md plain_iter(const Sizes& s) { return weights_md(s.hidden, s.hidden, tag::ldigo); }
+
+// The weights as a plan (the forward's or the backward's) reads them: flx's
+// own where the plan's layout is flx's (the forward's ldigo, where oneDNN
+// leaves its rows unpadded: 4H a multiple of 16 floats and not of 256),
+// else reordered once for all its pieces into `at` (the layer's, then the
+// iteration's), the two reorders side by side on flx's pool, oneDNN on one
+// thread in each.
+struct WeightPtrs {
+  char *layer, *iter;
+};
+WeightPtrs plan_weights(const md& layer_inner, const md& iter_inner, const Sizes& s, const flx_rnn_desc& d, char* at) {
+  const md plain[2] = {plain_layer(s), plain_iter(s)}, inner[2] = {layer_inner, iter_inner};
+  char* const user[2] = {addr(d.wi), addr(d.wh)};
+  char* const own[2] = {at, at + aligned(layer_inner.get_size())};
+  const bool same[2] = {inner[0] == plain[0], inner[1] == plain[1]};
+  if (!same[0] || !same[1])
+    run_pieces(BatchPieces(2, kPieceWork, 2), [&](int64_t k, int64_t) {
+      if (same[k]) return;
+      dnnl::stream& str = stream();
+      dnnl::memory u = wrap(plain[k], user[k]), o = wrap(inner[k], own[k]);
+      dnnl::reorder(u, o).execute(str, u, o);
+      str.wait();
+    });
+  return {same[0] ? user[0] : own[0], same[1] ? user[1] : own[1]};
 }
 uint64_t weights_bytes(const md& layer, const md& iter) { return aligned(layer.get_size()) + aligned(iter.get_size()); }
 
@@ -178,10 +193,11 @@ int forward(const flx_rnn_desc& d, const Sizes& s) {
     piece_at[k] = lay.add(p.of(k).fwd_pd.scratchpad_desc().get_size() + 2 * aligned(H * uint64_t(s.batch) * fl));
   Scratch scratch({}, 0, lay.size);
   if (!d.b.buf) std::memset(scratch.at(bias_at), 0, kGates * H * fl);
+  WeightPtrs w[2]{};
   for (int i = 0; i < 2; ++i)
     if (p.plan[i])
-      reorder_weights(p.plan[i]->fwd_pd.weights_layer_desc(), p.plan[i]->fwd_pd.weights_iter_desc(), s, d,
-                      scratch.at(weights_at[i]));
+      w[i] = plan_weights(p.plan[i]->fwd_pd.weights_layer_desc(), p.plan[i]->fwd_pd.weights_iter_desc(), s, d,
+                          scratch.at(weights_at[i]));
   run_pieces(p.pieces, [&](int64_t k, int64_t first) {
     const RnnPlan& plan = p.of(k);
     const int i = k < p.pieces.longer ? 0 : 1;
@@ -200,8 +216,8 @@ int forward(const flx_rnn_desc& d, const Sizes& s) {
         {DNNL_ARG_SRC_LAYER, wrap(x, addr(d.x) + b0 * C * T * fl)},
         {DNNL_ARG_SRC_ITER, state(d.h0, nullptr)},
         {DNNL_ARG_SRC_ITER_C, state(d.c0, nullptr)},
-        {DNNL_ARG_WEIGHTS_LAYER, wrap(wl, scratch.at(weights_at[i]))},
-        {DNNL_ARG_WEIGHTS_ITER, wrap(wi, scratch.at(weights_at[i]) + aligned(wl.get_size()))},
+        {DNNL_ARG_WEIGHTS_LAYER, wrap(wl, w[i].layer)},
+        {DNNL_ARG_WEIGHTS_ITER, wrap(wi, w[i].iter)},
         {DNNL_ARG_BIAS, wrap(bias_md(s.hidden), d.b.buf ? addr(d.b) : scratch.at(bias_at))},
         {DNNL_ARG_DST_LAYER, wrap(y, addr(d.y) + b0 * H * T * fl)},
         {DNNL_ARG_DST_ITER, state(d.hn, spare)},
@@ -229,31 +245,44 @@ int backward(const flx_rnn_desc& d, const Sizes& s) {
   for (int i = 0; i < 2; ++i)
     if (p.plan[i]) weights_at[i] = lay.add(weights_bytes(p.plan[i]->bwd_pd.weights_layer_desc(),
                                                          p.plan[i]->bwd_pd.weights_iter_desc()));
+  // A weight gradient of a piece: oneDNN's (in its layout, at `inner`)
+  // and, where that layout is not flx's, the same in flx's (at `plain`),
+  // which is what the pieces' sum adds up. Alone and in flx's layout, it is
+  // the caller's output itself.
+  struct Grad {
+    bool flx_layout;
+    uint64_t inner, plain;
+    uint64_t summed() const { return flx_layout ? inner : plain; }
+  };
   struct PieceParts {
-    uint64_t pad, dwl, dwi, db, spare;
-    uint64_t plain_dwl, plain_dwi;  // the weight gradients in flx's layout, to be summed (several pieces)
+    uint64_t pad, db, spare;
+    Grad dwl, dwi;
   };
   std::vector<PieceParts> parts(size_t(p.pieces.count));
   const uint64_t spare_bytes = aligned(T * B * C * fl) + 4 * aligned(B * H * fl);
+  const bool alone = p.pieces.count == 1;
+  auto grad = [&](const md& inner, const md& plain, uint64_t numel, flx_mem out) {
+    Grad g{inner == plain, 0, 0};
+    if (!(alone && g.flx_layout && out.buf)) g.inner = lay.add(inner.get_size());
+    if (!alone && !g.flx_layout) g.plain = lay.add(numel * fl);
+    return g;
+  };
   for (int64_t k = 0; k < p.pieces.count; ++k) {
     const RnnPlan& plan = p.of(k);
     PieceParts& q = parts[size_t(k)];
     q.pad = lay.add(plan.bwd_pd.scratchpad_desc().get_size());
-    q.dwl = lay.add(plan.bwd_pd.diff_weights_layer_desc().get_size());
-    q.dwi = lay.add(plan.bwd_pd.diff_weights_iter_desc().get_size());
+    q.dwl = grad(plan.bwd_pd.diff_weights_layer_desc(), plain_layer(s), wl_numel, d.dwi);
+    q.dwi = grad(plan.bwd_pd.diff_weights_iter_desc(), plain_iter(s), wi_numel, d.dwh);
     q.db = lay.add(gates * fl);
     q.spare = lay.add(spare_bytes);
-    if (p.pieces.count > 1) {
-      q.plain_dwl = lay.add(wl_numel * fl);
-      q.plain_dwi = lay.add(wi_numel * fl);
-    }
   }
   Scratch scratch({}, 0, lay.size);
   if (!d.b.buf) std::memset(scratch.at(bias_at), 0, gates * fl);
+  WeightPtrs w[2]{};
   for (int i = 0; i < 2; ++i)
     if (p.plan[i])
-      reorder_weights(p.plan[i]->bwd_pd.weights_layer_desc(), p.plan[i]->bwd_pd.weights_iter_desc(), s, d,
-                      scratch.at(weights_at[i]));
+      w[i] = plan_weights(p.plan[i]->bwd_pd.weights_layer_desc(), p.plan[i]->bwd_pd.weights_iter_desc(), s, d,
+                          scratch.at(weights_at[i]));
   run_pieces(p.pieces, [&](int64_t k, int64_t first) {
     const RnnPlan& plan = p.of(k);
     const int i = k < p.pieces.longer ? 0 : 1;
@@ -280,15 +309,22 @@ int backward(const flx_rnn_desc& d, const Sizes& s) {
     };
     const md wl = pd.weights_layer_desc(), wi = pd.weights_iter_desc();
     const md dwl = pd.diff_weights_layer_desc(), dwi = pd.diff_weights_iter_desc();
-    std::memset(scratch.at(q.dwl), 0, dwl.get_size());  // oneDNN adds the gradients onto these
-    std::memset(scratch.at(q.dwi), 0, dwi.get_size());
+    // where oneDNN writes a weight gradient: the caller's output (alone, in
+    // flx's layout, and wanted) or the piece's own
+    auto target = [&](const Grad& g, flx_mem out) {
+      return alone && g.flx_layout && out.buf ? addr(out) : scratch.at(g.inner);
+    };
+    char* const dwl_at = target(q.dwl, d.dwi);
+    char* const dwi_at = target(q.dwi, d.dwh);
+    std::memset(dwl_at, 0, dwl.get_size());  // oneDNN adds the gradients onto these
+    std::memset(dwi_at, 0, dwi.get_size());
     std::memset(scratch.at(q.db), 0, gates * fl);
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC_LAYER, wrap(x, addr(d.x) + b0 * C * T * fl)},
         {DNNL_ARG_SRC_ITER, state_in(d.h0)},
         {DNNL_ARG_SRC_ITER_C, state_in(d.c0)},
-        {DNNL_ARG_WEIGHTS_LAYER, wrap(wl, scratch.at(weights_at[i]))},
-        {DNNL_ARG_WEIGHTS_ITER, wrap(wi, scratch.at(weights_at[i]) + aligned(wl.get_size()))},
+        {DNNL_ARG_WEIGHTS_LAYER, wrap(wl, w[i].layer)},
+        {DNNL_ARG_WEIGHTS_ITER, wrap(wi, w[i].iter)},
         {DNNL_ARG_BIAS, wrap(bias_md(s.hidden), d.b.buf ? addr(d.b) : scratch.at(bias_at))},
         {DNNL_ARG_DST_LAYER, wrap(y, addr(d.y) + b0 * H * T * fl)},
         {DNNL_ARG_DST_ITER, wrap(last, addr(d.y) + ((T - 1) + b0 * T) * H * fl)},  // h_T: y's last step
@@ -297,8 +333,8 @@ int backward(const flx_rnn_desc& d, const Sizes& s) {
         {DNNL_ARG_DIFF_SRC_LAYER, wrap(x, (d.dx.buf ? addr(d.dx) : spare) + b0 * C * T * fl)},
         {DNNL_ARG_DIFF_SRC_ITER, state_out(d.dh0, 2)},
         {DNNL_ARG_DIFF_SRC_ITER_C, state_out(d.dc0, 3)},
-        {DNNL_ARG_DIFF_WEIGHTS_LAYER, wrap(dwl, scratch.at(q.dwl))},
-        {DNNL_ARG_DIFF_WEIGHTS_ITER, wrap(dwi, scratch.at(q.dwi))},
+        {DNNL_ARG_DIFF_WEIGHTS_LAYER, wrap(dwl, dwl_at)},
+        {DNNL_ARG_DIFF_WEIGHTS_ITER, wrap(dwi, dwi_at)},
         {DNNL_ARG_DIFF_BIAS, wrap(bias_md(s.hidden), scratch.at(q.db))},
         {DNNL_ARG_DIFF_DST_LAYER, wrap(y, addr(d.dy) + b0 * H * T * fl)},
         {DNNL_ARG_DIFF_DST_ITER, zero_state(d.dhn, 0)},
@@ -306,36 +342,38 @@ int backward(const flx_rnn_desc& d, const Sizes& s) {
         {DNNL_ARG_SCRATCHPAD, wrap(pd.scratchpad_desc(), scratch.at(q.pad))}};
     dnnl::stream& str = stream();
     plan.bwd.execute(str, args);
-    // The weight gradients in flx's layout, still on the piece's thread:
-    // the caller's when this is the only piece, else the piece's own, summed below.
-    auto to_plain = [&](const md& inner, uint64_t from, flx_mem out, uint64_t plain_at, const md& plain) {
-      char* to = p.pieces.count > 1 ? scratch.at(plain_at) : out.buf ? addr(out) : nullptr;
+    // The weight gradients not in flx's layout reordered to it, still on
+    // the piece's thread: into the caller's when this is the only piece,
+    // else into the piece's own, summed below.
+    auto to_plain = [&](const md& inner, const Grad& g, flx_mem out, const md& plain) {
+      if (g.flx_layout) return;
+      char* to = !alone ? scratch.at(g.plain) : out.buf ? addr(out) : nullptr;
       if (!to) return;
-      dnnl::memory src = wrap(inner, scratch.at(from)), dst = wrap(plain, to);
+      dnnl::memory src = wrap(inner, scratch.at(g.inner)), dst = wrap(plain, to);
       dnnl::reorder(src, dst).execute(str, src, dst);
     };
-    to_plain(dwl, q.dwl, d.dwi, q.plain_dwl, weights_md(s.input, s.hidden, tag::ldigo));
-    to_plain(dwi, q.dwi, d.dwh, q.plain_dwi, weights_md(s.hidden, s.hidden, tag::ldigo));
+    to_plain(dwl, q.dwl, d.dwi, plain_layer(s));
+    to_plain(dwi, q.dwi, d.dwh, plain_iter(s));
     str.wait();
   });
   // Several pieces: their parameter gradients summed in piece order, each
   // element's sum the same at any thread count.
-  auto sum_pieces = [&](flx_mem out, uint64_t numel, uint64_t PieceParts::*part) {
+  auto sum_pieces = [&](flx_mem out, uint64_t numel, auto offset_of) {
     if (!out.buf) return;
     float* dst = reinterpret_cast<float*>(addr(out));
     parallel_for(int64_t(numel), parallel_grain, [&](int64_t lo, int64_t hi) {
       for (int64_t e = lo; e < hi; ++e) {
         float v = 0;
-        for (const PieceParts& q : parts) v += reinterpret_cast<const float*>(scratch.at(q.*part))[e];
+        for (const PieceParts& q : parts) v += reinterpret_cast<const float*>(scratch.at(offset_of(q)))[e];
         dst[e] = v;
       }
     });
   };
-  if (p.pieces.count > 1) {
-    sum_pieces(d.dwi, wl_numel, &PieceParts::plain_dwl);
-    sum_pieces(d.dwh, wi_numel, &PieceParts::plain_dwi);
+  if (!alone) {
+    sum_pieces(d.dwi, wl_numel, [](const PieceParts& q) { return q.dwl.summed(); });
+    sum_pieces(d.dwh, wi_numel, [](const PieceParts& q) { return q.dwi.summed(); });
   }
-  sum_pieces(d.db, gates, &PieceParts::db);  // flx's layout already
+  sum_pieces(d.db, gates, [](const PieceParts& q) { return q.db; });  // flx's layout already
   return FLX_OK;
 }
 
