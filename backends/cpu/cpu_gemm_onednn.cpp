@@ -28,6 +28,7 @@
 #include "cpu_gemm_onednn.hpp"
 #include "cpu_gemm_tiles.hpp"
 #include "cpu_native_halves.hpp"
+#include "backend_common/env_switch.hpp"
 
 namespace flx::cpu_backend {
 namespace {
@@ -196,10 +197,7 @@ bool gemm_onednn_tiles(const flx_gemm_desc& d, const GemmTileHooks* hooks) {
 bool gemm_half_native(const flx_gemm_desc& d) { return native_halves_enabled() && gemm_onednn_tiles(d, nullptr); }
 
 bool f32_gemm_on_onednn(const flx_gemm_desc& d) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("FLX_CPU_F32_GEMM");
-    return !(v && std::string(v) == "openblas");
-  }();
+  static const bool enabled = backend_common::env_choice("FLX_CPU_F32_GEMM", {"onednn", "openblas"}, 0) == 0;
   return enabled && 2.0 * double(d.m) * double(d.n) * double(d.k) >= kOnednnF32Flops;
 }
 

@@ -8,6 +8,7 @@
 #include "cpu_common.hpp"
 #include "cpu_dnn_engine.hpp"
 #include "flx/backend.h"
+#include "backend_common/env_switch.hpp"
 
 namespace flx::cpu_backend::onednn {
 namespace {
@@ -42,10 +43,7 @@ dnnl::memory::data_type data_type(int32_t dtype) {
 }
 
 bool native_halves_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLX_CPU_NATIVE_HALVES");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = backend_common::env_switch("FLX_CPU_NATIVE_HALVES", true);
   return on;
 }
 

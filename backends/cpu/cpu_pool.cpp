@@ -23,6 +23,7 @@
 #include "cpu_load.hpp"
 #include "flx/error.hpp"
 #include "flx/threads.hpp"
+#include "backend_common/env_switch.hpp"
 
 namespace flx::cpu_backend {
 namespace {
@@ -60,10 +61,7 @@ int env_threads() {
   }
   return 0;
 }
-bool env_adaptive() {
-  const char* v = std::getenv("FLX_ADAPTIVE_THREADS");
-  return !(v && std::string_view(v) == "0");
-}
+bool env_adaptive() { return backend_common::env_switch("FLX_ADAPTIVE_THREADS", true); }
 
 thread_local bool t_in_loop = false;        // inside a pool loop (helpers always): nested loops run inline
 thread_local int64_t t_sampled_at = -1;     // when this thread last measured the load

@@ -11,6 +11,7 @@
 #include "cuda_blas_libs.hpp"
 #include "cuda_common.hpp"
 #include "cuda_thread_handles.hpp"
+#include "backend_common/env_switch.hpp"
 
 namespace flx_cuda {
 namespace {
@@ -44,10 +45,7 @@ bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 }  // namespace
 
 bool allow_tf32() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLX_CUDA_ALLOW_TF32");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool on = flx::backend_common::env_switch("FLX_CUDA_ALLOW_TF32", false);
   return on;
 }
 

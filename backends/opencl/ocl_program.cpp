@@ -12,15 +12,13 @@
 
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"
+#include "backend_common/env_switch.hpp"
 
 namespace flx_ocl {
 namespace {
 
 bool verbose() {
-  static const bool v = [] {
-    const char* e = std::getenv("FLX_OPENCL_VERBOSE");
-    return e && *e && std::string(e) != "0";
-  }();
+  static const bool v = flx::backend_common::env_switch("FLX_OPENCL_VERBOSE", false);
   return v;
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include "backend_common/env_switch.hpp"
 
 namespace flx::ops {
 namespace {
@@ -17,10 +18,7 @@ std::atomic<int64_t> g_key_tile{0};
 constexpr int64_t kDefaultKeyTile = 256;  // attention_tiled.cpp says why
 
 bool library_from_environment() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLX_ATTENTION_LIBRARY");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = backend_common::env_switch("FLX_ATTENTION_LIBRARY", true);
   return on;
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ops_internal.hpp"
+#include "backend_common/env_switch.hpp"
 
 namespace flx::ops {
 namespace {
@@ -15,10 +16,7 @@ namespace {
 // FLX_DENSE_FUSED=0 turns the fused path off (to compare timings, or to
 // rule it out when hunting a bug); read once.
 bool fused_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLX_DENSE_FUSED");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = backend_common::env_switch("FLX_DENSE_FUSED", true);
   return on;
 }
 

@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "backend/scratch.hpp"
+#include "backend_common/env_switch.hpp"
 
 namespace flx::ops {
 namespace {
@@ -30,20 +31,14 @@ namespace {
 // FLX_RECURRENT_FUSED=0 runs the layers' cells step by step instead (to
 // compare, or to rule this op out when hunting a bug); read once.
 bool fused_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLX_RECURRENT_FUSED");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = backend_common::env_switch("FLX_RECURRENT_FUSED", true);
   return on;
 }
 
 // FLX_RECURRENT_LIBRARY=0 runs recurrent layers with these kernels even where
 // the backend has its own (the dnn table's rnn_*), to compare them; read once.
 bool library_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLX_RECURRENT_LIBRARY");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = backend_common::env_switch("FLX_RECURRENT_LIBRARY", true);
   return on;
 }
 
