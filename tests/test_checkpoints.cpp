@@ -331,6 +331,47 @@ TEST(Checkpoints, OptimiserStateResumesTrainingExactly) {
             std::string::npos);
 }
 
+// freeze's flags are part of the optimiser state (Optimisers.jl's Leaf has
+// `frozen`): a run resumed from a checkpoint leaves the same tensors alone.
+TEST(Checkpoints, FrozenLeavesStayFrozenAfterLoading) {
+  TempDir tmp;
+  MLP m = mlp();
+  OptState opt = setup(Adam(0.01), m);
+  ASSERT_EQ(freeze(opt, "layers.0"), 2u);
+  save(tmp / "opt.safetensors", opt);
+  OptState fresh = setup(Adam(0.01), m);
+  ASSERT_EQ(freeze(fresh, "layers.1.bias"), 1u);  // the checkpoint's flags replace these
+  loadmodel(fresh, load(tmp / "opt.safetensors"));
+  std::vector<bool> flags;
+  for (const auto& leaf : fresh.entries()) flags.push_back(leaf.frozen);
+  EXPECT_EQ(flags, (std::vector<bool>{true, true, false, false}));
+  // A step moves only the leaves that were not frozen.
+  MLP r = mlp();
+  OptState ropt = setup(Adam(0.01), r);
+  loadmodel(ropt, load(tmp / "opt.safetensors"));
+  const auto before = trainables(r);
+  std::vector<std::vector<float>> start;
+  for (const Tensor& p : before) start.push_back(p.to_vector<float>());
+  set_seed(4);
+  const Tensor x = randn(3, 5), y = randn(2, 5);
+  update(ropt, r, std::get<0>(gradient([&](const MLP& mm) { return mse(mm(x), y); }, r)));
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(before[i].to_vector<float>() == start[i], i < 2) << "leaf " << i;
+  // Thawed and saved again: nothing is frozen after loading.
+  thaw(opt);
+  save(tmp / "opt2.safetensors", opt);
+  loadmodel(fresh, load(tmp / "opt2.safetensors"));
+  for (const auto& leaf : fresh.entries()) EXPECT_FALSE(leaf.frozen) << leaf.path;
+  // A frozen path the state does not have is refused, and changes nothing.
+  State other = state(opt);
+  other.metadata()["flx.frozen"] = "layers.0.weight\nlayers.7.weight";
+  ASSERT_EQ(freeze(fresh, "layers.1"), 2u);
+  const std::string why = error_of([&] { loadmodel(fresh, other); });
+  EXPECT_NE(why.find("\"layers.7.weight\" frozen"), std::string::npos) << why;
+  EXPECT_TRUE(fresh.entries()[2].frozen);
+  EXPECT_FALSE(fresh.entries()[0].frozen);
+}
+
 // ---- checkpoints of other libraries ---------------------------------------------
 
 namespace {

@@ -276,7 +276,8 @@ inline void adjust(OptState& state, double eta) { state.adjust(eta); }
 // tensor, "layers.0.weight" for one; "" for all). A frozen leaf keeps its
 // parameter and its state as they are. Returns how many leaves it changed;
 // a path that names no leaf is an ArgumentError listing the leaves. The
-// flags are not part of checkpoints: freeze again after loading.
+// flags are part of the state's checkpoint (save(path, state)): loadmodel
+// sets them as they were saved.
 FLX_API size_t freeze(OptState& state, const std::string& path = "");
 FLX_API size_t thaw(OptState& state, const std::string& path = "");
 

@@ -53,6 +53,9 @@ namespace {
 constexpr const char* kKind = "flx.kind";
 constexpr const char* kOptKind = "optimiser state";
 constexpr const char* kRule = "flx.rule";
+// The paths of the frozen leaves (freeze(state, path)), one per line; absent
+// in checkpoints written before they were saved.
+constexpr const char* kFrozen = "flx.frozen";
 
 // Reversing the dims turns column-major storage into the row-major order of
 // the same shape, and back.
@@ -246,6 +249,10 @@ State state(const OptState& opt) {
       [&](const std::string& name, const std::vector<double>& v) { s.insert(name, scalars_tensor(v)); });
   s.metadata()[kKind] = kOptKind;
   s.metadata()[kRule] = rule_text(opt.rule().state_rule());
+  std::string frozen;
+  for (const OptState::Leaf& leaf : opt.entries())
+    if (leaf.frozen) frozen += (frozen.empty() ? "" : "\n") + leaf.path;
+  s.metadata()[kFrozen] = frozen;
   return s;
 }
 
@@ -269,8 +276,24 @@ void loadmodel(OptState& opt, const State& s) {
         targets.emplace_back(name, scalars_tensor(v));
         scalars.emplace_back(targets.back().second, &v);
       });
+  // The frozen flags, checked before anything changes: each path names a
+  // leaf of this state. A checkpoint without them leaves the flags as they are.
+  const auto frozen_entry = s.metadata().find(kFrozen);
+  std::set<std::string> frozen;
+  if (frozen_entry != s.metadata().end()) {
+    std::istringstream lines(frozen_entry->second);
+    for (std::string path; std::getline(lines, path);)
+      if (!path.empty()) frozen.insert(path);
+    for (const std::string& path : frozen)
+      FLX_CHECK(std::any_of(opt.entries().begin(), opt.entries().end(),
+                            [&](const OptState::Leaf& l) { return l.path == path; }),
+                CheckpointError, "loadmodel: the checkpoint's optimiser state has its leaf \"", path,
+                "\" frozen, but this state has no leaf of that name; it is the state of another model");
+  }
   detail::load_into(targets, s, "loadmodel (optimiser state)");
   for (auto& [t, dst] : scalars) *dst = t.to_vector<double>();
+  if (frozen_entry != s.metadata().end())
+    for (OptState::Leaf& leaf : opt.entries()) leaf.frozen = frozen.count(leaf.path) > 0;
 }
 
 }  // namespace flx
