@@ -27,52 +27,13 @@
 #include <vector>
 
 #include "char_text.hpp"
+#include "char_transformer_model.hpp"
 
 using namespace flx;
 
 namespace {
 
-// The example's pre-norm block, with its width and heads as arguments:
-// x + attention(LayerNorm(x)), then h + MLP(LayerNorm(h)).
-struct Block {
-  LayerNorm ln1, ln2;
-  MultiHeadAttention attn;
-  Dense up, down;
-
-  Block(int64_t d, int64_t heads)
-      : ln1(d), ln2(d), attn(d, {.nheads = heads}), up(d, 4 * d, gelu), down(4 * d, d) {}
-  Tensor operator()(const Tensor& x) const {
-    const Tensor h = x + attn(ln1(x), {.causal = true}).first;
-    return h + down(up(ln2(h)));
-  }
-};
-FLX_FUNCTOR(Block, ln1, ln2, attn, up, down)
-
-struct CharTransformer {
-  Embedding tokens, positions;
-  std::vector<Block> blocks;
-  LayerNorm ln;
-  Dense out;
-
-  // Draws the initial weights in the example's order (tokens, positions,
-  // the blocks, out), so that set_seed(s) gives the example's model.
-  CharTransformer(int64_t vocab, int64_t seq, int64_t d, int64_t heads, int64_t layers)
-      : tokens(vocab, d), positions(seq, d), blocks(make_blocks(d, heads, layers)), ln(d), out(d, vocab) {}
-  static std::vector<Block> make_blocks(int64_t d, int64_t heads, int64_t layers) {
-    std::vector<Block> b;
-    for (int64_t i = 0; i < layers; ++i) b.emplace_back(d, heads);  // each its own (copies share tensors)
-    return b;
-  }
-  Tensor operator()(const Tensor& ids) const {
-    const int64_t t = ids.shape()[0];
-    std::vector<int64_t> at(static_cast<size_t>(t));
-    for (int64_t i = 0; i < t; ++i) at[size_t(i)] = i;
-    Tensor h = tokens(ids) + positions(tensor(at, Shape{t}).to(ids.device()));
-    for (const Block& b : blocks) h = b(h);
-    return out(ln(h));
-  }
-};
-FLX_FUNCTOR(CharTransformer, tokens, positions, blocks, ln, out)
+using zoo::CharTransformer;  // the example's model (examples/char_transformer_model.hpp)
 
 // PyTorch's names (bench/char_models_torch.py) -> flx's, with the
 // embeddings transposed ([n, d] -> (d, n)).

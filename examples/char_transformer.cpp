@@ -23,57 +23,11 @@
 #include <string>
 
 #include "char_text.hpp"
+#include "char_transformer_model.hpp"
 #include "zoo_args.hpp"
 
 using namespace flx;
 
-namespace {
-
-// x + attention(LayerNorm(x)), then h + MLP(LayerNorm(h)), on (dim, t, batch).
-// The attention weights are not needed: `.scores = false` never holds them,
-// so memory grows linearly with the sequence (docs/attention.md).
-struct Block {
-  LayerNorm ln1, ln2;
-  MultiHeadAttention attn;
-  Dense up, down;
-
-  Block(int64_t dim, int64_t heads)
-      : ln1(dim), ln2(dim), attn(dim, {.nheads = heads}), up(dim, 4 * dim, gelu), down(4 * dim, dim) {}
-  Tensor operator()(const Tensor& x) const {
-    const Tensor h = x + attn(ln1(x), {.causal = true, .scores = false}).first;
-    return h + down(up(ln2(h)));
-  }
-};
-FLX_FUNCTOR(Block, ln1, ln2, attn, up, down)
-
-struct CharTransformer {
-  Embedding tokens, positions;
-  std::vector<Block> blocks;
-  LayerNorm ln;
-  Dense out;
-
-  // Members are made in their order, each drawing its initial weights.
-  CharTransformer(int64_t vocab, int64_t seq, int64_t dim, int64_t heads, int64_t layers)
-      : tokens(vocab, dim), positions(seq, dim), blocks(stack(dim, heads, layers)), ln(dim), out(dim, vocab) {}
-  static std::vector<Block> stack(int64_t dim, int64_t heads, int64_t layers) {
-    std::vector<Block> b;
-    for (int64_t i = 0; i < layers; ++i) b.emplace_back(dim, heads);
-    return b;
-  }
-  // ids (t, batch) Int64 -> logits (vocab, t, batch)
-  Tensor operator()(const Tensor& ids) const {
-    const int64_t t = ids.shape()[0];
-    std::vector<int64_t> at(static_cast<size_t>(t));
-    for (int64_t i = 0; i < t; ++i) at[size_t(i)] = i;
-    // (dim, t) positions broadcast over the batch
-    Tensor h = tokens(ids) + positions(tensor(at, Shape{t}).to(ids.device()));
-    for (const Block& b : blocks) h = b(h);
-    return out(ln(h));
-  }
-};
-FLX_FUNCTOR(CharTransformer, tokens, positions, blocks, ln, out)
-
-}  // namespace
 
 int main(int argc, char** argv) {
   const zoo::Args a = zoo::parse_args(argc, argv, "char_transformer", /*with_precision=*/true, /*with_size=*/true);
@@ -87,7 +41,7 @@ int main(int argc, char** argv) {
     const zoo::CharText text = zoo::load_licenses();
     const Device dev = a.device.empty() ? get_device() : get_device(a.device);
     const DType precision = a.precision == "bf16" ? BFloat16 : a.precision == "f16" ? Float16 : Float32;
-    auto model = to_precision(CharTransformer(int64_t(text.vocab.size()), a.seq, a.dim, a.heads, a.layers),
+    auto model = to_precision(zoo::CharTransformer(int64_t(text.vocab.size()), a.seq, a.dim, a.heads, a.layers),
                               precision) |
                  dev;
     // Low precision: Float32 copies of the weights in the optimiser state,
@@ -102,7 +56,7 @@ int main(int argc, char** argv) {
       y = y | dev;
       const double scale = scaler.scale();
       auto [l, g] =
-          withgradient([&](const CharTransformer& m) { return scaler.scale(zoo::char_loss(m(x), y)); }, model);
+          withgradient([&](const zoo::CharTransformer& m) { return scaler.scale(zoo::char_loss(m(x), y)); }, model);
       scaler.update(opt, model, std::get<0>(g));  // for f16: skips a step whose gradients overflowed
       if (step % 50 == 0 || step == a.steps)
         std::fprintf(stderr, "step %d: loss %.4f\n", step, l.item<double>() / scale);
