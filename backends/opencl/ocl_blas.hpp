@@ -24,4 +24,12 @@ void blas_gemm(cl_command_queue q, int32_t dtype, bool trans_a, bool trans_b, si
                double alpha, const BlasMatrix& a, const BlasMatrix& b, double beta, const BlasMatrix& c,
                size_t batch = 1);
 
+// How many kinds of CLBlast product (routine, transpositions, size to a
+// power of two, device) this process has run; the first of each waited for
+// its queue, so that PoCL's compile of its kernels is over (ocl_gemm.cpp).
+size_t blas_kinds_waited_for();
+// Whether that routine's product of that kind on q's device has run (and waited).
+bool blas_kind_waited_for(cl_command_queue q, const char* routine, bool trans_a, bool trans_b, size_t m, size_t n,
+                          size_t k);
+
 }  // namespace flx_ocl

@@ -8,6 +8,7 @@
 #include <CL/cl.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -139,6 +140,10 @@ inline cl_mem as_mem(flx_mem m) { return reinterpret_cast<cl_mem>(m.buf); }
 // first use. A failed build throws FLX_ERR_DEVICE with the build log (and
 // again on every later use: it is not retried).
 Kernel& kernel(Device& d, const KernelFamily& family, int dtype, const char* name);
+// FLX_OPENCL_VERBOSE=1: print each program build, and time each kernel's
+// first run (ocl_program.cpp; read once).
+bool verbose();
+double ms_since(std::chrono::steady_clock::time_point t0);
 std::vector<BuiltProgram> built_programs(Device& d);  // in the order they were built
 // The OpenCL C source of a family's program (ocl_source.cpp): the prelude
 // (kernels/prelude.cl),

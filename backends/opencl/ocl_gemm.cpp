@@ -6,7 +6,14 @@
 // (which every process that asks for a device does) maps none of it.
 #include <clblast_c.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "backend_common/vendor_library.hpp"
 #include "ocl_blas.hpp"
@@ -56,33 +63,74 @@ void check_blast(CLBlastStatusCode st, const char* what) {
 
 CLBlastTranspose tr(int t) { return t ? CLBlastTransposeYes : CLBlastTransposeNo; }
 
+// CLBlast's kernels, like the plugin's own (enqueue in ocl_program.cpp), are
+// compiled by PoCL on their first launch, on its worker thread, and a
+// process that ended during such a compile could crash in PoCL's exit. So
+// the first product of each kind on each device waits for its queue. A kind
+// is the routine, the transpositions and the product's size to a power of
+// two (m·n·k): CLBlast runs other kernels for small and large products.
+using BlastKind = std::tuple<cl_device_id, std::string, bool, bool, int>;
+std::mutex blast_kinds_mu;
+std::set<BlastKind> blast_kinds;  // the kinds whose first product has waited
+
+BlastKind kind_of(cl_command_queue q, const char* routine, bool ta, bool tb, size_t m, size_t n, size_t k) {
+  cl_device_id dev = nullptr;
+  clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof dev, &dev, nullptr);
+  const double size = double(m) * double(n) * double(k);
+  return {dev, routine, ta, tb, std::ilogb(std::max(size, 1.0))};
+}
+
+// call() (a CLBlast call on q) checked, and waited for when it is the first
+// of its kind; FLX_OPENCL_VERBOSE times that first one (the queue drained
+// before it, so the time is the compile and this run).
+template <class Call>
+void blast(cl_command_queue q, const char* routine, bool ta, bool tb, size_t m, size_t n, size_t k, Call call) {
+  bool first;
+  {
+    std::lock_guard lock(blast_kinds_mu);
+    first = blast_kinds.insert(kind_of(q, routine, ta, tb, m, n, k)).second;
+  }
+  if (first && verbose()) clFinish(q);
+  const auto t0 = std::chrono::steady_clock::now();
+  check_blast(call(), routine);
+  if (!first) return;
+  clFinish(q);
+  if (verbose())
+    std::fprintf(stderr, "flx OpenCL: first %s (%c%c, m n k = %zu %zu %zu): %.0f ms\n", routine, ta ? 'T' : 'N',
+                 tb ? 'T' : 'N', m, n, k, ms_since(t0));
+}
+
 void gemm_float(cl_command_queue q, const flx_gemm_desc& d, cl_mem a, size_t ao, size_t lda, size_t sa, cl_mem b,
                 size_t bo, size_t ldb, size_t sb, cl_mem c, size_t co, size_t ldc, size_t sc) {
   const size_t m = size_t(d.m), n = size_t(d.n), k = size_t(d.k);
+  const bool ta = d.trans_a, tb = d.trans_b;
   if (d.batch == 1)
-    check_blast(clblast().sgemm(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, float(d.alpha), a, ao,
-                                lda, b, bo, ldb, float(d.beta), c, co, ldc, &q, nullptr),
-                "CLBlastSgemm");
+    blast(q, "CLBlastSgemm", ta, tb, m, n, k, [&] {
+      return clblast().sgemm(CLBlastLayoutColMajor, tr(ta), tr(tb), m, n, k, float(d.alpha), a, ao, lda, b, bo, ldb,
+                             float(d.beta), c, co, ldc, &q, nullptr);
+    });
   else
-    check_blast(clblast().sgemm_batched(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k,
-                                        float(d.alpha), a, ao, lda, sa, b, bo, ldb, sb, float(d.beta), c, co, ldc,
-                                        sc, size_t(d.batch), &q, nullptr),
-                "CLBlastSgemmStridedBatched");
+    blast(q, "CLBlastSgemmStridedBatched", ta, tb, m, n, k, [&] {
+      return clblast().sgemm_batched(CLBlastLayoutColMajor, tr(ta), tr(tb), m, n, k, float(d.alpha), a, ao, lda, sa,
+                                     b, bo, ldb, sb, float(d.beta), c, co, ldc, sc, size_t(d.batch), &q, nullptr);
+    });
 }
 
 void gemm_double(cl_command_queue q, const flx_gemm_desc& d, size_t ao, size_t bo, size_t co) {
   const size_t m = size_t(d.m), n = size_t(d.n), k = size_t(d.k);
   cl_mem a = as_mem(d.a), b = as_mem(d.b), c = as_mem(d.c);
+  const bool ta = d.trans_a, tb = d.trans_b;
   if (d.batch == 1)
-    check_blast(clblast().dgemm(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, d.alpha, a, ao,
-                                size_t(d.lda), b, bo, size_t(d.ldb), d.beta, c, co, size_t(d.ldc), &q, nullptr),
-                "CLBlastDgemm");
+    blast(q, "CLBlastDgemm", ta, tb, m, n, k, [&] {
+      return clblast().dgemm(CLBlastLayoutColMajor, tr(ta), tr(tb), m, n, k, d.alpha, a, ao, size_t(d.lda), b, bo,
+                             size_t(d.ldb), d.beta, c, co, size_t(d.ldc), &q, nullptr);
+    });
   else
-    check_blast(clblast().dgemm_batched(CLBlastLayoutColMajor, tr(d.trans_a), tr(d.trans_b), m, n, k, d.alpha, a,
-                                        ao, size_t(d.lda), size_t(d.stride_a), b, bo, size_t(d.ldb),
-                                        size_t(d.stride_b), d.beta, c, co, size_t(d.ldc), size_t(d.stride_c),
-                                        size_t(d.batch), &q, nullptr),
-                "CLBlastDgemmStridedBatched");
+    blast(q, "CLBlastDgemmStridedBatched", ta, tb, m, n, k, [&] {
+      return clblast().dgemm_batched(CLBlastLayoutColMajor, tr(ta), tr(tb), m, n, k, d.alpha, a, ao, size_t(d.lda),
+                                     size_t(d.stride_a), b, bo, size_t(d.ldb), size_t(d.stride_b), d.beta, c, co,
+                                     size_t(d.ldc), size_t(d.stride_c), size_t(d.batch), &q, nullptr);
+    });
 }
 
 // Halves: pack A, B (and C when beta != 0) into dense float, multiply, unpack.
@@ -111,29 +159,43 @@ void gemm_halves(Device& dv, cl_command_queue q, const flx_gemm_desc& d) {
 
 }  // namespace
 
+size_t blas_kinds_waited_for() {
+  std::lock_guard lock(blast_kinds_mu);
+  return blast_kinds.size();
+}
+bool blas_kind_waited_for(cl_command_queue q, const char* routine, bool trans_a, bool trans_b, size_t m, size_t n,
+                          size_t k) {
+  const BlastKind kind = kind_of(q, routine, trans_a, trans_b, m, n, k);
+  std::lock_guard lock(blast_kinds_mu);
+  return blast_kinds.count(kind) > 0;
+}
+
 void blas_gemm(cl_command_queue q, int32_t dtype, bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
                double alpha, const BlasMatrix& a, const BlasMatrix& b, double beta, const BlasMatrix& c,
                size_t batch) {
   const CLBlastTranspose ta = tr(trans_a), tb = tr(trans_b);
   const CLBlastLayout cm = CLBlastLayoutColMajor;
   if (dtype == FLX_F32 && batch == 1)
-    check_blast(clblast().sgemm(cm, ta, tb, m, n, k, float(alpha), a.mem, a.offset, a.ld, b.mem, b.offset, b.ld,
-                                float(beta), c.mem, c.offset, c.ld, &q, nullptr),
-                "CLBlastSgemm");
+    blast(q, "CLBlastSgemm", trans_a, trans_b, m, n, k, [&] {
+      return clblast().sgemm(cm, ta, tb, m, n, k, float(alpha), a.mem, a.offset, a.ld, b.mem, b.offset, b.ld,
+                             float(beta), c.mem, c.offset, c.ld, &q, nullptr);
+    });
   else if (dtype == FLX_F32)
-    check_blast(clblast().sgemm_batched(cm, ta, tb, m, n, k, float(alpha), a.mem, a.offset, a.ld, a.stride, b.mem,
-                                        b.offset, b.ld, b.stride, float(beta), c.mem, c.offset, c.ld, c.stride, batch,
-                                        &q, nullptr),
-                "CLBlastSgemmStridedBatched");
+    blast(q, "CLBlastSgemmStridedBatched", trans_a, trans_b, m, n, k, [&] {
+      return clblast().sgemm_batched(cm, ta, tb, m, n, k, float(alpha), a.mem, a.offset, a.ld, a.stride, b.mem,
+                                     b.offset, b.ld, b.stride, float(beta), c.mem, c.offset, c.ld, c.stride, batch,
+                                     &q, nullptr);
+    });
   else if (dtype == FLX_F64 && batch == 1)
-    check_blast(clblast().dgemm(cm, ta, tb, m, n, k, alpha, a.mem, a.offset, a.ld, b.mem, b.offset, b.ld, beta,
-                                c.mem, c.offset, c.ld, &q, nullptr),
-                "CLBlastDgemm");
+    blast(q, "CLBlastDgemm", trans_a, trans_b, m, n, k, [&] {
+      return clblast().dgemm(cm, ta, tb, m, n, k, alpha, a.mem, a.offset, a.ld, b.mem, b.offset, b.ld, beta, c.mem,
+                             c.offset, c.ld, &q, nullptr);
+    });
   else if (dtype == FLX_F64)
-    check_blast(clblast().dgemm_batched(cm, ta, tb, m, n, k, alpha, a.mem, a.offset, a.ld, a.stride, b.mem,
-                                        b.offset, b.ld, b.stride, beta, c.mem, c.offset, c.ld, c.stride, batch, &q,
-                                        nullptr),
-                "CLBlastDgemmStridedBatched");
+    blast(q, "CLBlastDgemmStridedBatched", trans_a, trans_b, m, n, k, [&] {
+      return clblast().dgemm_batched(cm, ta, tb, m, n, k, alpha, a.mem, a.offset, a.ld, a.stride, b.mem, b.offset,
+                                     b.ld, b.stride, beta, c.mem, c.offset, c.ld, c.stride, batch, &q, nullptr);
+    });
   else
     raise(FLX_ERR_UNSUPPORTED, std::string("blas_gemm takes Float32 and Float64; got ") + dtype_name(dtype));
 }

@@ -15,12 +15,17 @@
 #include "backend_common/env_switch.hpp"
 
 namespace flx_ocl {
-namespace {
 
 bool verbose() {
   static const bool v = flx::backend_common::env_switch("FLX_OPENCL_VERBOSE", false);
   return v;
 }
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+namespace {
 
 std::string build_log(cl_program p, cl_device_id dev) {
   size_t n = 0;
@@ -30,10 +35,6 @@ std::string build_log(cl_program p, cl_device_id dev) {
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   if (log.size() > 4000) log = log.substr(0, 4000) + "\n...";
   return log;
-}
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // -DD_F32=0 -DD_F64=1 ...: the codes the programs compare DT with

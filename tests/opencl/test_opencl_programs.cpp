@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "ocl_blas.hpp"
 #include "ocl_common.hpp"
 #include "ocl_dtype.hpp"
 #include "ocl_embedded.hpp"
@@ -75,6 +76,56 @@ class OpenClPrograms : public ::testing::Test {
  private:
   std::vector<std::unique_ptr<TempBuffer>> buffers_;
 };
+
+// CLBlast's kernels are compiled by PoCL on their first launch, as the
+// plugin's are: the first product of each kind (routine, transpositions,
+// m·n·k to a power of two, device) waits for its queue, so that no process
+// ends during such a compile. Each product here is also checked against
+// the product computed on the host.
+TEST_F(OpenClPrograms, TheFirstClBlastProductOfEachKindWaitsForItsQueue) {
+  struct Product {
+    bool ta, tb;
+    size_t m, n, k;
+    int device;
+    size_t new_kinds;  // in a process that has run no product before
+  };
+  // A kind, again, in the same power of two (6·7·310 = 13020 and 12600 are
+  // both in [2^13, 2^14)), transposed, transposed in the next power of two
+  // (5·7·500 = 17500), again, and on a second device where there is one.
+  std::vector<Product> products = {{false, false, 6, 7, 300, 0, 1}, {false, false, 6, 7, 300, 0, 0},
+                                   {false, false, 6, 7, 310, 0, 0}, {true, false, 6, 7, 300, 0, 1},
+                                   {true, false, 5, 7, 500, 0, 1},  {true, false, 5, 7, 500, 0, 0}};
+  if (state().devices.size() > 1) products.push_back({false, false, 6, 7, 300, 1, 1});
+  // ctest runs each test in a process of its own, which has run no product
+  // yet; run with the others, a kind may have been seen before.
+  const bool fresh = blas_kinds_waited_for() == 0;
+  for (const Product& p : products) {
+    SCOPED_TRACE(std::string(p.ta ? "T" : "N") + (p.tb ? "T" : "N") + " " + std::to_string(p.m) + "x" +
+                 std::to_string(p.n) + "x" + std::to_string(p.k) + " on device " + std::to_string(p.device));
+    Device& d = device(p.device);
+    const size_t ra = p.ta ? p.k : p.m, ca = p.ta ? p.m : p.k, rb = p.tb ? p.n : p.k, cb = p.tb ? p.k : p.n;
+    std::vector<float> a(ra * ca), b(rb * cb), c(p.m * p.n, 0.0f);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3) / 4;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 5) - 2) / 2;
+    TempBuffer ba(d, a.size() * 4), bb(d, b.size() * 4), bc(d, c.size() * 4);
+    check_cl(clEnqueueWriteBuffer(d.queue, ba.mem, CL_TRUE, 0, a.size() * 4, a.data(), 0, nullptr, nullptr), "write");
+    check_cl(clEnqueueWriteBuffer(d.queue, bb.mem, CL_TRUE, 0, b.size() * 4, b.data(), 0, nullptr, nullptr), "write");
+    const bool seen = blas_kind_waited_for(d.queue, "CLBlastSgemm", p.ta, p.tb, p.m, p.n, p.k);
+    const size_t kinds_before = blas_kinds_waited_for();
+    blas_gemm(d.queue, FLX_F32, p.ta, p.tb, p.m, p.n, p.k, 1.0, {ba.mem, 0, ra}, {bb.mem, 0, rb}, 0.0,
+              {bc.mem, 0, p.m});
+    EXPECT_TRUE(blas_kind_waited_for(d.queue, "CLBlastSgemm", p.ta, p.tb, p.m, p.n, p.k));
+    EXPECT_EQ(blas_kinds_waited_for() - kinds_before, fresh ? p.new_kinds : seen ? 0u : 1u);
+    check_cl(clEnqueueReadBuffer(d.queue, bc.mem, CL_TRUE, 0, c.size() * 4, c.data(), 0, nullptr, nullptr), "read");
+    for (size_t i = 0; i < p.m; ++i)
+      for (size_t j = 0; j < p.n; ++j) {
+        double want = 0;  // exact in float: small multiples of 1/8
+        for (size_t l = 0; l < p.k; ++l)
+          want += double(p.ta ? a[l + i * ra] : a[i + l * ra]) * double(p.tb ? b[j + l * rb] : b[l + j * rb]);
+        ASSERT_EQ(double(c[i + j * p.m]), want) << "C(" << i << ", " << j << ")";
+      }
+  }
+}
 
 // x + y and sum(x) through the plugin's ABI calls, on Int32 (no other test
 // here uses Int32 with the compute kernels): one program, the compute
