@@ -100,37 +100,18 @@ void blast(cl_command_queue q, const char* routine, bool ta, bool tb, size_t m, 
                  tb ? 'T' : 'N', m, n, k, ms_since(t0));
 }
 
+// d's product in Float32 on operands at (mem, offset, ld, stride), or in
+// Float64 on d's own: blas_gemm's call of CLBlast.
 void gemm_float(cl_command_queue q, const flx_gemm_desc& d, cl_mem a, size_t ao, size_t lda, size_t sa, cl_mem b,
                 size_t bo, size_t ldb, size_t sb, cl_mem c, size_t co, size_t ldc, size_t sc) {
-  const size_t m = size_t(d.m), n = size_t(d.n), k = size_t(d.k);
-  const bool ta = d.trans_a, tb = d.trans_b;
-  if (d.batch == 1)
-    blast(q, "CLBlastSgemm", ta, tb, m, n, k, [&] {
-      return clblast().sgemm(CLBlastLayoutColMajor, tr(ta), tr(tb), m, n, k, float(d.alpha), a, ao, lda, b, bo, ldb,
-                             float(d.beta), c, co, ldc, &q, nullptr);
-    });
-  else
-    blast(q, "CLBlastSgemmStridedBatched", ta, tb, m, n, k, [&] {
-      return clblast().sgemm_batched(CLBlastLayoutColMajor, tr(ta), tr(tb), m, n, k, float(d.alpha), a, ao, lda, sa,
-                                     b, bo, ldb, sb, float(d.beta), c, co, ldc, sc, size_t(d.batch), &q, nullptr);
-    });
+  blas_gemm(q, FLX_F32, d.trans_a, d.trans_b, size_t(d.m), size_t(d.n), size_t(d.k), d.alpha, {a, ao, lda, sa},
+            {b, bo, ldb, sb}, d.beta, {c, co, ldc, sc}, size_t(d.batch));
 }
 
 void gemm_double(cl_command_queue q, const flx_gemm_desc& d, size_t ao, size_t bo, size_t co) {
-  const size_t m = size_t(d.m), n = size_t(d.n), k = size_t(d.k);
-  cl_mem a = as_mem(d.a), b = as_mem(d.b), c = as_mem(d.c);
-  const bool ta = d.trans_a, tb = d.trans_b;
-  if (d.batch == 1)
-    blast(q, "CLBlastDgemm", ta, tb, m, n, k, [&] {
-      return clblast().dgemm(CLBlastLayoutColMajor, tr(ta), tr(tb), m, n, k, d.alpha, a, ao, size_t(d.lda), b, bo,
-                             size_t(d.ldb), d.beta, c, co, size_t(d.ldc), &q, nullptr);
-    });
-  else
-    blast(q, "CLBlastDgemmStridedBatched", ta, tb, m, n, k, [&] {
-      return clblast().dgemm_batched(CLBlastLayoutColMajor, tr(ta), tr(tb), m, n, k, d.alpha, a, ao, size_t(d.lda),
-                                     size_t(d.stride_a), b, bo, size_t(d.ldb), size_t(d.stride_b), d.beta, c, co,
-                                     size_t(d.ldc), size_t(d.stride_c), size_t(d.batch), &q, nullptr);
-    });
+  blas_gemm(q, FLX_F64, d.trans_a, d.trans_b, size_t(d.m), size_t(d.n), size_t(d.k), d.alpha,
+            {as_mem(d.a), ao, size_t(d.lda), size_t(d.stride_a)}, {as_mem(d.b), bo, size_t(d.ldb), size_t(d.stride_b)},
+            d.beta, {as_mem(d.c), co, size_t(d.ldc), size_t(d.stride_c)}, size_t(d.batch));
 }
 
 // Halves: pack A, B (and C when beta != 0) into dense float, multiply, unpack.
