@@ -226,18 +226,6 @@ ConvPieces conv_pieces(const DnnGeometry& g, int32_t dtype, int32_t pass, bool b
   return c;
 }
 
-// dst[i] = part(0)[i] + part(1)[i] + ... + part(count - 1)[i], in that order.
-template <class Part>
-void add_pieces(float* dst, int64_t n, int64_t count, Part part) {
-  parallel_for(n, grain_of(count), [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      float s = part(0)[i];
-      for (int64_t k = 1; k < count; ++k) s += part(k)[i];
-      dst[i] = s;
-    }
-  });
-}
-
 // One pass of a call, run piece by piece over its part of the call's
 // scratch (`base`): before the pieces, the weights reordered once for all
 // of them; each piece; after them, the filter's partial gradients added.

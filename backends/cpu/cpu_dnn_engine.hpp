@@ -281,6 +281,22 @@ PiecePlans piece_plans(const BatchPieces& pieces, PlanFor&& plan_for) {
 // piece threw once all have run.
 void run_pieces(const BatchPieces& pieces, const std::function<void(int64_t, int64_t)>& body);
 
+// The pieces' partial sums added (a filter's or an LSTM's weight
+// gradients): dst[i] = part(0)[i] + part(1)[i] + ... + part(count - 1)[i],
+// in that order, so that each element's bits do not depend on the threads;
+// over blocks of elements piece by piece, in loops that vectorise.
+template <class Part>
+void add_pieces(float* dst, int64_t n, int64_t count, Part part) {
+  parallel_for(n, grain_of(count), [&](int64_t lo, int64_t hi) {
+    const float* first = part(0);
+    for (int64_t i = lo; i < hi; ++i) dst[i] = first[i];
+    for (int64_t k = 1; k < count; ++k) {
+      const float* p = part(k);
+      for (int64_t i = lo; i < hi; ++i) dst[i] += p[i];
+    }
+  });
+}
+
 int status_of(dnnl_status_t s);
 
 // Runs f (returning a status), turning what it throws into a status and a

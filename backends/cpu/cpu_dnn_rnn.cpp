@@ -360,15 +360,8 @@ int backward(const flx_rnn_desc& d, const Sizes& s) {
   // element's sum the same at any thread count.
   auto sum_pieces = [&](flx_mem out, uint64_t numel, auto offset_of) {
     if (!out.buf) return;
-    float* dst = reinterpret_cast<float*>(addr(out));
-    std::vector<const float*> part;
-    for (const PieceParts& q : parts) part.push_back(reinterpret_cast<const float*>(scratch.at(offset_of(q))));
-    // piece by piece over a block of elements (loops that vectorise), each
-    // element's adds in piece order
-    parallel_for(int64_t(numel), parallel_grain, [&](int64_t lo, int64_t hi) {
-      for (int64_t e = lo; e < hi; ++e) dst[e] = part[0][e];
-      for (size_t k = 1; k < part.size(); ++k)
-        for (int64_t e = lo; e < hi; ++e) dst[e] += part[k][e];
+    add_pieces(reinterpret_cast<float*>(addr(out)), int64_t(numel), int64_t(parts.size()), [&](int64_t k) {
+      return reinterpret_cast<const float*>(scratch.at(offset_of(parts[size_t(k)])));
     });
   };
   if (!alone) {
