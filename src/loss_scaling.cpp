@@ -31,8 +31,9 @@ LossScaler::LossScaler(const LossScalerOptions& o) : options_(o), scale_(o.init_
 }
 
 void LossScaler::restore(double scale, int64_t good_steps) {
-  FLX_CHECK(std::isfinite(scale) && scale > 0, ArgumentError, "LossScaler::restore: the scale must be finite and "
-            "positive; got ", scale);
+  FLX_CHECK(std::isfinite(scale) && scale > 0 && scale <= FLT_MAX, ArgumentError,
+            "LossScaler::restore: the scale must be finite, positive and within Float32's range (as the "
+            "constructor's init_scale); got ", scale);
   FLX_CHECK(good_steps >= 0, ArgumentError, "LossScaler::restore: the count of good steps must be >= 0; got ",
             good_steps);
   scale_ = scale;

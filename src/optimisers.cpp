@@ -140,7 +140,8 @@ void Adam::print(std::ostream& os) const {
 RuleState AdamW::init(const Tensor& x) const { return {{zeros_like(x), zeros_like(x)}, {beta.first, beta.second}, {}}; }
 FLX_FUSED_RULE(AdamW)
 void AdamW::print(std::ostream& os) const {
-  os << "AdamW(" << eta << ", (" << beta.first << ", " << beta.second << "), " << lambda << ", " << epsilon << ")";
+  os << "AdamW(" << eta << ", (" << beta.first << ", " << beta.second << "), " << lambda << ", " << epsilon
+     << (couple ? "" : ", couple=false") << ")";
 }
 
 RuleState ClipGrad::init(const Tensor&) const { return {}; }

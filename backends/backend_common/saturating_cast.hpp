@@ -38,4 +38,22 @@ FLX_SATURATING_FN constexpr CT saturating_cast(double v) {
   }
 }
 
+// An element converted into the integer type CT (cast's rule, on every
+// backend): a floating value as saturating_cast; an integer one clamped to
+// CT's range (Int64 300 as UInt8 is 255, -1 is 0; C++ would wrap). The
+// source integers (Bool, UInt8, Int32, Int64) all fit int64_t.
+template <class CT, class V>
+FLX_SATURATING_FN constexpr CT saturating_convert(V v) {
+  static_assert(std::is_integral_v<CT> && !std::is_same_v<CT, bool>, "saturating_convert: into an integer type");
+  if constexpr (std::is_floating_point_v<V>) {
+    return saturating_cast<CT>(double(v));
+  } else {
+    using limits = std::numeric_limits<CT>;
+    const int64_t w = int64_t(v);
+    if (w < int64_t(limits::lowest())) return limits::lowest();
+    if (w > int64_t(limits::max())) return limits::max();
+    return CT(w);
+  }
+}
+
 }  // namespace flx::backend_common

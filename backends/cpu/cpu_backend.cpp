@@ -232,7 +232,7 @@ int copy_peer(void*, int, flx_mem dst, int, flx_mem src, size_t bytes, flx_strea
 int fill(void*, int, flx_mem dst, int32_t dtype, size_t n, double value, flx_stream) {
   bool ok = dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    T v = store<T>(saturating_cast<compute_t<T>>(value));
+    const T v = cast_element<T>(value);
     T* p = reinterpret_cast<T*>(addr(dst));
     parallel_for(int64_t(n), parallel_grain, [&](int64_t lo, int64_t hi) { std::fill(p + lo, p + hi, v); });
   });
@@ -248,11 +248,7 @@ int cast(void*, int, flx_mem dst, int32_t dst_dtype, flx_mem src, int32_t src_dt
       const S* s = reinterpret_cast<const S*>(addr(src));
       D* d = reinterpret_cast<D*>(addr(dst));
       parallel_for(int64_t(n), parallel_grain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) {
-          if constexpr (std::is_same_v<D, bool>) d[i] = load(s[i]) != 0;
-          else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BHalf>) d[i] = D(float(load(s[i])));
-          else d[i] = static_cast<D>(load(s[i]));
-        }
+        for (int64_t i = lo; i < hi; ++i) d[i] = cast_element<D>(s[i]);
       });
     });
   });

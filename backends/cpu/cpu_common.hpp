@@ -51,6 +51,30 @@ inline T store(C v) {
   else return static_cast<T>(v);
 }
 
+// One element converted into storage type D, as `cast` converts (the rule
+// of every backend): Bool is "not zero"; a half or bfloat16 is the value
+// rounded once, from a double or an integer too (flx/half_bits.h); an
+// integer saturates (NaN is 0: saturating_cast.hpp); else C++'s
+// conversion, round to nearest.
+template <class D, class S>
+inline D cast_element(S s) {
+  using flx::backend_common::saturating_convert;
+  if constexpr (std::is_same_v<D, bool>) {
+    return load(s) != 0;
+  } else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BHalf>) {
+    constexpr bool bf = std::is_same_v<D, BHalf>;
+    D out;
+    if constexpr (std::is_same_v<S, double>) out.bits = bf ? double_to_bf16(s) : double_to_half(s);
+    else if constexpr (std::is_integral_v<S>) out.bits = bf ? int64_to_bf16(int64_t(s)) : int64_to_half(int64_t(s));
+    else out = D(float(load(s)));
+    return out;
+  } else if constexpr (std::is_integral_v<D>) {
+    return saturating_convert<D>(load(s));
+  } else {
+    return static_cast<D>(load(s));
+  }
+}
+
 // The CPU's storage type of each element type (flx/dtype_list.h's
 // suffixes): a dtype added to the list fails to compile here until it has one.
 #define FLX_CPU_STORAGE_F32 float

@@ -163,7 +163,7 @@ void run(const flx_map_desc& d, const F& f) {
   const T* base[2] = {nullptr, nullptr};
   for (int i = 0; i < N; ++i) {
     if (d.in[i].is_scalar) {
-      scalars[i] = store<T>(saturating_cast<compute_t<T>>(d.in[i].scalar));
+      scalars[i] = cast_element<T>(d.in[i].scalar);
       base[i] = &scalars[i];
     } else {
       base[i] = reinterpret_cast<const T*>(addr(d.in[i].mem));
@@ -228,7 +228,7 @@ int run_where(const flx_map_desc& d) {
   T scalar[3];
   for (int i = 0; i < 3; ++i) {
     mem[i] = d.in[i].is_scalar ? nullptr : addr(d.in[i].mem);
-    scalar[i] = store<T>(saturating_cast<compute_t<T>>(d.in[i].scalar));
+    scalar[i] = cast_element<T>(d.in[i].scalar);
   }
   const bool sc = d.in[0].scalar != 0;
   T* out = reinterpret_cast<T*>(addr(d.out));

@@ -1,20 +1,12 @@
-// fill and cast: one grid-stride kernel per dtype (pair); Float16 and
-// BFloat16 convert through float, as on the CPU, and NaNs keep the CPU's
-// bits (load and store, cuda_kernels.cuh).
+// fill and cast: one grid-stride kernel per dtype (pair), converting each
+// element as the CPU does (cast_element, cuda_kernels.cuh: halves rounded
+// once, integers saturating, NaNs with the CPU's bits).
 #include <string>
 
 #include "cuda_kernels.cuh"
 
 namespace flx_cuda {
 namespace {
-
-// s as D, as the CPU's cast: the source loaded in its compute type (halves
-// in float), then stored as D (halves from float, rounding to nearest even;
-// Bool is "not zero"); a NaN gets the CPU's bits (cuda_nan_bits.hpp).
-template <class D, class S>
-__host__ __device__ __forceinline__ D convert(S s) {
-  return store<D>(load(s));
-}
 
 template <class T>
 __global__ void fill_kernel(T* p, int64_t n, T v) {
@@ -23,7 +15,7 @@ __global__ void fill_kernel(T* p, int64_t n, T v) {
 
 template <class D, class S>
 __global__ void cast_kernel(D* d, const S* s, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += global_stride()) d[i] = convert<D>(s[i]);
+  for (int64_t i = global_index(); i < n; i += global_stride()) d[i] = cast_element<D>(s[i]);
 }
 
 }  // namespace
@@ -36,7 +28,7 @@ int fill(void*, int dev, flx_mem dst, int32_t dtype, size_t n, double value, flx
   if (int e = check_elements(dev, dst, n, dtype_bytes(dtype), "fill")) return e;
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T v = store<T>(saturating_cast<compute_t<T>>(value));  // as the CPU
+    const T v = cast_element<T>(value);  // as the CPU
     fill_kernel<T><<<blocks_for(int64_t(n)), 256, 0, st>>>(reinterpret_cast<T*>(addr(dst)), int64_t(n), v);
   });
   return launched("fill kernel");

@@ -129,6 +129,37 @@ __host__ __device__ __forceinline__ compute_t<T> load(T v) {
   else return v;
 }
 
+// One element converted into storage type D, as the CPU's cast_element
+// (backends/cpu/cpu_common.hpp), the rule of every backend: Bool is "not
+// zero"; a half or bfloat16 is the value rounded once, from a double or an
+// integer too (flx/half_bits.h, whose integer arithmetic runs on the host and
+// the device alike); an integer saturates, NaN to 0 (saturating_cast.hpp);
+// else as store.
+template <class D, class S>
+__host__ __device__ __forceinline__ D cast_element(S s) {
+  namespace hb = flx::detail::half_bits;
+  if constexpr (std::is_same_v<D, bool>) {
+    return load(s) != compute_t<S>(0);
+  } else if constexpr (is_half_v<D> && (std::is_same_v<S, double> || std::is_integral_v<S>)) {
+    constexpr bool bf = std::is_same_v<D, __nv_bfloat16>;
+    uint16_t bits;
+    if constexpr (std::is_same_v<S, double>) {
+      const uint64_t u = same_bits<uint64_t>(s);
+      bits = bf ? hb::flx_f64_bits_to_bf16(u) : hb::flx_f64_bits_to_half(u);
+    } else {
+      const int64_t v = int64_t(s);
+      const uint64_t magnitude = v < 0 ? 0 - uint64_t(v) : uint64_t(v);
+      bits = bf ? hb::flx_int_to_bf16(v < 0, magnitude) : hb::flx_int_to_half(v < 0, magnitude);
+    }
+    if constexpr (bf) return __ushort_as_bfloat16(bits);
+    else return __ushort_as_half(bits);
+  } else if constexpr (std::is_integral_v<D>) {
+    return flx::backend_common::saturating_convert<D>(load(s));
+  } else {
+    return store<D>(load(s));
+  }
+}
+
 __device__ __forceinline__ int64_t global_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int64_t global_stride() { return int64_t(gridDim.x) * blockDim.x; }
 

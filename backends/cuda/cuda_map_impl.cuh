@@ -162,7 +162,7 @@ MapArgs<T> map_args(const flx_map_desc& d) {
   bool vec = d.ndim == 1 && d.numel >= V && aligned_to(addr(d.out), alignof(Vec<O, V>));
   for (int j = 0; j < 3 && j < d.ninputs; ++j) {
     a.is_scalar[j] = d.in[j].is_scalar != 0;
-    a.scalar[j] = store<T>(saturating_cast<compute_t<T>>(d.in[j].scalar));  // as the CPU
+    a.scalar[j] = cast_element<T>(d.in[j].scalar);  // as the CPU
     a.in[j] = a.is_scalar[j] ? nullptr : reinterpret_cast<const T*>(addr(d.in[j].mem));
     for (int k = 0; k < d.ndim; ++k) a.strides[j][k] = a.is_scalar[j] ? 0 : d.in[j].strides[k];
     if (!a.is_scalar[j]) {

@@ -42,17 +42,18 @@ inline Scalar compute_scalar(int32_t t, double v) {
     default: return Scalar::of(uint8_t(v != 0));
   }
 }
-// store<T>(C(v)) read back: how the CPU backend turns a scalar operand into an
-// element (halves are rounded to their storage precision first).
+// The element v becomes, read back in the compute type: how the CPU backend
+// turns a scalar operand into an element (cast_element: halves rounded
+// once to their storage precision, from the double itself).
 inline Scalar stored_scalar(int32_t t, double v) {
-  if (t == FLX_F16) return Scalar::of(half_bits_to_float(float_to_half_bits(float(v))));
-  if (t == FLX_BF16) return Scalar::of(bf16_bits_to_float(float_to_bf16_bits(float(v))));
+  if (t == FLX_F16) return Scalar::of(half_bits_to_float(flx::double_to_half(v)));
+  if (t == FLX_BF16) return Scalar::of(bf16_bits_to_float(flx::double_to_bf16(v)));
   return compute_scalar(t, v);
 }
-// The raw storage bytes of store<T>(C(v)): fill patterns.
+// The raw storage bytes of that element: fill patterns.
 inline Scalar storage_bytes(int32_t t, double v) {
-  if (t == FLX_F16) return Scalar::of(float_to_half_bits(float(v)));
-  if (t == FLX_BF16) return Scalar::of(float_to_bf16_bits(float(v)));
+  if (t == FLX_F16) return Scalar::of(flx::double_to_half(v));
+  if (t == FLX_BF16) return Scalar::of(flx::double_to_bf16(v));
   return compute_scalar(t, v);
 }
 

@@ -20,6 +20,12 @@ namespace detail {
 FLX_API Tensor softmax(const Tensor& x, int dim, bool log);
 }  // namespace detail
 
+// Each activation's shape rule (outputsize, flx/layers/outputsize.hpp): its
+// output has its input's shape. Declared beside each, so that outputsize
+// of a Chain finds it by argument lookup (no list to keep).
+#define FLX_KEEPS_SHAPE(TYPE) \
+  inline Shape outputsize(const TYPE&, const Shape& x) { return x; }
+
 // Each operator() is defined in src/ops/activations.cpp (the op codes stay
 // inside the library).
 #define FLX_ACTIVATION(TYPE, OBJ, NAME)                  \
@@ -27,7 +33,8 @@ FLX_API Tensor softmax(const Tensor& x, int dim, bool log);
     Tensor operator()(const Tensor& x) const;            \
     static const char* name() { return NAME; }          \
   };                                                     \
-  inline constexpr TYPE OBJ{};
+  inline constexpr TYPE OBJ{};                           \
+  FLX_KEEPS_SHAPE(TYPE)
 
 FLX_ACTIVATION(Sigmoid, sigmoid, "σ")
 FLX_ACTIVATION(Relu, relu, "relu")
@@ -77,11 +84,13 @@ struct FLX_API LeakyRelu {  // leakyrelu(x, a = 0.01)
   static const char* name() { return "leakyrelu"; }
 };
 inline constexpr LeakyRelu leakyrelu{};
+FLX_KEEPS_SHAPE(LeakyRelu)
 struct FLX_API Elu {  // elu(x, α = 1)
   Tensor operator()(const Tensor& x, double alpha = 1.0) const;
   static const char* name() { return "elu"; }
 };
 inline constexpr Elu elu{};
+FLX_KEEPS_SHAPE(Elu)
 // celu(x, α = 1) = max(0, x) + min(0, α (exp(x/α) − 1)), as NNlib.celu and
 // torch.nn.CELU.
 struct FLX_API Celu {
@@ -89,12 +98,14 @@ struct FLX_API Celu {
   static const char* name() { return "celu"; }
 };
 inline constexpr Celu celu{};
+FLX_KEEPS_SHAPE(Celu)
 // softshrink(x, λ = 0.5): x − λ above λ, x + λ below −λ, 0 between (λ ≥ 0).
 struct FLX_API Softshrink {
   Tensor operator()(const Tensor& x, double lambda = 0.5) const;
   static const char* name() { return "softshrink"; }
 };
 inline constexpr Softshrink softshrink{};
+FLX_KEEPS_SHAPE(Softshrink)
 // trelu(x, θ = 1): x above θ, else 0 (NNlib's trelu, also thresholdrelu).
 struct FLX_API Trelu {
   Tensor operator()(const Tensor& x, double theta = 1.0) const;
@@ -102,6 +113,7 @@ struct FLX_API Trelu {
 };
 inline constexpr Trelu trelu{};
 inline constexpr Trelu thresholdrelu{};
+FLX_KEEPS_SHAPE(Trelu)
 // rrelu(x, lo = 1/8, hi = 1/3): x where x > 0, else a·x, with a slope a drawn
 // for each element uniformly from [lo, hi] (NNlib's rrelu) while training;
 // otherwise the mean slope (lo + hi)/2, as PyTorch's rrelu in evaluation
@@ -115,6 +127,7 @@ struct FLX_API Rrelu {
   static const char* name() { return "rrelu"; }
 };
 inline constexpr Rrelu rrelu{};
+FLX_KEEPS_SHAPE(Rrelu)
 // glu(x, dim = 0): x split in two halves a, b along dim (whose size must be
 // even), then a .* σ(b): NNlib's glu (its default dim 1 is dim 0 here). Also
 // a layer in a Chain, where it splits dim 0.
@@ -123,11 +136,14 @@ struct FLX_API Glu {
   static const char* name() { return "glu"; }
 };
 inline constexpr Glu glu{};
+// As a layer: dim 0 halved (its size must be even).
+FLX_API Shape outputsize(const Glu&, const Shape& x);
 struct FLX_API Identity {
   Tensor operator()(const Tensor& x) const { return x; }
   static const char* name() { return "identity"; }
 };
 inline constexpr Identity identity{};
+FLX_KEEPS_SHAPE(Identity)
 // softmax / logsoftmax over dim (default 0, Flux's dims=1), also layers.
 struct FLX_API Softmax {
   Tensor operator()(const Tensor& x, int dim = 0) const { return detail::softmax(x, dim, false); }
@@ -139,6 +155,8 @@ struct FLX_API LogSoftmax {
 };
 inline constexpr Softmax softmax{};
 inline constexpr LogSoftmax logsoftmax{};
+FLX_KEEPS_SHAPE(Softmax)
+FLX_KEEPS_SHAPE(LogSoftmax)
 
 // Activation: any of the above, or any callable Tensor -> Tensor, held by
 // value in layers such as Dense.
@@ -176,6 +194,8 @@ class FLX_API Activation {
 };
 
 FLX_API std::ostream& operator<<(std::ostream& os, const Activation& a);
+// A layer's activation keeps the shape (whatever callable it holds).
+FLX_KEEPS_SHAPE(Activation)
 
 FLX_LEAF(Activation)
 FLX_LEAF(Softmax)

@@ -110,9 +110,17 @@ FLX_API Tensor pad_circular(const Tensor& x, int64_t pad);
 // interpolate in Float32.
 // .mode is the Upsample layer's ("nearest" when empty, "bilinear",
 // "trilinear"; layers/upsample.hpp); each function takes its own or none.
+// .scale: a list of scales, or one number (`.scale = 2`, Flux's
+// Upsample(scale = 2), the same as `.scale = {2}`).
+struct FLX_API UpsampleScale : std::vector<double> {
+  using std::vector<double>::vector;
+  UpsampleScale() = default;
+  UpsampleScale(double s) : std::vector<double>{s} {}  // NOLINT: implicit on purpose
+  UpsampleScale(std::vector<double> v) : std::vector<double>(std::move(v)) {}  // NOLINT
+};
 struct FLX_API UpsampleOptions {
   std::string mode = {};
-  std::vector<double> scale = {};
+  UpsampleScale scale = {};
   std::vector<int64_t> size = {};
   bool align_corners = true;
 };

@@ -283,7 +283,7 @@ struct FLX_API EpochPlan {
   std::vector<int64_t> perm;  // empty: in order
   std::pair<int64_t, int64_t> range(int64_t k) const {
     int64_t a = k * batchsize;
-    return {a, std::min(n, a + batchsize)};
+    return {a, a + std::min(batchsize, n - a)};  // no a + batchsize past INT64_MAX
   }
 };
 FLX_API void check_options(const DataLoaderOptions& o);

@@ -131,7 +131,14 @@ FLX_API Tensor dropout(const Tensor& x, double p, const std::vector<int>& dims =
 // 0 and variance 1 keep them. The mask is drawn as dropout's.
 FLX_API Tensor alphadropout(const Tensor& x, double p);
 
-// (..., N) -> (prod(...), N), Flux's flatten / MLUtils.flatten.
-FLX_API Tensor flatten(const Tensor& x);
+// (..., N) -> (prod(...), N), Flux's flatten / MLUtils.flatten. A function
+// object, as the activations are, so that `flatten` in a Chain is a layer
+// with a name and a shape rule (Flux users write Flux.flatten there;
+// Flatten() is the same layer).
+struct FLX_API Flatten {
+  Tensor operator()(const Tensor& x) const;
+  static const char* name() { return "flatten"; }
+};
+inline constexpr Flatten flatten{};
 
 }  // namespace flx

@@ -65,10 +65,12 @@ namespace detail::half_bits {
 #endif
 #define FLX_U16 uint16_t
 #define FLX_U32 uint32_t
+#define FLX_U64 uint64_t
 #include "flx/half_bits.h"
 #undef FLX_HALF_FN
 #undef FLX_U16
 #undef FLX_U32
+#undef FLX_U64
 }  // namespace detail::half_bits
 
 inline float half_to_float(uint16_t h) {
@@ -92,6 +94,24 @@ inline uint16_t float_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return detail::half_bits::flx_f32_bits_to_bf16(u);
+}
+// The half and bfloat16 bits of a double or an integer, rounded once from
+// the value itself (through float it would round twice: half_bits.h).
+inline uint16_t double_to_half(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, 8);
+  return detail::half_bits::flx_f64_bits_to_half(u);
+}
+inline uint16_t double_to_bf16(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, 8);
+  return detail::half_bits::flx_f64_bits_to_bf16(u);
+}
+inline uint16_t int64_to_half(int64_t v) {
+  return detail::half_bits::flx_int_to_half(v < 0, v < 0 ? 0 - uint64_t(v) : uint64_t(v));
+}
+inline uint16_t int64_to_bf16(int64_t v) {
+  return detail::half_bits::flx_int_to_bf16(v < 0, v < 0 ? 0 - uint64_t(v) : uint64_t(v));
 }
 inline Half::Half(float f) : bits(float_to_half(f)) {}
 inline Half::operator float() const { return half_to_float(bits); }

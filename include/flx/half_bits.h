@@ -15,8 +15,10 @@
  *   FLX_HALF_FN      the function prefix: `constexpr inline` in C++,
  *                    `__host__ __device__ constexpr inline` in CUDA,
  *                    `inline` in OpenCL C
- *   FLX_U16, FLX_U32 unsigned 16- and 32-bit integer types (uint16_t and
- *                    uint32_t; ushort and uint in OpenCL C)
+ *   FLX_U16, FLX_U32, FLX_U64
+ *                    unsigned 16-, 32- and 64-bit integer types (uint16_t,
+ *                    uint32_t and uint64_t; ushort, uint and ulong in
+ *                    OpenCL C)
  *
  * C++ includes it inside a namespace (it includes nothing itself).
  */
@@ -78,6 +80,71 @@ FLX_HALF_FN FLX_U16 flx_f32_bits_to_bf16(FLX_U32 u) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (FLX_U16)(((u >> 16) & 0x8000u) | 0x7fc0u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (FLX_U16)(u >> 16);
+}
+
+/* ---- from Float64 and from integers: rounded once ----
+ *
+ * A Float64 (or an integer) rounded to Float32 and then to a half rounds
+ * twice: 1 + 2^-11 + 2^-40 would become 1 + 2^-11 (a tie) and then 1,
+ * where the value itself rounds to 1 + 2^-10. Rounded to odd instead
+ * (truncated toward zero, the last bit set where that dropped anything),
+ * the Float32 keeps 24 significant bits, at least two more than a half's
+ * 11 or a bfloat16's 8, so rounding it once more to nearest even gives the
+ * value rounded once (Boldo and Melquiond, "When double rounding is odd",
+ * 2005). */
+
+/* The Float32 bits of the Float64 of bits u, rounded to odd. Beyond
+ * Float32's range: the largest finite Float32 (odd), which rounds to Inf as
+ * a half and as a bfloat16, as the value does. Inf stays Inf, NaN NaN (a
+ * half or bfloat16 made of it gets the quiet NaN with its sign). */
+FLX_HALF_FN FLX_U32 flx_f64_bits_to_f32_odd(FLX_U64 u) {
+  FLX_U32 sign = (FLX_U32)(u >> 32) & 0x80000000u;
+  FLX_U32 e = (FLX_U32)(u >> 52) & 0x7ffu;
+  FLX_U64 m = u & (((FLX_U64)1 << 52) - 1u);
+  if (e == 0x7ffu) return sign | 0x7f800000u | (m ? 0x400000u : 0u);
+  if (e >= 1023u + 128u) return sign | 0x7f7fffffu; /* 2^128 or more */
+  if (e >= 1023u - 126u) {
+    /* a normal Float32: the top 23 of the 52 fraction bits, then the rest's
+     * sticky bit */
+    return sign | (e - 1023u + 127u) << 23 | (FLX_U32)(m >> 29) |
+           (FLX_U32)((m & (((FLX_U64)1 << 29) - 1u)) != 0u);
+  }
+  /* below 2^-126: a Float32 subnormal, in units of 2^-149. The value is
+   * m · 2^(e - 1075) with the hidden bit (e' = 1 for a Float64 subnormal),
+   * so the units are m >> (926 - e'), at least 30. */
+  if (e) m |= (FLX_U64)1 << 52;
+  FLX_U32 shift = 926u - (e ? e : 1u);
+  if (shift >= 64u) return sign | (FLX_U32)(m != 0u);
+  return sign | (FLX_U32)(m >> shift) | (FLX_U32)((m & (((FLX_U64)1 << shift) - 1u)) != 0u);
+}
+
+/* The Float32 bits of the integer (negative ? -1 : 1) · magnitude, rounded
+ * to odd (magnitude: an integer's absolute value, as an unsigned 64-bit
+ * number, so INT64_MIN's too). */
+FLX_HALF_FN FLX_U32 flx_int_to_f32_odd(int negative, FLX_U64 magnitude) {
+  if (magnitude == 0u) return 0u;
+  FLX_U32 sign = negative ? 0x80000000u : 0u;
+  FLX_U32 top = 63u; /* the leading bit's place */
+  while (!((magnitude >> top) & 1u)) --top;
+  FLX_U32 m, sticky = 0u;
+  if (top <= 23u) {
+    m = (FLX_U32)(magnitude << (23u - top));
+  } else {
+    m = (FLX_U32)(magnitude >> (top - 23u));
+    sticky = (FLX_U32)((magnitude & (((FLX_U64)1 << (top - 23u)) - 1u)) != 0u);
+  }
+  return sign | (top + 127u) << 23 | (m & 0x7fffffu) | sticky;
+}
+
+/* The half and the bfloat16 nearest to a Float64 (bits u) or an integer,
+ * ties to even: rounded once. */
+FLX_HALF_FN FLX_U16 flx_f64_bits_to_half(FLX_U64 u) { return flx_f32_bits_to_half(flx_f64_bits_to_f32_odd(u)); }
+FLX_HALF_FN FLX_U16 flx_f64_bits_to_bf16(FLX_U64 u) { return flx_f32_bits_to_bf16(flx_f64_bits_to_f32_odd(u)); }
+FLX_HALF_FN FLX_U16 flx_int_to_half(int negative, FLX_U64 magnitude) {
+  return flx_f32_bits_to_half(flx_int_to_f32_odd(negative, magnitude));
+}
+FLX_HALF_FN FLX_U16 flx_int_to_bf16(int negative, FLX_U64 magnitude) {
+  return flx_f32_bits_to_bf16(flx_int_to_f32_odd(negative, magnitude));
 }
 
 #endif /* FLX_HALF_BITS_H */

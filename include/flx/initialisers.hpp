@@ -57,7 +57,10 @@ struct FLX_API SparseInitOptions {
 };
 struct FLX_API IdentityInitOptions {
   double gain = 1;
-  std::vector<int64_t> shift = {};  // circshift of the result: one value (every dim) or one per dim
+  // circshift of the result, as Julia's circshift(A, shifts): the k-th
+  // value shifts dim k, so one value shifts dim 0 only (as in Flux); dims
+  // without a value stay.
+  std::vector<int64_t> shift = {};
 };
 
 namespace detail {
@@ -101,7 +104,7 @@ inline constexpr detail::Initialiser<detail::OrthogonalImpl, OrthogonalOptions> 
 inline constexpr detail::Initialiser<detail::SparseInitImpl, SparseInitOptions> sparse_init{};
 // Zeros (one dim), gain·I (two dims, the rest zero), or for (k..., in, out)
 // gain at the kernel's centre (cld(k, 2), 1-based) for channel i -> i; then
-// circshift by `shift`. Not random.
+// circshift by `shift` (its k-th value along dim k). Not random.
 inline constexpr detail::Initialiser<detail::IdentityInitImpl, IdentityInitOptions> identity_init{};
 
 }  // namespace flx

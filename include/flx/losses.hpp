@@ -115,8 +115,9 @@ struct FLX_API BinaryFocalOptions {
   double gamma = 2;
   double epsilon = -1;  // < 0: eps of the prediction's element type
 };
-// p_t = y (ŷ + ϵ) + (1 - y) (1 - ŷ - ϵ); agg(-(1 - p_t)^γ log(p_t)).
-// γ = 0 is binarycrossentropy.
+// p_t = y (ŷ + ϵ) + (1 - y) (1 - ŷ - ϵ); agg(-max(1 - p_t, 0)^γ log(p_t))
+// (clamped: an exactly right ŷ makes 1 - p_t = -ϵ). γ = 0 is
+// binarycrossentropy.
 FLX_API Tensor binary_focal_loss(const Tensor& yhat, const Tensor& y, const BinaryFocalOptions& o = {});
 
 struct FLX_API FocalOptions {
@@ -125,7 +126,7 @@ struct FLX_API FocalOptions {
   double gamma = 2;
   double epsilon = -1;
 };
-// agg(sum(-y (1 - ŷ - ϵ)^γ log(ŷ + ϵ); dim)). γ = 0 is crossentropy.
+// agg(sum(-y max(1 - ŷ - ϵ, 0)^γ log(ŷ + ϵ); dim)). γ = 0 is crossentropy.
 FLX_API Tensor focal_loss(const Tensor& yhat, const Tensor& y, const FocalOptions& o = {});
 
 // ---- sequences ---------------------------------------------------------------

@@ -72,18 +72,23 @@ class Restructure {
 
 // Optimisers.destructure: `auto [flat, re] = destructure(model)`. flat is a
 // vector of the trainable tensors (trainables(model)) one after another,
-// each column-major, in the first one's element type (Float32 for a model
-// without any) on the model's device; re(flat) gives the model back.
+// each column-major, in the widest of their element types (promoted as
+// two tensors are, docs/dtypes.md: Float16 with Float32 gives Float32,
+// Float16 with BFloat16 gives Float32; Float32 for a model without any), as
+// Optimisers.jl's vcat promotes, so that re(flat) gives every leaf back
+// exactly; on the model's device.
 template <class M>
 std::pair<Tensor, Restructure<M>> destructure(const M& model) {
   const std::vector<Tensor> ps = trainables(model);
   std::vector<std::pair<const void*, int64_t>> offsets;
   std::vector<Tensor> parts;
+  DType widest = ps.empty() ? DType::Float32 : ps[0].dtype();
+  for (const Tensor& p : ps) widest = promote_types(widest, p.dtype());
   int64_t n = 0;
   for (const Tensor& p : ps) {
     offsets.emplace_back(p.id(), n);
     n += p.numel();
-    parts.push_back(reshape(p, Shape{p.numel()}).to(ps[0].dtype()));
+    parts.push_back(reshape(p, Shape{p.numel()}).to(widest));
   }
   Tensor flat = parts.empty() ? zeros(0) : parts.size() == 1 ? parts[0].detach() : vcat(parts).detach();
   return {flat, Restructure<M>(model, std::move(offsets), n)};

@@ -101,7 +101,9 @@ void check_options(const DataLoaderOptions& o) {
 }
 
 int64_t batches_per_epoch(int64_t n, const DataLoaderOptions& o) {
-  return o.partial ? (n + o.batchsize - 1) / o.batchsize : n / o.batchsize;
+  // cld(n, batchsize) with a partial batch, written so that a batchsize near
+  // INT64_MAX does not overflow (one partial batch, as MLUtils gives).
+  return n / o.batchsize + (o.partial && n % o.batchsize != 0);
 }
 
 std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream) {

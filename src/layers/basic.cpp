@@ -4,6 +4,7 @@
 #include "flx/layers/basic.hpp"
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "ops/ops_internal.hpp"
@@ -72,6 +73,22 @@ void show_compact(std::ostream& os, const Dense& d) {
 }
 
 // ---- Scale -------------------------------------------------------------------
+
+namespace {
+Shape scale_size(const std::vector<int64_t>& dims) {
+  bool positive = !dims.empty() && int(dims.size()) <= Shape::max_dims;
+  for (int64_t e : dims) positive = positive && e >= 1;
+  if (!positive) {
+    std::ostringstream got;
+    for (size_t k = 0; k < dims.size(); ++k) got << (k ? ", " : "") << dims[k];
+    FLX_THROW(ArgumentError, "Scale: the size must be 1 to ", Shape::max_dims, " positive dims; got (", got.str(),
+              ")");
+  }
+  return Shape(dims);
+}
+}  // namespace
+
+Scale::Scale(detail::ScaleDims size, Activation a) : Scale(scale_size(size.dims), std::move(a)) {}
 
 Scale::Scale(const Shape& size, Activation a) : act(std::move(a)) {
   bool positive = size.ndims() >= 1;

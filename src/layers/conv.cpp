@@ -50,10 +50,10 @@ ConvGeometry resolve(const std::vector<int64_t>& kernel, const ConvOptions& o, c
   for (size_t i = 0; i < kernel.size(); ++i) {
     FLX_CHECK(transposed || c.outpad[i] == 0, ArgumentError, layer,
               ": outpad applies to ConvTranspose only (the rows a strided convolution drops); got outpad=",
-              c.outpad[i], " for spatial dim ", i + 1);
+              c.outpad[i], " for dim ", i);
     FLX_CHECK(c.outpad[i] < std::max(c.stride[i], c.dilation[i]), ArgumentError, layer,
               ": outpad must be below the stride or the dilation; got outpad=", c.outpad[i], " with stride ",
-              c.stride[i], " and dilation ", c.dilation[i], " in spatial dim ", i + 1);
+              c.stride[i], " and dilation ", c.dilation[i], " in dim ", i);
   }
   return c;
 }
@@ -268,7 +268,7 @@ std::pair<std::vector<int64_t>, PoolOptions> adaptive(const Shape& x, const std:
             " dims needs an input with as many spatial dims; got shape ", x);
   std::vector<int64_t> window(in.size()), stride(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
-    FLX_CHECK(out[i] >= 1 && out[i] <= in[i], DimensionMismatch, layer, ": cannot pool spatial dim ", i + 1,
+    FLX_CHECK(out[i] >= 1 && out[i] <= in[i], DimensionMismatch, layer, ": cannot pool dim ", i,
               " of size ", in[i], " to ", out[i], " (the output must lie in 1:", in[i], ") for input shape ", x);
     stride[i] = in[i] / out[i];
     window[i] = in[i] - (out[i] - 1) * stride[i];
@@ -329,12 +329,7 @@ Shape outputsize(const AdaptiveMeanPool& l, const Shape& x) {
   auto [window, opts] = adaptive(x, l.out, name.c_str());
   return ops::pool_shape(x, window, opts, name.c_str());
 }
-Shape outputsize(const Flatten&, const Shape& x) {
-  FLX_CHECK(x.ndims() >= 1, DimensionMismatch, "flatten: expected at least one dim; got shape ", x);
-  int64_t rows = 1;
-  for (int i = 0; i + 1 < x.ndims(); ++i) rows *= x[i];
-  return Shape{rows, x[x.ndims() - 1]};
-}
+Shape outputsize(const Flatten&, const Shape& x) { return ops::flatten_shape(x); }
 
 // ---- printing -----------------------------------------------------------------------
 

@@ -246,16 +246,25 @@ Tensor InstanceNorm::operator()(const Tensor& x) const {
     if (scale.defined()) y = y * per_channel(scale, y);
     if (bias.defined()) y = y + per_channel(bias, y);
   } else {
+    // m: the elements of one slice (a channel of one observation).
+    int64_t m = 1;
+    for (int k : spatial) m *= x.shape()[k];
+    // An unbiased variance of one element is 0 / 0: the running variance
+    // would become NaN, and with it every later inference. PyTorch refuses
+    // the input; so does flx, where the statistics are tracked.
+    FLX_CHECK(!(options.track_stats && training) || m != 1, DimensionMismatch, layer,
+              ": training with track_stats needs more than one spatial element per channel (the running variance is ",
+              "unbiased, × m / (m - 1)); got shape ", x.shape().str(),
+              ". Use a larger input, testmode, or track_stats=false");
     // InstanceNorm is GroupNorm with a group per channel.
     y = ops::group_norm(xw, in_type(scale, t), in_type(bias, t), channels, options.epsilon, layer);
-    if (options.track_stats && training) {
+    if (options.track_stats && training && x.numel() > 0) {
       // Flux's _track_stats!: the batch's mean of the slices' means and of
       // their variances made unbiased (× m / (m - 1)), moved by momentum; no
-      // gradient flows through them.
+      // gradient flows through them. An empty batch leaves them as they are.
       const Tensor xd = xw.detach();
       const Tensor mu = mean(xd, spatial);
       const Tensor var = mean(square(xd - mu), spatial);
-      const int64_t m = xw.numel() / std::max<int64_t>(x.shape()[nd - 2] * x.shape()[nd - 1], 1);
       const Dims batch{nd - 1};
       const Tensor mu_new = reshape(mean(mu, batch), Shape{channels});
       const Tensor var_new = reshape(mean(var, batch), Shape{channels});

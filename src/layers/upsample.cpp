@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "flx/error.hpp"
+#include "ops/ops_internal.hpp"
+#include "util/checked_size.hpp"
 
 namespace flx {
 
@@ -93,16 +95,16 @@ Shape outputsize(const Upsample& l, const Shape& x) {
   Shape y = x;
   for (int k = 0; k < spatial; ++k) {
     if (by_scale) {
-      y[k] = int64_t(std::floor(o.scale[size_t(k)] * double(x[k])));
+      y[k] = ops::scaled_size(o.scale[size_t(k)], x[k], name, k);
     } else {
       y[k] = o.size[size_t(k)];
       FLX_CHECK(mode != "nearest" || (x[k] > 0 && y[k] % x[k] == 0), DimensionMismatch, name, ": size ", y[k],
-                " of spatial dim ", k + 1, " is not a whole multiple of the input's ", x[k], " (input shape ",
-                x.str(), ")");
+                " of dim ", k, " is not a whole multiple of the input's ", x[k], " (input shape ", x.str(), ")");
     }
-    FLX_CHECK(x[k] > 0 || y[k] == 0, DimensionMismatch, name, ": spatial dim ", k + 1, " of the input (shape ",
-              x.str(), ") is empty: there is nothing to upsample");
+    FLX_CHECK(x[k] > 0 || y[k] == 0, DimensionMismatch, name, ": dim ", k, " of the input (shape ", x.str(),
+              ") is empty: there is nothing to upsample");
   }
+  (void)detail::checked_numel(y, name);
   return y;
 }
 
@@ -122,12 +124,12 @@ Shape outputsize(const PixelShuffle& l, const Shape& x) {
   const int nd = x.ndims(), d = nd - 2;
   FLX_CHECK(d >= 1 && d <= 3, DimensionMismatch, name, ": expected an input (spatial..., channels, batch) with 1 to ",
             "3 spatial dims; got shape ", x.str());
-  int64_t rd = 1;
-  for (int k = 0; k < d; ++k) rd *= l.r;
+  const int64_t rd = ops::upscale_channels(l.r, d, name);
   FLX_CHECK(x[d] % rd == 0, DimensionMismatch, name, ": expected channels (dim ", d, ") a multiple of r^", d, " = ",
             rd, "; got ", x[d], " in an input of shape ", x.str());
   Shape y = x;
-  for (int k = 0; k < d; ++k) y[k] = x[k] * l.r;
+  for (int k = 0; k < d; ++k)
+    y[k] = detail::checked_mul(x[k], l.r, name, ": dim ", k, " of shape ", x.str(), " times r = ", l.r);
   y[d] = x[d] / rd;
   return y;
 }

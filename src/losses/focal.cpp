@@ -8,7 +8,7 @@ using losses::aggregate;
 using losses::check_dim;
 using losses::check_sizes;
 using losses::eps_of;
-using losses::times_power;
+using losses::times_clamped_power;
 using losses::widened;
 
 Tensor binary_focal_loss(const Tensor& yhat, const Tensor& y, const BinaryFocalOptions& o) {
@@ -16,7 +16,7 @@ Tensor binary_focal_loss(const Tensor& yhat, const Tensor& y, const BinaryFocalO
   FLX_CHECK(o.gamma >= 0, ArgumentError, "binary_focal_loss: gamma (γ) must be non-negative; got ", o.gamma);
   const Tensor pe = widened(yhat) + eps_of(yhat, o.epsilon), t = widened(y);
   const Tensor p_t = t * pe + (1.0 - t) * (1.0 - pe);
-  return aggregate(times_power(-log(p_t), 1.0 - p_t, o.gamma), o.agg);
+  return aggregate(times_clamped_power(-log(p_t), 1.0 - p_t, o.gamma), o.agg);
 }
 
 Tensor focal_loss(const Tensor& yhat, const Tensor& y, const FocalOptions& o) {
@@ -24,8 +24,9 @@ Tensor focal_loss(const Tensor& yhat, const Tensor& y, const FocalOptions& o) {
   check_dim(yhat, o.dim, "focal_loss");
   FLX_CHECK(o.gamma >= 0, ArgumentError, "focal_loss: gamma (γ) must be non-negative; got ", o.gamma);
   const Tensor pe = widened(yhat) + eps_of(yhat, o.epsilon), t = widened(y);
-  // -y (1 - ŷϵ)^γ log(ŷϵ), y log(ŷϵ) as xlogy: 0 where y = 0 (Flux multiplies).
-  return aggregate(sum(-times_power(xlogy(t, pe), 1.0 - pe, o.gamma), {o.dim}), o.agg);
+  // -y (1 - ŷϵ)^γ log(ŷϵ), y log(ŷϵ) as xlogy: 0 where y = 0 (Flux
+  // multiplies); 1 - ŷϵ clamped at 0 (times_clamped_power).
+  return aggregate(sum(-times_clamped_power(xlogy(t, pe), 1.0 - pe, o.gamma), {o.dim}), o.agg);
 }
 
 }  // namespace flx

@@ -59,4 +59,16 @@ inline Tensor times_power(const Tensor& t, const Tensor& x, double gamma) {
   return t * pow(x, gamma);
 }
 
+// t · max(x, 0)^γ: the focal losses' weight (1 - p)^γ, whose base Flux's
+// ŷ + ϵ takes to -ϵ for a prediction that is exactly right; a non-integer
+// power of it would be NaN. Where x ≤ 0 the weight is 0, and so is its
+// gradient: the power there is taken of 1 and then masked, so no 0 · ∞
+// (γ x^(γ-1) at 0) reaches the gradient.
+inline Tensor times_clamped_power(const Tensor& t, const Tensor& x, double gamma) {
+  if (gamma == 0) return t;
+  const Tensor positive = x > 0.0;
+  const Tensor zero = full(x.dtype(), 0.0, Shape{}).to(x.device()), one = full(x.dtype(), 1.0, Shape{}).to(x.device());
+  return where(positive, times_power(t, where(positive, x, one), gamma), zero);
+}
+
 }  // namespace flx::losses

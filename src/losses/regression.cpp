@@ -29,8 +29,13 @@ Tensor huber_loss(const Tensor& yhat, const Tensor& y, const HuberOptions& o) {
   check_sizes(yhat, y, "huber_loss");
   FLX_CHECK(o.delta > 0, ArgumentError, "huber_loss: delta (δ) must be positive; got ", o.delta);
   const Tensor a = abs(widened(yhat) - widened(y));
-  // Flux's _huber_metric: quadratic below δ, linear (slope δ) from δ on.
-  return aggregate(where(a < o.delta, 0.5 * square(a), o.delta * (a - 0.5 * o.delta)), o.agg);
+  // Flux's _huber_metric: quadratic below δ, linear (slope δ) from δ on,
+  // written q²/2 + δ (a - q) with q = a below δ and δ from it on: the same
+  // values, and the quadratic part never sees a large |ŷ - y| (an Inf one
+  // would make its gradient 0 · Inf = NaN through a where).
+  const Tensor delta = full(a.dtype(), o.delta, Shape{}).to(a.device());
+  const Tensor q = where(a < o.delta, a, delta);
+  return aggregate(0.5 * square(q) + o.delta * (a - q), o.agg);
 }
 
 Tensor poisson_loss(const Tensor& yhat, const Tensor& y, const LossOptions& o) {

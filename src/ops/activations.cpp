@@ -55,14 +55,25 @@ Tensor Rrelu::operator()(const Tensor& x0, double lo, double hi, bool training) 
   return out;
 }
 
+namespace {
+// glu's output shape: dim halved, checked.
+Shape glu_shape(const Shape& x, int dim) {
+  FLX_CHECK(dim >= 0 && dim < x.ndims(), ArgumentError, "glu: dim ", dim, " is out of range for shape ", x);
+  FLX_CHECK(x[dim] % 2 == 0, DimensionMismatch, "glu: dim ", dim, " of shape ", x,
+            " must have an even size, to split in two halves; got ", x[dim]);
+  Shape y = x;
+  y[dim] /= 2;
+  return y;
+}
+}  // namespace
+
 Tensor Glu::operator()(const Tensor& x, int dim) const {
   ops::check_defined(x, "glu");
-  FLX_CHECK(dim >= 0 && dim < x.ndims(), ArgumentError, "glu: dim ", dim, " is out of range for shape ", x.shape());
-  const int64_t n = x.shape()[dim];
-  FLX_CHECK(n % 2 == 0, DimensionMismatch, "glu: dim ", dim, " of shape ", x.shape(),
-            " must have an even size, to split in two halves; got ", n);
-  return slice(x, dim, 0, n / 2) * sigmoid(slice(x, dim, n / 2, n));
+  const int64_t half = glu_shape(x.shape(), dim)[dim];
+  return slice(x, dim, 0, half) * sigmoid(slice(x, dim, half, 2 * half));
 }
+
+Shape outputsize(const Glu&, const Shape& x) { return glu_shape(x, 0); }
 
 Tensor LeakyRelu::operator()(const Tensor& x, double a) const { return ops::activate(FLX_OP_LEAKYRELU, x, a); }
 Tensor Elu::operator()(const Tensor& x, double alpha) const { return ops::activate(FLX_OP_ELU, x, alpha); }

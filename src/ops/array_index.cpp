@@ -8,6 +8,8 @@
 
 #include "flx/arrays.hpp"
 #include "ops_internal.hpp"
+#include "util/checked_size.hpp"
+#include "util/host_vector.hpp"
 
 namespace flx {
 namespace ops {
@@ -87,6 +89,15 @@ std::vector<std::pair<int64_t, int64_t>> pad_pairs(const Tensor& x, const std::v
               pad[k + 1], ") for dim ", k / 2);
     out.emplace_back(pad[k], pad[k + 1]);
   }
+  // The padded shape, each sum and the element count checked.
+  Shape padded = x.shape();
+  for (size_t k = 0; k < out.size(); ++k) {
+    const auto [lo, hi] = out[k];
+    const int d = int(k);
+    padded[d] = detail::checked_sum({lo, x.size(d), hi}, op, ": dim ", d, " of shape ", x.shape(), " padded by (", lo,
+                                    ", ", hi, ")");
+  }
+  (void)detail::checked_numel(padded, op);
   return out;
 }
 
@@ -111,7 +122,7 @@ Tensor pad_by_index(const Tensor& x0, const std::vector<int64_t>& pad, const cha
     const int64_t n = x.size(k);
     FLX_CHECK(fits(lo, n) && fits(hi, n), ArgumentError, op, ": padding (", lo, ", ", hi, ") of dim ", k,
               " does not fit its size ", n, " in a tensor of shape ", x0.shape(), ": ", limit);
-    std::vector<int64_t> idx(size_t(lo + n + hi));
+    auto idx = detail::host_vector<int64_t>(size_t(lo + n + hi), op);
     for (int64_t j = 0; j < int64_t(idx.size()); ++j) idx[size_t(j)] = source(j - lo, n);
     x = ops::gather_dim(x, k, ops::index_tensor(idx, x));
   }

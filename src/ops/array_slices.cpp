@@ -194,7 +194,9 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t n, int dim) {
   ops::check_defined(x, "chunk");
   check_dim(x, dim, "chunk");
   FLX_CHECK(n >= 1, ArgumentError, "chunk: the number of pieces must be at least 1; got ", n);
-  const int64_t len = x.size(dim), size = (len + n - 1) / n;
+  // MLUtils: pieces of cld(len, n) (so fewer than n when n > len), written
+  // so that no n near INT64_MAX overflows.
+  const int64_t len = x.size(dim), size = len / n + (len % n != 0);
   std::vector<Tensor> out;
   for (int64_t start = 0; start < len; start += size)
     out.push_back(ops::slice_dim(x, dim, start, std::min(len, start + size)));

@@ -114,7 +114,7 @@ ConvPlan plan_crosscor(const Shape& x, const Shape& w, const ConvOptions& o, con
   const int64_t cin_g = w[nsp], cout = w[nsp + 1];
   FLX_CHECK(groups >= 1, ArgumentError, layer, ": groups must be at least 1; got ", groups);
   FLX_CHECK(cin_g * groups == cin, DimensionMismatch, layer, ": expected ", cin_g * groups,
-            " input channels (dim ", nsp + 1, " of the input; the weight ", w, " with groups=", groups,
+            " input channels (dim ", nsp, " of the input; the weight ", w, " with groups=", groups,
             "); got ", cin, " in an input of shape ", x);
   FLX_CHECK(cout % groups == 0, DimensionMismatch, layer, ": the ", cout,
             " output channels of the weight are not a multiple of groups=", groups);
@@ -277,7 +277,7 @@ TransposePlan plan_conv_transpose(const Shape& xs, const Shape& ws, const ConvOp
   const int64_t groups = o.groups, cin = xs[nsp], batch = xs[nsp + 1];
   const int64_t cout_g = ws[nsp], cin_w = ws[nsp + 1];
   FLX_CHECK(groups >= 1, ArgumentError, layer, ": groups must be at least 1; got ", groups);
-  FLX_CHECK(cin_w == cin, DimensionMismatch, layer, ": expected ", cin_w, " input channels (dim ", nsp + 1,
+  FLX_CHECK(cin_w == cin, DimensionMismatch, layer, ": expected ", cin_w, " input channels (dim ", nsp,
             " of the input; the weight ", ws, " is (kernel..., out / groups, in)); got ", cin,
             " in an input of shape ", xs);
   FLX_CHECK(cin % groups == 0, DimensionMismatch, layer, ": the ", cin,
@@ -290,8 +290,7 @@ TransposePlan plan_conv_transpose(const Shape& xs, const Shape& ws, const ConvOp
   std::vector<int64_t> out(static_cast<size_t>(nsp));
   for (size_t i = 0; i < out.size(); ++i) {
     FLX_CHECK(extra[i] >= 0 && extra[i] < std::max(g.stride[i], g.dilation[i]), ArgumentError, layer,
-              ": outpad must be at least 0 and below the stride or the dilation; got ", extra[i], " for spatial dim ",
-              i + 1);
+              ": outpad must be at least 0 and below the stride or the dilation; got ", extra[i], " for dim ", i);
     // (in - 1) × stride + (kernel - 1) × dilation + 1 + outpad - padding,
     // in int64 (the extent and the padding's sum fit: conv_geometry).
     int64_t grown = 0;
@@ -299,10 +298,10 @@ TransposePlan plan_conv_transpose(const Shape& xs, const Shape& ws, const ConvOp
                       !__builtin_add_overflow(grown, g.dilation[i] * (g.kernel[i] - 1) + 1, &grown) &&
                       !__builtin_add_overflow(grown, extra[i], &grown);
     FLX_CHECK(fits, ArgumentError, layer, ": the output of an input of shape ", xs, " with stride ",
-              g.stride[i], " in spatial dim ", i + 1, " would be larger than the largest int64 (",
+              g.stride[i], " in dim ", i, " would be larger than the largest int64 (",
               std::numeric_limits<int64_t>::max(), "); use a smaller stride");
     if (__builtin_sub_overflow(grown, g.pad_lo[i] + g.pad_hi[i], &out[i])) out[i] = 0;
-    FLX_CHECK(out[i] >= 1, DimensionMismatch, layer, ": the padding leaves no output in spatial dim ", i + 1,
+    FLX_CHECK(out[i] >= 1, DimensionMismatch, layer, ": the padding leaves no output in dim ", i,
               " for an input of shape ", xs);
   }
   return {g, in, out, cin, cout_g, batch};
@@ -316,12 +315,52 @@ Shape ops::conv_transpose_shape(const Shape& x, const Shape& w, const ConvOption
   return ops::join(p.out, p.cout_g * o.groups, p.batch);
 }
 
+namespace {
+// y plus the bias b (one per output channel), checked against x's device and dtype.
+Tensor add_conv_bias(const Tensor& y, const Tensor& b, const Tensor& x, int64_t channels, int nsp, const char* layer) {
+  ops::check_dnn_operand(b, x, "bias", layer);
+  FLX_CHECK(b.shape() == Shape{channels}, DimensionMismatch, layer, ": the bias must have shape (", channels, ") for ",
+            channels, " output channels; got ", b.shape());
+  std::vector<int64_t> bs(size_t(nsp + 2), 1);
+  bs[size_t(nsp)] = channels;
+  return y + reshape(b, Shape(bs));
+}
+}  // namespace
+
 Tensor conv_transpose(const Tensor& x, const Tensor& w0, const Tensor& b, const ConvOptions& o,
                       const std::vector<int64_t>& out_pad, const char* layer) {
   const int nsp = ops::check_conv_ranks(x, w0, layer);
   const ops::TransposePlan p = ops::plan_conv_transpose(x.shape(), w0.shape(), o, out_pad, layer);
   const int64_t groups = o.groups, cin = p.cin, batch = p.batch, cout_g = p.cout_g;
   const WindowGeometry& g = p.g;
+  const std::vector<int64_t> extra = out_pad.empty() ? o.outpad.expand(nsp, "outpad", layer, 0) : out_pad;
+  bool rows_beyond = false;  // an outpad of at least the stride
+  for (int i = 0; i < nsp; ++i) rows_beyond = rows_beyond || extra[size_t(i)] >= g.stride[size_t(i)];
+  if (rows_beyond) {
+    // An outpad of at least the stride (allowed below the dilation, as
+    // PyTorch allows it) adds rows that no input reaches, which the
+    // backends' transposed convolution (a convolution's input gradient,
+    // whose sizes must match a forward one) cannot make. So: the whole
+    // unpadded output of those dims, the outpad's rows added as zeros at its
+    // end, then the padding cut off; the bias after. Same values, and
+    // differentiable through the slice and pad.
+    ConvOptions whole = o;
+    std::vector<int64_t> pads, no_outpad(size_t(nsp), 0);
+    for (int i = 0; i < nsp; ++i) {
+      const bool widen = extra[size_t(i)] >= g.stride[size_t(i)];
+      pads.push_back(widen ? 0 : g.pad_lo[size_t(i)]);
+      pads.push_back(widen ? 0 : g.pad_hi[size_t(i)]);
+      if (!widen) no_outpad[size_t(i)] = extra[size_t(i)];
+    }
+    whole.pad = Padding(pads);
+    Tensor y = conv_transpose(x, w0, Tensor(), whole, no_outpad, layer);
+    for (int i = 0; i < nsp; ++i) {
+      if (extra[size_t(i)] < g.stride[size_t(i)]) continue;
+      y = ops::pad_dim(y, i, 0, extra[size_t(i)]);
+      y = ops::slice_dim(y, i, g.pad_lo[size_t(i)], g.pad_lo[size_t(i)] + p.out[size_t(i)]);
+    }
+    return b.defined() ? add_conv_bias(y, b, x, cout_g * groups, nsp, layer) : y;
+  }
   const std::vector<int64_t>&in = p.in, &out = p.out;
   // The cross-correlation whose input gradient this is: from the output
   // (cout_g * groups channels) to x (cin channels), kernel flipped as
@@ -350,13 +389,7 @@ Tensor conv_transpose(const Tensor& x, const Tensor& w0, const Tensor& b, const 
       gi[1] = dw;
     }
   });
-  if (!b.defined()) return y;
-  ops::check_dnn_operand(b, x, "bias", layer);
-  FLX_CHECK(b.shape() == Shape{cout_g * groups}, DimensionMismatch, layer, ": the bias must have shape (",
-            cout_g * groups, ") for ", cout_g * groups, " output channels; got ", b.shape());
-  std::vector<int64_t> bs(size_t(nsp + 2), 1);
-  bs[size_t(nsp)] = cout_g * groups;
-  return y + reshape(b, Shape(bs));
+  return b.defined() ? add_conv_bias(y, b, x, cout_g * groups, nsp, layer) : y;
 }
 
 }  // namespace flx

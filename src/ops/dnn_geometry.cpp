@@ -33,7 +33,7 @@ void resolve_padding(const Padding& p, WindowGeometry& g, const char* layer, boo
     for (size_t i = 0; i < n; ++i) {
       FLX_CHECK(!transposed || g.kernel[i] >= g.stride[i], ArgumentError, layer,
                 ": SamePad() pads a transposed convolution by (kernel - stride) × dilation, which needs a kernel at "
-                "least the stride; got kernel ", g.kernel[i], " and stride ", g.stride[i], " in spatial dim ", i + 1,
+                "least the stride; got kernel ", g.kernel[i], " and stride ", g.stride[i], " in dim ", i,
                 "; give .pad explicitly (0), or a kernel of at least ", g.stride[i]);
       // (kernel - 1) × dilation fits: conv_geometry checked the extent.
       const int64_t total = (g.kernel[i] - (transposed ? g.stride[i] : 1)) * g.dilation[i];
@@ -50,10 +50,10 @@ void resolve_padding(const Padding& p, WindowGeometry& g, const char* layer, boo
     g.pad_lo[i] = v.size() == 1 ? v[0] : v.size() == n ? v[i] : v[2 * i];
     g.pad_hi[i] = v.size() == 1 ? v[0] : v.size() == n ? v[i] : v[2 * i + 1];
     FLX_CHECK(g.pad_lo[i] >= 0 && g.pad_hi[i] >= 0, ArgumentError, layer, ": padding must not be negative; got ",
-              g.pad_lo[i], " and ", g.pad_hi[i], " for spatial dim ", i + 1);
+              g.pad_lo[i], " and ", g.pad_hi[i], " for dim ", i);
     int64_t total = 0;
     FLX_CHECK(!__builtin_add_overflow(g.pad_lo[i], g.pad_hi[i], &total), ArgumentError, layer, ": padding ",
-              g.pad_lo[i], " and ", g.pad_hi[i], " in spatial dim ", i + 1, " add up past the largest int64 (",
+              g.pad_lo[i], " and ", g.pad_hi[i], " in dim ", i, " add up past the largest int64 (",
               std::numeric_limits<int64_t>::max(), "); use a padding smaller than the input");
   }
 }
@@ -68,10 +68,10 @@ std::vector<int64_t> output_sizes(const WindowGeometry& g, const Shape& in, cons
     FLX_CHECK(!__builtin_add_overflow(in[int(i)], g.pad_lo[i], &padded) &&
                   !__builtin_add_overflow(padded, g.pad_hi[i], &padded),
               ArgumentError, layer, ": the input of shape ", in, " with padding ", g.pad_lo[i], " and ", g.pad_hi[i],
-              " in spatial dim ", i + 1, " is larger than the largest int64 (", std::numeric_limits<int64_t>::max(),
+              " in dim ", i, " is larger than the largest int64 (", std::numeric_limits<int64_t>::max(),
               "); use a smaller padding");
     FLX_CHECK(padded >= extent, DimensionMismatch, layer, ": the input of shape ", in, " is smaller than the ", what,
-              " in spatial dim ", i + 1, " (", in[int(i)], " + padding ", g.pad_lo[i] + g.pad_hi[i], " < ", extent,
+              " in dim ", i, " (", in[int(i)], " + padding ", g.pad_lo[i] + g.pad_hi[i], " < ", extent,
               "); use a larger input, padding or a smaller ", what);
     out[i] = (padded - extent) / g.stride[i] + 1;
   }
@@ -96,8 +96,8 @@ WindowGeometry conv_geometry(const std::vector<int64_t>& kernel, const ConvOptio
   for (size_t i = 0; i < size_t(n); ++i) {
     int64_t span = 0;
     FLX_CHECK(!__builtin_mul_overflow(kernel[i] - 1, g.dilation[i], &span) && span < std::numeric_limits<int64_t>::max(),
-              ArgumentError, layer, ": dilation ", g.dilation[i], " with a kernel of ", kernel[i], " in spatial dim ",
-              i + 1, " spans past the largest int64 (", std::numeric_limits<int64_t>::max(),
+              ArgumentError, layer, ": dilation ", g.dilation[i], " with a kernel of ", kernel[i], " in dim ", i,
+              " spans past the largest int64 (", std::numeric_limits<int64_t>::max(),
               "); use a dilation below the input's size");
   }
   ops::resolve_padding(o.pad, g, layer, transposed);

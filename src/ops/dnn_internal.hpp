@@ -32,6 +32,7 @@ Shape crosscor_shape(const Shape& x, const Shape& w, const ConvOptions& o, const
 Shape conv_transpose_shape(const Shape& x, const Shape& w, const ConvOptions& o, const std::vector<int64_t>& out_pad,
                            const char* layer);
 Shape pool_shape(const Shape& x, const std::vector<int64_t>& window, const PoolOptions& o, const char* layer);
+Shape flatten_shape(const Shape& x);
 
 // A tensor's backend, device ordinal and memory, checked to be floating and
 // on the device of `ref`.

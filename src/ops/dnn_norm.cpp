@@ -169,13 +169,17 @@ Tensor alphadropout(const Tensor& x, double p) {
   return where(kept, x, full(x.dtype(), alpha, Shape{}).to(x.device())) * a + b;
 }
 
-Tensor flatten(const Tensor& x) {
-  ops::check_defined(x, "flatten");
-  FLX_CHECK(x.ndims() >= 1, DimensionMismatch, "flatten: expected at least one dim; got shape ", x.shape());
+Shape ops::flatten_shape(const Shape& x) {
+  FLX_CHECK(x.ndims() >= 1, DimensionMismatch, "flatten: expected at least one dim; got shape ", x);
   // The rows counted, not inferred: an empty batch has no -1 to infer.
   int64_t rows = 1;
-  for (int i = 0; i + 1 < x.ndims(); ++i) rows *= x.shape()[i];
-  return reshape(x, Shape{rows, x.shape()[x.ndims() - 1]});
+  for (int i = 0; i + 1 < x.ndims(); ++i) rows *= x[i];
+  return Shape{rows, x[x.ndims() - 1]};
+}
+
+Tensor Flatten::operator()(const Tensor& x) const {
+  ops::check_defined(x, "flatten");
+  return reshape(x, ops::flatten_shape(x.shape()));
 }
 
 }  // namespace flx

@@ -38,7 +38,7 @@ Tensor ops::raw_gemm(const Tensor& a0, bool ta, const Tensor& b0, bool tb) {
     FLX_CHECK(bat_a[k] == bat_b[k] || bat_a[k] == 1 || bat_b[k] == 1, DimensionMismatch, "matmul: batch dims of ",
               sa0, " and ", sb0, " do not broadcast (dim ", k + 2, ": ", bat_a[k], " and ", bat_b[k],
               "; each must be equal or 1)");
-    bat.push_back(std::max(bat_a[k], bat_b[k]));
+    bat.push_back(bat_a[k] == 1 ? bat_b[k] : bat_a[k]);  // 1 stretches, to 0 too
   }
   Shape out{m, n};
   for (auto e : bat) out.push_back(e);

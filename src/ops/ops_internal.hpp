@@ -107,4 +107,11 @@ Tensor scatter_dim(const Tensor& g, int dim, const Tensor& idx, int64_t n);
 // Host indices as an Int64 tensor on `like`'s device.
 Tensor index_tensor(const std::vector<int64_t>& idx, const Tensor& like);
 
+// The resampling ops' sizes (resample.cpp), shared with the Upsample and
+// PixelShuffle layers' shape rules: floor(scale · in) along `dim`, and r^d
+// (pixel_shuffle's channels per output channel); an ArgumentError naming
+// `op` where either passes int64.
+int64_t scaled_size(double scale, int64_t in, const std::string& op, int dim);
+int64_t upscale_channels(int64_t r, int d, const std::string& op);
+
 }  // namespace flx::ops

@@ -6,6 +6,8 @@
 
 #include "flx/arrays.hpp"
 #include "ops_internal.hpp"
+#include "util/checked_size.hpp"
+#include "util/host_vector.hpp"
 
 namespace flx {
 namespace {
@@ -15,8 +17,9 @@ namespace {
 // (upsample_nearest). One broadcasting copy: x read as (d0, 1, d1, 1, ...)
 // into (d0, c0, d1, c1, ...) (each: (1, d0, ...) into (c0, d0, ...)), which
 // in column-major order is the tiled tensor; a dim with count 1 merges with
-// its neighbours. Its gradient (broadcast_to's) sums the copies.
-Tensor tile(const Tensor& x, const std::vector<int64_t>& counts, bool each) {
+// its neighbours. Its gradient (broadcast_to's) sums the copies. `op`
+// names the caller in the error for a size past int64.
+Tensor tile(const Tensor& x, const std::vector<int64_t>& counts, bool each, const char* op) {
   const int nd = std::max(x.ndims(), int(counts.size()));
   auto count = [&](int k) { return k < int(counts.size()) ? counts[size_t(k)] : int64_t(1); };
   std::vector<int64_t> in, bc;
@@ -40,7 +43,7 @@ Tensor tile(const Tensor& x, const std::vector<int64_t>& counts, bool each) {
   int repeated = 0;
   for (int k = 0; k < nd; ++k) {
     const int64_t d = x.size(k), c = count(k);
-    out.push_back(d * c);
+    out.push_back(detail::checked_mul(d, c, op, ": dim ", k, " of shape ", x.shape(), " times ", c));
     if (c == 1) {
       data(d);
       continue;
@@ -49,6 +52,7 @@ Tensor tile(const Tensor& x, const std::vector<int64_t>& counts, bool each) {
     if (each) copies(c), data(d);
     else data(d), copies(c);
   }
+  (void)detail::checked_numel(out, op);
   if (repeated == 0) return nd == x.ndims() ? x : reshape(x, out);
   if (in.size() > size_t(Shape::max_dims)) {
     // Too many dims for one copy: the first half of the repeated dims, then
@@ -57,7 +61,7 @@ Tensor tile(const Tensor& x, const std::vector<int64_t>& counts, bool each) {
     int seen = 0;
     for (int k = 0; k < nd; ++k)
       if (count(k) != 1) (seen++ < repeated / 2 ? first : rest)[size_t(k)] = count(k);
-    return tile(tile(x, first, each), rest, each);
+    return tile(tile(x, first, each, op), rest, each, op);
   }
   return reshape(ops::broadcast_to(reshape(x, Shape(in)), Shape(bc)), out);
 }
@@ -70,12 +74,24 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& counts) {
             " counts make more dims than a tensor can have (", Shape::max_dims, ")");
   for (size_t k = 0; k < counts.size(); ++k)
     FLX_CHECK(counts[k] >= 0, ArgumentError, "repeat: counts must be >= 0; got ", counts[k], " for dim ", k);
-  return tile(x, counts, false);
+  return tile(x, counts, false, "repeat");
 }
 
 namespace {
 
 const char* kUpsampleHow = " (give .scale = {...} or .size = {...}, one of them)";
+
+}  // namespace
+
+// floor(scale · in), an output's size along a dim; an ArgumentError naming
+// `op` and the scale past int64 (the Upsample layer's rule uses it too).
+int64_t ops::scaled_size(double scale, int64_t in, const std::string& op, int dim) {
+  const double out = std::floor(scale * double(in));
+  if (!(out < 0x1p63)) detail::size_overflow(op, ": dim ", dim, " (", in, ") times scale ", scale);
+  return int64_t(out);
+}
+
+namespace {
 
 // The output's leading sizes from .scale or .size, checked; nearest: whole
 // scales only.
@@ -106,7 +122,7 @@ std::vector<int64_t> upsample_sizes(const Tensor& x, const UpsampleOptions& o, s
                   " for dim ", k);
       else
         FLX_CHECK(s > 0 && std::isfinite(s), ArgumentError, op, ": scales must be > 0; got ", s, " for dim ", k);
-      out.push_back(int64_t(std::floor(s * double(in))));
+      out.push_back(ops::scaled_size(s, in, op, int(k)));
     } else {
       const int64_t s = o.size[k];
       FLX_CHECK(s >= 1, ArgumentError, op, ": sizes must be >= 1; got ", s, " for dim ", k);
@@ -118,6 +134,9 @@ std::vector<int64_t> upsample_sizes(const Tensor& x, const UpsampleOptions& o, s
     FLX_CHECK(in > 0 || out.back() == 0, ArgumentError, op, ": dim ", k, " of the input (shape ", x.shape(),
               ") is empty: there is nothing to interpolate from");
   }
+  Shape full = x.shape();
+  for (size_t k = 0; k < out.size(); ++k) full[int(k)] = out[k];
+  (void)detail::checked_numel(full, op);
   return out;
 }
 
@@ -127,7 +146,7 @@ Tensor upsample_nearest(const Tensor& x, const UpsampleOptions& o) {
   const auto sizes = upsample_sizes(x, o, 0, true, "upsample_nearest");
   std::vector<int64_t> scales;
   for (size_t k = 0; k < sizes.size(); ++k) scales.push_back(x.size(int(k)) ? sizes[k] / x.size(int(k)) : 1);
-  return tile(x, scales, true);
+  return tile(x, scales, true, "upsample_nearest");
 }
 
 Tensor upsample_bilinear(const Tensor& x0, const UpsampleOptions& o) {
@@ -143,8 +162,8 @@ Tensor upsample_bilinear(const Tensor& x0, const UpsampleOptions& o) {
     // align_corners maps output 0 and out - 1 onto input 0 and in - 1 (a
     // single output pixel onto input 0, as PyTorch: NNlib divides by 0).
     const double ratio = o.align_corners ? (out > 1 ? double(in - 1) / double(out - 1) : 0.0) : double(in) / double(out);
-    std::vector<int64_t> i0(static_cast<size_t>(out)), i1(static_cast<size_t>(out));
-    std::vector<double> w0(static_cast<size_t>(out)), w1(static_cast<size_t>(out));
+    auto i0 = detail::host_vector<int64_t>(size_t(out), "upsample_bilinear"), i1 = i0;
+    auto w0 = detail::host_vector<double>(size_t(out), "upsample_bilinear"), w1 = w0;
     for (int64_t j = 0; j < out; ++j) {
       const double real = o.align_corners ? ratio * double(j) : std::max(0.0, ratio * (double(j) + 0.5) - 0.5);
       const int64_t lo = std::min(int64_t(std::floor(real)), in - 1);
@@ -162,6 +181,12 @@ Tensor upsample_bilinear(const Tensor& x0, const UpsampleOptions& o) {
   return x;
 }
 
+int64_t ops::upscale_channels(int64_t r, int d, const std::string& op) {
+  int64_t rd = 1;
+  for (int k = 0; k < d; ++k) rd = detail::checked_mul(rd, r, op, ": r^", d, " (the channels each output channel takes) with r = ", r);
+  return rd;
+}
+
 Tensor pixel_shuffle(const Tensor& x, int64_t r) {
   ops::check_defined(x, "pixel_shuffle");
   FLX_CHECK(x.ndims() >= 3, DimensionMismatch,
@@ -170,8 +195,7 @@ Tensor pixel_shuffle(const Tensor& x, int64_t r) {
   FLX_CHECK(2 * d + 2 <= Shape::max_dims, DimensionMismatch, "pixel_shuffle: at most 3 spatial dims (it permutes ",
             "2d + 2 dims, at most ", Shape::max_dims, "); got shape ", x.shape());
   FLX_CHECK(r >= 1, ArgumentError, "pixel_shuffle: the upscale factor r must be >= 1; got ", r);
-  int64_t rd = 1;
-  for (int k = 0; k < d; ++k) rd *= r;
+  const int64_t rd = ops::upscale_channels(r, d, "pixel_shuffle");
   const int64_t cin = x.size(d), n = x.size(d + 1);
   FLX_CHECK(cin % rd == 0, DimensionMismatch, "pixel_shuffle: the channels (dim ", d, ") of shape ", x.shape(),
             ", ", cin, ", are not a multiple of r^", d, " = ", rd, " (r = ", r, ", ", d, " spatial dims)");
@@ -184,7 +208,7 @@ Tensor pixel_shuffle(const Tensor& x, int64_t r) {
   for (int k = 0; k < d; ++k) {
     perm.push_back(d + k);  // each spatial index becomes r * its own + its sub-pixel
     perm.push_back(k);
-    out.push_back(r * x.size(k));
+    out.push_back(detail::checked_mul(r, x.size(k), "pixel_shuffle: dim ", k, " of shape ", x.shape(), " times r = ", r));
   }
   perm.push_back(2 * d);
   perm.push_back(2 * d + 1);

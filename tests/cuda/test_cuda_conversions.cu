@@ -9,7 +9,9 @@
 // other values is for a GPU run of the plugin suite to show.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "cuda_kernels.cuh"
 #include "flx/dtype.hpp"
@@ -66,4 +68,37 @@ TEST(CudaConversions, FloatAndDoubleNansAsTheCpu) {
   EXPECT_EQ(store<int32_t>(-7.9), -7);
   EXPECT_EQ(store<bool>(std::nan("")), true);
   EXPECT_EQ(store<bool>(0.0), false);
+}
+
+// cast's element rule (cast_element, as the CPU's in cpu_common.hpp): a
+// Float64 or an integer into a half rounds once (flx/half_bits.h, the
+// functions flx/dtype.hpp wraps), an integer target saturates with NaN 0
+// (saturating_convert), on the host as the kernels run it.
+TEST(CudaConversions, CastsAsTheCpu) {
+  using flx::backend_common::saturating_convert;
+  auto doubles = [](uint64_t u) {
+    const double d = same_bits<double>(u);
+    ASSERT_EQ(bits(cast_element<__half>(d)), flx::double_to_half(d)) << std::hex << u;
+    ASSERT_EQ(bits(cast_element<__nv_bfloat16>(d)), flx::double_to_bf16(d)) << std::hex << u;
+    ASSERT_EQ(cast_element<uint8_t>(d), saturating_convert<uint8_t>(d)) << std::hex << u;
+    ASSERT_EQ(cast_element<int32_t>(d), saturating_convert<int32_t>(d)) << std::hex << u;
+    ASSERT_EQ(cast_element<int64_t>(d), saturating_convert<int64_t>(d)) << std::hex << u;
+  };
+  for (uint64_t u = 0; u < (uint64_t(1) << 63); u += 0x0000123456789abdull) {
+    doubles(u);
+    doubles(u | 0x8000000000000000ull);
+  }
+  // 1 + 2^-11 + 2^-40: a tie through Float32, above it in Float64.
+  EXPECT_EQ(bits(cast_element<__half>(1 + 0x1p-11 + 0x1p-40)), 0x3c01);
+  for (int64_t v : {int64_t(0), int64_t(-1), int64_t(2049), int64_t(65519), int64_t(65520), int64_t((1 << 24) + (1 << 16) + 1),
+                    std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    EXPECT_EQ(bits(cast_element<__half>(v)), flx::int64_to_half(v)) << v;
+    EXPECT_EQ(bits(cast_element<__nv_bfloat16>(v)), flx::int64_to_bf16(v)) << v;
+    EXPECT_EQ(cast_element<uint8_t>(v), saturating_convert<uint8_t>(v)) << v;
+    EXPECT_EQ(cast_element<int32_t>(v), saturating_convert<int32_t>(v)) << v;
+  }
+  EXPECT_EQ(cast_element<uint8_t>(-1.0f), 0);
+  EXPECT_EQ(cast_element<uint8_t>(300.0f), 255);
+  EXPECT_EQ(cast_element<int32_t>(std::nanf("")), 0);
+  EXPECT_EQ(cast_element<uint8_t>(__float2half(-3.0f)), 0);
 }

@@ -100,6 +100,99 @@ TEST(Outputsize, EveryLayerGivesTheShapeOfItsOutput) {
   expect_rule_fits(leakyrelu, rand(3, 2), "leakyrelu");
 }
 
+namespace {
+// outputsize of layer l inside a Chain, alone and nested, is the shape of
+// the Chain's output: each rule is reached through a container's, not only
+// called directly (issue 39: an activation added without a place in a list
+// of them, and `flatten`, a plain function, did not compile there).
+template <class L>
+void expect_chain_rule_fits(const L& l, const Tensor& x, const std::string& what) {
+  const auto one = Chain(l);
+  EXPECT_EQ(outputsize(one, x.shape()), one(x).shape()) << what;
+  const auto nested = Chain(Chain(l), identity);
+  EXPECT_EQ(outputsize(nested, x.shape()), nested(x).shape()) << what << ", nested";
+}
+}  // namespace
+
+TEST(Outputsize, EveryLayerInsideAChainGivesTheShapeOfItsOutput) {
+  set_seed(4);
+  const Tensor img = rand(8, 6, 4, 2), mat = rand(4, 3), seq = rand(4, 5, 2);
+  expect_chain_rule_fits(Dense(4, 2), mat, "Dense");
+  expect_chain_rule_fits(Scale(4), mat, "Scale");
+  expect_chain_rule_fits(Bilinear(4, 2), mat, "Bilinear");
+  expect_chain_rule_fits(Conv({3, 3}, 4, 2), img, "Conv");
+  expect_chain_rule_fits(CrossCor({3, 3}, 4, 2), img, "CrossCor");
+  expect_chain_rule_fits(ConvTranspose({3, 3}, 4, 2, {.stride = 2}), img, "ConvTranspose");
+  expect_chain_rule_fits(DepthwiseConv({3, 3}, 4, 8), img, "DepthwiseConv");
+  expect_chain_rule_fits(MaxPool({2, 2}), img, "MaxPool");
+  expect_chain_rule_fits(MeanPool({2, 2}), img, "MeanPool");
+  expect_chain_rule_fits(GlobalMaxPool(), img, "GlobalMaxPool");
+  expect_chain_rule_fits(GlobalMeanPool(), img, "GlobalMeanPool");
+  expect_chain_rule_fits(AdaptiveMaxPool({2, 2}), img, "AdaptiveMaxPool");
+  expect_chain_rule_fits(AdaptiveMeanPool({1, 1}), img, "AdaptiveMeanPool");
+  expect_chain_rule_fits(Flatten(), img, "Flatten()");
+  expect_chain_rule_fits(flatten, img, "flatten");
+  expect_chain_rule_fits(BatchNorm(4), img, "BatchNorm");
+  expect_chain_rule_fits(LayerNorm(8), img, "LayerNorm");
+  expect_chain_rule_fits(GroupNorm(4, 2), img, "GroupNorm");
+  expect_chain_rule_fits(InstanceNorm(4), img, "InstanceNorm");
+  expect_chain_rule_fits(Dropout(0.5), mat, "Dropout");
+  expect_chain_rule_fits(AlphaDropout(0.5), mat, "AlphaDropout");
+  expect_chain_rule_fits(Embedding(10, 3), tensor(std::vector<int64_t>{1, 2, 3, 4}, {2, 2}), "Embedding");
+  expect_chain_rule_fits(Upsample({.scale = 2}), img, "Upsample");
+  expect_chain_rule_fits(Upsample({.mode = "bilinear", .size = {9, 7}}), img, "Upsample bilinear");
+  expect_chain_rule_fits(PixelShuffle(2), img, "PixelShuffle");
+  expect_chain_rule_fits(WeightNorm(Dense(4, 2)), mat, "WeightNorm");
+  expect_chain_rule_fits(RNN(4, 3), seq, "RNN");
+  expect_chain_rule_fits(LSTM(4, 3), seq, "LSTM");
+  expect_chain_rule_fits(GRU(4, 3), seq, "GRU");
+  expect_chain_rule_fits(GRUv3(4, 3), seq, "GRUv3");
+  expect_chain_rule_fits(Recurrence(RNNCell(4, 3)), seq, "Recurrence");
+  // Every activation, and glu (dim 0 halved), softmax and logsoftmax.
+  expect_chain_rule_fits(sigmoid, mat, "sigmoid");
+  expect_chain_rule_fits(hardsigmoid, mat, "hardsigmoid");
+  expect_chain_rule_fits(hardtanh, mat, "hardtanh");
+  expect_chain_rule_fits(relu, mat, "relu");
+  expect_chain_rule_fits(leakyrelu, mat, "leakyrelu");
+  expect_chain_rule_fits(relu6, mat, "relu6");
+  expect_chain_rule_fits(rrelu, mat, "rrelu");
+  expect_chain_rule_fits(elu, mat, "elu");
+  expect_chain_rule_fits(gelu, mat, "gelu");
+  expect_chain_rule_fits(gelu_tanh, mat, "gelu_tanh");
+  expect_chain_rule_fits(gelu_sigmoid, mat, "gelu_sigmoid");
+  expect_chain_rule_fits(gelu_erf, mat, "gelu_erf");
+  expect_chain_rule_fits(swish, mat, "swish");
+  expect_chain_rule_fits(hardswish, mat, "hardswish");
+  expect_chain_rule_fits(selu, mat, "selu");
+  expect_chain_rule_fits(celu, mat, "celu");
+  expect_chain_rule_fits(softplus, mat, "softplus");
+  expect_chain_rule_fits(softsign, mat, "softsign");
+  expect_chain_rule_fits(logsigmoid, mat, "logsigmoid");
+  expect_chain_rule_fits(logcosh, mat, "logcosh");
+  expect_chain_rule_fits(mish, mat, "mish");
+  expect_chain_rule_fits(tanhshrink, mat, "tanhshrink");
+  expect_chain_rule_fits(softshrink, mat, "softshrink");
+  expect_chain_rule_fits(trelu, mat, "trelu");
+  expect_chain_rule_fits(thresholdrelu, mat, "thresholdrelu");
+  expect_chain_rule_fits(lisht, mat, "lisht");
+  expect_chain_rule_fits(flx::tanh, mat, "tanh");
+  expect_chain_rule_fits(tanh_fast, mat, "tanh_fast");
+  expect_chain_rule_fits(sigmoid_fast, mat, "sigmoid_fast");
+  expect_chain_rule_fits(identity, mat, "identity");
+  expect_chain_rule_fits(softmax, mat, "softmax");
+  expect_chain_rule_fits(logsoftmax, mat, "logsoftmax");
+  expect_chain_rule_fits(glu, mat, "glu");
+  expect_same_refusal<DimensionMismatch>(glu, rand(3, 2), "glu of an odd dim 0");
+  // The issue's case: torchvision's head after a backbone, flatten as Flux writes it.
+  EXPECT_EQ(outputsize(Chain(AdaptiveMeanPool({1, 1})), Shape{4, 4, 512, 1}), (Shape{1, 1, 512, 1}));
+  EXPECT_EQ(outputsize(Chain(Conv({3, 3}, 3, 16), Conv({3, 3}, 16, 32), flatten), Shape{10, 10, 3, 64}),
+            (Shape{1152, 64}));  // outputsize.hpp's own example
+  EXPECT_EQ(outputsize(Chain(SkipConnection(Conv({3, 3}, 8, 8, {.pad = 1}), std::plus<>{}), AdaptiveMeanPool({1, 1}),
+                             flatten, Dense(8, 10)),
+                       Shape{7, 7, 8, 2}),
+            (Shape{10, 2}));
+}
+
 TEST(Outputsize, ContainersCombineTheirLayersRules) {
   set_seed(2);
   // Flux's docstring: two convolutions.

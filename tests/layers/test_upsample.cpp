@@ -80,7 +80,7 @@ TEST(Upsample, PrintsAndChecksAsFlux) {
             "Upsample(:nearest, size = (4, 4, 4)): expected one size per spatial dim (2) of an input of shape 2×2×1×1; "
             "got 3");
   EXPECT_TRUE(has(error_message<DimensionMismatch>([] { Upsample({.size = {5, 4}})(rand(2, 2, 1, 1)); }),
-                  "size 5 of spatial dim 1 is not a whole multiple of the input's 2 (input shape 2×2×1×1)"));
+                  "size 5 of dim 0 is not a whole multiple of the input's 2 (input shape 2×2×1×1)"));
   EXPECT_EQ(error_message<DimensionMismatch>([] { outputsize(Upsample(2, "bilinear"), Shape{4, 3, 2}); }), three);
 }
 

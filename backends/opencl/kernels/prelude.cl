@@ -72,6 +72,7 @@ typedef CT AT;
 #define FLX_HALF_FN inline
 #define FLX_U16 ushort
 #define FLX_U32 uint
+#define FLX_U64 ulong
 #include "flx/half_bits.h"
 inline ushort f2h(float f) { return flx_f32_bits_to_half(as_uint(f)); }
 inline ushort f2bf(float f) { return flx_f32_bits_to_bf16(as_uint(f)); }

@@ -3,7 +3,7 @@
 #if IS_FLOAT
 // The rounds and the fp64 mappings, as the other backends compute them.
 #define FLX_PHILOX_FN inline
-#define FLX_U64 ulong  // FLX_U32 is the prelude's, uint
+// FLX_U32 and FLX_U64 are the prelude's, uint and ulong
 #define FLX_PHILOX_DOUBLE HAS_FP64
 #include "flx/backend_philox.h"
 #if HAS_FP64

@@ -179,6 +179,11 @@ namespace detail {
 // Scale's arguments: sizes, then an optional activation.
 template <class... A>
 struct ScaleArgs;
+// The sizes Scale(4, 3) was given, unchecked (a Shape would refuse a
+// negative one in its own words, not naming Scale).
+struct FLX_API ScaleDims {
+  std::vector<int64_t> dims;
+};
 }  // namespace detail
 
 // y = act.(scale .* x .+ bias), elementwise with broadcasting (Flux's Scale;
@@ -195,6 +200,7 @@ struct FLX_API Scale {
     requires(sizeof...(A) >= 1 && detail::ScaleArgs<A...>::ok)
   explicit Scale(const A&... args) : Scale(detail::ScaleArgs<A...>::size(args...), detail::ScaleArgs<A...>::act(args...)) {}
   Scale(const Shape& size, Activation act);
+  Scale(detail::ScaleDims size, Activation act);
   Scale(Tensor scale, Tensor bias, Activation act = {});
   Tensor operator()(const Tensor& x) const;
 };
@@ -215,12 +221,12 @@ struct ScaleArgs {
   static constexpr bool ok = sizes_integral(std::make_index_sequence<last_is_size ? n : n - 1>{}) &&
                              (last_is_size || std::is_constructible_v<Activation, const Last&>) &&
                              (last_is_size || n >= 2);
-  static Shape size(const A&... args) {
-    Shape s;
+  static ScaleDims size(const A&... args) {
+    ScaleDims s;
     size_t i = 0;
     auto one = [&](const auto& a) {
       if constexpr (std::is_integral_v<std::decay_t<decltype(a)>>) {
-        if (last_is_size || i + 1 < n) s.push_back(int64_t(a));
+        if (last_is_size || i + 1 < n) s.dims.push_back(int64_t(a));
       }
       ++i;
     };

@@ -69,7 +69,8 @@ FLX_FUNCTOR(CrossCor, weight, bias)
 // weight (kernel..., out / groups, in). `.outpad` adds to the output's size
 // in each spatial dim (Flux's rule: (in - 1)·stride + (k - 1)·dilation + 1
 // - pad + outpad), each below the stride or the dilation, as PyTorch's
-// output_padding.
+// output_padding (Flux asks for below the stride). Rows an outpad of at
+// least the stride adds are reached by no input: they hold the bias.
 struct FLX_API ConvTranspose {
   Tensor weight;
   Tensor bias;
@@ -136,11 +137,6 @@ FLX_LEAF(MeanPool)
 FLX_LEAF(AdaptiveMaxPool)
 FLX_LEAF(AdaptiveMeanPool)
 
-// flatten as a layer of a Chain (Flux writes `Flux.flatten` there).
-struct FLX_API Flatten {
-  Tensor operator()(const Tensor& x) const { return flatten(x); }
-  static const char* name() { return "flatten"; }
-};
 
 // The one-line forms, as Flux prints them: Conv((3, 3), 1 => 16, relu, pad=1)
 // (`os << layer` adds the parameter count: show.hpp).

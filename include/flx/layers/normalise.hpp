@@ -129,7 +129,9 @@ struct FLX_API InstanceNormOptions {
 // of the slices' means and of their unbiased variances (Flux's rule) and
 // inference normalises with them; without, the slices' own statistics serve
 // in inference too. The input is (spatial..., channels, batch), at least
-// one spatial dim.
+// one spatial dim; training with track_stats needs two spatial elements or
+// more (an unbiased variance of one is 0/0: a DimensionMismatch, as
+// PyTorch refuses it), and an empty batch leaves the statistics as they are.
 struct FLX_API InstanceNorm {
   Tensor bias;          // β (affine)
   Tensor scale;         // γ (affine)

@@ -18,10 +18,12 @@
 // tensor is made, no kernel runs, no device is touched, so a model on any
 // device, of any size, answers at once (Flux runs the model on arrays of a
 // number type `Nil` instead; C++ layers compute on tensors, so the rules
-// are written out). Built in: every flx layer, the activations (shapes
-// unchanged), std::plus<>, std::minus<>, std::multiplies<>, std::divides<>
-// and Maxout's max (shapes broadcast). A lambda has no rule: in a model that
-// outputsize must see through, write it as a struct with one (docs/layers.md).
+// are written out). Built in: every flx layer, flatten, the activations
+// (shapes unchanged; glu halves dim 0), each declared beside its type,
+// and std::plus<>, std::minus<>, std::multiplies<>, std::divides<> and
+// Maxout's max (shapes broadcast), here. A lambda or a plain function has no
+// rule: in a model that outputsize must see through, write it as a struct
+// with one (docs/layers.md).
 // outputsize(model, s1, s2, ...) passes the shapes as Flux does: to a
 // Parallel or Bilinear as several inputs, to a Chain as one std::tuple.
 #pragma once
@@ -44,15 +46,6 @@ struct MaxFn;  // Maxout's elementwise max (containers.hpp)
 
 namespace detail {
 
-// The function objects whose output has their input's shape.
-template <class T>
-inline constexpr bool keeps_shape_v =
-    std::is_same_v<T, Activation> || std::is_same_v<T, Sigmoid> || std::is_same_v<T, Relu> ||
-    std::is_same_v<T, Tanh> || std::is_same_v<T, Gelu> || std::is_same_v<T, GeluErf> || std::is_same_v<T, Swish> ||
-    std::is_same_v<T, Softplus> || std::is_same_v<T, Softsign> || std::is_same_v<T, LeakyRelu> ||
-    std::is_same_v<T, Elu> || std::is_same_v<T, Celu> || std::is_same_v<T, Identity> || std::is_same_v<T, Softmax> ||
-    std::is_same_v<T, LogSoftmax>;
-
 // The elementwise operators that broadcast (Julia's .+, .-, .*, ./, max.).
 template <class T>
 inline constexpr bool broadcasts_v = std::is_same_v<T, std::plus<>> || std::is_same_v<T, std::minus<>> ||
@@ -74,23 +67,22 @@ const char* name_of() {
 
 }  // namespace detail
 
-// The rule of what has no rule of its own: activations keep the shape,
-// elementwise operators broadcast; anything else does not compile.
+// The rule of what has no rule of its own: the elementwise operators
+// broadcast; anything else does not compile. (The activations, flatten and
+// every layer declare their own rules beside them.)
 template <class M, class... S>
 auto outputsize(const M&, const S&... s) {
   constexpr bool shapes = (std::is_same_v<S, Shape> && ...);
-  if constexpr (detail::keeps_shape_v<M> && sizeof...(S) == 1 && shapes) {
-    return Shape(s...);
-  } else if constexpr (detail::broadcasts_v<M> && sizeof...(S) >= 1 && shapes) {
+  if constexpr (detail::broadcasts_v<M> && sizeof...(S) >= 1 && shapes) {
     const Shape all[] = {s...};
     Shape out = all[0];
     for (size_t i = 1; i < sizeof...(S); ++i) out = detail::broadcast_shapes(out, all[i], detail::name_of<M>());
     return out;
   } else {
     static_assert(detail::no_rule_v<M>,
-                  "flx::outputsize: this layer (or connection) has no shape rule for these inputs. Declare "
-                  "`flx::Shape outputsize(const YourLayer&, const flx::Shape&)` beside it (docs/layers.md); a lambda "
-                  "cannot have one: write it as a struct that does");
+                  "flx::outputsize: the layer or connection M of `no_rule_v<M>` in the note below has no shape rule "
+                  "for these inputs. Declare `flx::Shape outputsize(const M&, const flx::Shape&)` beside M "
+                  "(docs/layers.md); a lambda or a plain function cannot have one: write it as a struct that does");
   }
 }
 
