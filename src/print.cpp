@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -99,13 +100,23 @@ void print_matrix(std::ostream& os, const std::vector<double>& v, int64_t offset
 
 }  // namespace
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) {
-  if (!t.defined()) return os << "Tensor(undefined)";
+namespace detail {
+std::string tensor_summary(const Tensor& t) {
+  if (!t.defined()) return "Tensor(undefined)";
   const Shape& s = t.shape();
+  std::ostringstream os;
   if (s.ndims() == 1) os << s[0] << "-element";
   else if (s.ndims() == 0) os << "0-dim";
   else os << s.str();
-  os << " Tensor{" << t.dtype() << "} on " << t.device() << ":";
+  os << " Tensor{" << t.dtype() << "}";
+  return os.str();
+}
+}  // namespace detail
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "Tensor(undefined)";
+  const Shape& s = t.shape();
+  os << detail::tensor_summary(t) << " on " << t.device() << ":";
   std::vector<double> v = t.detach().to(Device::cpu()).to_vector<double>();
   if (s.ndims() == 0) return os << "\n " << format_value(v, 0, t.dtype());
   if (t.numel() == 0) return os;

@@ -83,6 +83,12 @@ class FLX_API Tensor {
 };
 
 FLX_API std::ostream& operator<<(std::ostream& os, const Tensor& t);
+namespace detail {
+// Its size and type, the first line of its printing without the device:
+// "2×3 Tensor{Float32}", "5-element Tensor{Float64}" (a layer's display
+// shows a tensor so, as Flux's shows an array).
+FLX_API std::string tensor_summary(const Tensor& t);
+}  // namespace detail
 
 // ---- factories (CPU; move with `| gpu` or `.to(device)`) -------------------
 FLX_API Tensor empty(DType t, const Shape& s, Device d = {});  // uninitialised

@@ -92,10 +92,15 @@ constexpr const char* operator_name() {
 
 // The one-line form of anything a container holds: a layer's show_compact,
 // an activation's or function object's name, `[a, b]` for a run-time list of
-// layers, `#callable` for a lambda (Julia prints `#3`).
+// layers, a tensor's summary, a number, `#callable` for a lambda (Julia
+// prints `#3`).
 template <class L>
 void show_layer(std::ostream& os, const L& l) {
-  if constexpr (is_std_vector<L>::value) {
+  if constexpr (std::is_same_v<L, Tensor>) {
+    os << tensor_summary(l);
+  } else if constexpr (std::is_arithmetic_v<L>) {
+    os << l;
+  } else if constexpr (is_std_vector<L>::value) {
     os << "[";
     for (size_t i = 0; i < l.size(); ++i) {
       if (i) os << ", ";
@@ -134,6 +139,8 @@ int layers_with_arrays(const T& x) {
     int n = 0;
     for (const auto& e : x) n += layers_with_arrays(e);
     return n;
+  } else if constexpr (std::is_same_v<T, Tensor>) {
+    return 0;  // an array is leaf-like (Flux's _show_leaflike): it opens no level
   } else {
     return leaves(x).empty() ? 0 : 1;
   }
@@ -205,6 +212,27 @@ void show_model(std::ostream& os, const L& l) {
   show_count_of(os, l, 20, 0, display_width(str), true);
 }
 
+// FLX_LAYER's children: the trainable fields (every declared field where
+// no FLX_TRAINABLE narrows them), a std::tuple field's members one by one
+// (Flux's _flat_children of trainable(x)).
+template <class T, class F>
+void for_each_layer_child(const T& x, F& f) {
+  auto flat = [&](const auto& v) {
+    if constexpr (requires { std::tuple_size<std::decay_t<decltype(v)>>::value; })
+      std::apply([&](const auto&... e) { (f(e), ...); }, v);
+    else f(v);
+  };
+  std::apply([&](const auto&... field) { (flat(x.*(field.ptr)), ...); }, fields_of<T, true>());
+}
+
+// Julia's nameof: a type's name without its namespaces ("ns::Model" is "Model").
+constexpr const char* unqualified(const char* name) {
+  const char* last = name;
+  for (const char* p = name; *p; ++p)
+    if (p[0] == ':' && p[1] == ':') last = p + 2;
+  return last;
+}
+
 }  // namespace detail
 
 template <class C>
@@ -229,3 +257,37 @@ std::ostream& operator<<(std::ostream& os, const L& l) {
 }
 
 }  // namespace flx
+
+// FLX_LAYER(T, fields...): Flux's @layer, in one line after the struct, at
+// namespace scope (global or the struct's own namespace):
+//
+//   struct Model { Chain<Dense, Dense> body; Dense head; };
+//   FLX_LAYER(Model, body, head)
+//
+// gives T its children (FLX_FUNCTOR: fmap, gpu, gradient, setup and
+// checkpoints see the fields, by these names), its display name (T's name
+// without namespaces) and its display: `os << model` prints as Flux prints
+// an @layer struct, the children one a line and then the totals,
+//
+//   Model(
+//     Chain(
+//       Dense(2 => 3),                      # 9 parameters
+//       Dense(3 => 4),                      # 16 parameters
+//     ),
+//     Dense(4 => 5),                        # 25 parameters
+//   )                   # Total: 6 arrays, 50 parameters, 200 bytes.
+//
+// or on one line while at most one child holds arrays. Trainable: every
+// field, unless FLX_TRAINABLE(T, fields...) names fewer (Flux's
+// trainable=(...)); the display shows the trainable ones, as Flux's.
+#define FLX_LAYER(T, ...)                                                                     \
+  FLX_FUNCTOR(T, __VA_ARGS__)                                                                 \
+  [[maybe_unused]] inline const char* flx_show_name(const T&) { return ::flx::detail::unqualified(#T); } \
+  template <class F>                                                                          \
+  void flx_for_each_child(const T& x, F&& f) {                                                \
+    ::flx::detail::for_each_layer_child(x, f);                                                \
+  }                                                                                           \
+  [[maybe_unused]] inline std::ostream& operator<<(std::ostream& os, const T& x) {            \
+    ::flx::detail::show_model(os, x);                                                         \
+    return os;                                                                                \
+  }
