@@ -1,6 +1,7 @@
 // The conformance cases of the normalisation, upsampling and convolution
 // layers of issue 28 (GroupNorm, InstanceNorm, Upsample, PixelShuffle,
-// DepthwiseConv, ConvTranspose's outpad), run by
+// DepthwiseConv, ConvTranspose's outpad) and of issues 39 and 40
+// (ConvTranspose's outpad past the stride, LPNormPool), run by
 // Conformance.NormUpsampleAndConvLayersMatchTheCpu in test_conformance.cpp:
 // every device against the CPU, forward and backward, in Float32, Float64,
 // Float16 and BFloat16. Each layer is built from the case's inputs (its
@@ -48,6 +49,12 @@ std::vector<Case> layer_cases() {
        [](const V& v) { return DepthwiseConv(v[1], Tensor(), {}, {.pad = 1})(v[0]) + reshape(v[2], {1, 1, 6, 1}); }},
       {"convtranspose_outpad", {{4, 3, 4, 2}, {3, 3, 3, 4}, {3}},
        [](const V& v) { return ConvTranspose(v[1], v[2], {}, {.stride = 2, .pad = 1, .outpad = {1, 0}})(v[0]); }},
+      // An outpad past the stride, below the dilation: rows no input reaches.
+      {"convtranspose_outpad_dilated", {{5, 2, 2}, {3, 3, 2}, {3}},
+       [](const V& v) { return ConvTranspose(v[1], v[2], {}, {.pad = 1, .dilation = 3, .outpad = 2})(v[0]); }},
+      // Positive inputs: a non-integer power of a negative one is NaN.
+      {"lpnormpool", {{6, 5, 2, 2}},
+       [](const V& v) { return LPNormPool(1.5, {2, 2}, {.stride = 1, .pad = 1})(v[0]); }, true, 0.1, 1.0},
   };
 }
 
@@ -65,6 +72,8 @@ const std::map<std::string, HalfUlps>& layer_half_ulps() {
       {"instancenorm_running_stats", kNorm},
       {"depthwiseconv", kProducts},
       {"convtranspose_outpad", kProducts},
+      {"convtranspose_outpad_dilated", kProducts},
+      {"lpnormpool", kNorm},  // a power of a window's sum: as a normalisation's
   };
   return m;
 }

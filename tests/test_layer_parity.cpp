@@ -1,5 +1,7 @@
 // PyTorch parity of GroupNorm, InstanceNorm, Upsample (nearest; bilinear
-// with align_corners), PixelShuffle and ConvTranspose's outpad: outputs and
+// with align_corners), PixelShuffle, ConvTranspose's outpad (below the
+// stride, and past it below the dilation) and LPNormPool (PyTorch's
+// LPPool2d): outputs and
 // the gradients of sum(y .* c) for input and weights against PyTorch's, in
 // Float64, read from tests/parity/layer_fixtures.safetensors (written by
 // tests/parity/make_layer_fixtures.py with torch, in flx's layout; the
@@ -75,5 +77,22 @@ TEST(LayerParity, ConvTransposeWithOutpadMatchesPyTorch) {
   expect_parity("convtranspose", l, [](const ConvTranspose& g) {
     expect_close(flip_kernel(g.weight, 2), fx("convtranspose.dweight"), kTol, "weight gradient");
     expect_close(g.bias, fx("convtranspose.dbias"), kTol, "bias gradient");
+  });
+}
+
+TEST(LayerParity, LPNormPoolMatchesPyTorchsLPPool) {
+  auto none = [](const auto&) {};
+  expect_parity("lppool2", LPNormPool(2, {2, 2}), none);
+  expect_parity("lppool15", LPNormPool(1.5, {2, 3}, {.stride = PerDim{2, 1}}), none);  // (W, H)
+}
+
+// An output_padding of at least the stride (below the dilation): rows no
+// input reaches, which hold the bias (issue 39).
+TEST(LayerParity, ConvTransposeWithAnOutpadPastTheStrideMatchesPyTorch) {
+  const ConvTranspose l(flip_kernel(fx("convtranspose_dilated.weight"), 1), fx("convtranspose_dilated.bias"), {},
+                        {.pad = 1, .dilation = 3, .outpad = 2});
+  expect_parity("convtranspose_dilated", l, [](const ConvTranspose& g) {
+    expect_close(flip_kernel(g.weight, 1), fx("convtranspose_dilated.dweight"), kTol, "weight gradient");
+    expect_close(g.bias, fx("convtranspose_dilated.dbias"), kTol, "bias gradient");
   });
 }

@@ -111,6 +111,10 @@ FLX_API Tensor maxpool(const Tensor& x, const std::vector<int64_t>& window, cons
                        const char* layer = "maxpool");
 FLX_API Tensor meanpool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o = {},
                         const char* layer = "meanpool");  // padding counts in each window's size
+// NNlib's lpnormpool (PyTorch's LPPool): (Σ x^p)^(1/p) over each window,
+// 0 < p < Inf; padding adds zeros to the sums. Composed of pow and meanpool.
+FLX_API Tensor lpnormpool(const Tensor& x, double p, const std::vector<int64_t>& window, const PoolOptions& o = {},
+                          const char* layer = "lpnormpool");
 
 // Batch normalisation over every dim but the channels (the second last) of x.
 // training: batch statistics, and running_mean/var (when defined) move by

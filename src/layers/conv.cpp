@@ -345,9 +345,11 @@ void show_compact(std::ostream& os, const ConvTranspose& l) {
   show_conv(os, "ConvTranspose", l.weight, l.weight.shape()[l.weight.ndims() - 1],
             l.weight.shape()[l.weight.ndims() - 2] * l.geometry.groups, l.act, l.geometry, l.bias.defined());
 }
+// Name(window, pad=..., stride=...), the defaults left out; `head` is what
+// comes before the window ("MaxPool(", "LPNormPool(2, ").
 template <class P>
-void show_pool(std::ostream& os, const char* name, const P& l) {
-  os << name << "(";
+void show_pool(std::ostream& os, const std::string& head, const P& l) {
+  os << head;
   show_tuple(os, l.window);
   if (!(l.options.pad == Padding(0))) {
     os << ", pad=";
@@ -361,8 +363,8 @@ void show_pool(std::ostream& os, const char* name, const P& l) {
   }
   os << ")";
 }
-void show_compact(std::ostream& os, const MaxPool& l) { show_pool(os, "MaxPool", l); }
-void show_compact(std::ostream& os, const MeanPool& l) { show_pool(os, "MeanPool", l); }
+void show_compact(std::ostream& os, const MaxPool& l) { show_pool(os, "MaxPool(", l); }
+void show_compact(std::ostream& os, const MeanPool& l) { show_pool(os, "MeanPool(", l); }
 void show_compact(std::ostream& os, const GlobalMaxPool&) { os << "GlobalMaxPool()"; }
 void show_compact(std::ostream& os, const GlobalMeanPool&) { os << "GlobalMeanPool()"; }
 void show_compact(std::ostream& os, const AdaptiveMaxPool& l) {
@@ -374,6 +376,25 @@ void show_compact(std::ostream& os, const AdaptiveMeanPool& l) {
   os << "AdaptiveMeanPool(";
   show_tuple(os, l.out);
   os << ")";
+}
+
+// ---- LPNormPool -----------------------------------------------------------------------
+
+LPNormPool::LPNormPool(double pw, std::vector<int64_t> w, PoolOptions o)
+    : p(pw), window(std::move(w)), options(std::move(o)) {
+  FLX_CHECK(p > 0 && std::isfinite(p), ArgumentError, "LPNormPool: p must lie in (0, Inf); got ", p);
+  check_pool_sizes(window, "LPNormPool", "window");
+}
+Tensor LPNormPool::operator()(const Tensor& x) const {
+  return lpnormpool(x, p, window, options, label(*this).c_str());
+}
+Shape outputsize(const LPNormPool& l, const Shape& x) {
+  return ops::pool_shape(x, l.window, l.options, label(l).c_str());
+}
+void show_compact(std::ostream& os, const LPNormPool& l) {
+  std::ostringstream head;
+  head << "LPNormPool(" << l.p << ", ";
+  show_pool(os, head.str(), l);
 }
 
 }  // namespace flx

@@ -1,5 +1,6 @@
 // Max and mean pooling (NNlib's maxpool and meanpool) through the dnn
 // table, with their autodiff rules.
+#include <cmath>
 #include <memory>
 
 #include "backend/scratch.hpp"
@@ -113,6 +114,16 @@ Tensor maxpool(const Tensor& x, const std::vector<int64_t>& window, const PoolOp
 }
 Tensor meanpool(const Tensor& x, const std::vector<int64_t>& window, const PoolOptions& o, const char* layer) {
   return pool(x, window, o, FLX_POOL_MEAN, layer);
+}
+
+Tensor lpnormpool(const Tensor& x, double p, const std::vector<int64_t>& window, const PoolOptions& o,
+                  const char* layer) {
+  FLX_CHECK(p > 0 && std::isfinite(p), ArgumentError, layer, ": p must lie in (0, Inf), as NNlib's lpnormpool; got ", p);
+  // Each window's mean of x^p counts the padding in its size, so times the
+  // window's size it is the window's sum (padding adds 0^p = 0).
+  int64_t size = 1;
+  for (int64_t k : window) size *= k;
+  return pow(meanpool(pow(x, p), window, o, layer) * double(size), 1.0 / p);
 }
 
 }  // namespace flx

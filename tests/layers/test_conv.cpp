@@ -296,3 +296,63 @@ TEST(HostileLayers, ConvDtypeHintNamesTheLayersDtype) {
   m = error_message<TypeError>([&] { ConvTranspose({3, 3}, 1, 2)(ones(UInt8, {5, 5, 1, 1})); });
   EXPECT_TRUE(has(m, "ConvTranspose") && has(m, "x.to(Float32)")) << m;
 }
+
+// ---- LPNormPool: (Σ x^p)^(1/p) over each window ----------------------------------------
+
+namespace {
+// The definition in loops, for (W, H, C, N) in Float64: window (kw, kh),
+// stride (sw, sh), padding (pw, ph) on both sides (zeros, adding nothing).
+std::vector<double> lpnorm_loops(const Tensor& x, double p, int64_t kw, int64_t kh, int64_t sw, int64_t sh, int64_t pw,
+                                 int64_t ph) {
+  const Shape s = x.shape();
+  const std::vector<double> v = x.to_vector<double>();
+  const int64_t W = s[0], H = s[1], C = s[2], N = s[3];
+  const int64_t ow = (W + 2 * pw - kw) / sw + 1, oh = (H + 2 * ph - kh) / sh + 1;
+  std::vector<double> out;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < oh; ++j)
+        for (int64_t i = 0; i < ow; ++i) {
+          double sum = 0;
+          for (int64_t b = 0; b < kh; ++b)
+            for (int64_t a = 0; a < kw; ++a) {
+              const int64_t w = i * sw + a - pw, h = j * sh + b - ph;
+              if (w >= 0 && w < W && h >= 0 && h < H) sum += std::pow(v[size_t(w + W * (h + H * (c + C * n)))], p);
+            }
+          out.push_back(std::pow(sum, 1 / p));
+        }
+  return out;
+}
+}  // namespace
+
+TEST(LPNormPool, IsThePNormOfEachWindowAsNNlib) {
+  set_seed(40);
+  const Tensor x = rand64({5, 4, 2, 3}, 0.1, 2.0);
+  flx::testing::expect_values(LPNormPool(1.5, {2, 2})(x), lpnorm_loops(x, 1.5, 2, 2, 2, 2, 0, 0), 1e-12);
+  const LPNormPool padded(3, {3, 2}, {.stride = 1, .pad = 1});
+  flx::testing::expect_values(padded(x), lpnorm_loops(x, 3, 3, 2, 1, 1, 1, 1), 1e-12);
+  // NNlib's docstring: lpnormpool(x, 1, k) ./ prod(k) ≈ meanpool(x, k), and
+  // lpnormpool(x, 2, k).^2 ./ prod(k) ≈ meanpool(x.^2, k).
+  expect_close(LPNormPool(1, {2, 2})(x) / 4.0, meanpool(x, {2, 2}), 1e-12);
+  expect_close(square(LPNormPool(2, {2, 2})(x)) / 4.0, meanpool(square(x), {2, 2}), 1e-12);
+  check_gradients([&](const V& v) { return sum(padded(v[0]) * v[1]); }, {x, rand64({5, 5, 2, 3})}, 1e-6, 1e-6,
+                  "LPNormPool");
+  EXPECT_EQ(outputsize(padded, x.shape()), padded(x).shape());
+  EXPECT_EQ(shown(LPNormPool(2, {2, 2})), "LPNormPool(2, (2, 2))");
+  EXPECT_EQ(shown(padded), "LPNormPool(3, (3, 2), pad=1, stride=1)");
+  EXPECT_EQ(shown(Chain(Conv({3, 3}, 1, 2), LPNormPool(1.5, {2, 2}))),
+            "Chain(Conv((3, 3), 1 => 2), LPNormPool(1.5, (2, 2)))  # 20 parameters");
+  for (const Device& dev : flx::testing::accelerator_devices())
+    expect_close(padded(x.to(dev)), padded(x), 1e-10, dev.str());
+}
+
+TEST(LPNormPool, RefusesAPOutsideZeroToInfinityAndBadWindows) {
+  for (double p : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    const std::string m = error_message<ArgumentError>([&] { LPNormPool(p, {2, 2}); });
+    EXPECT_TRUE(has(m, "LPNormPool: p must lie in (0, Inf)")) << m;
+    EXPECT_THROW((void)lpnormpool(rand(4, 4, 1, 1), p, {2, 2}), ArgumentError);
+  }
+  EXPECT_TRUE(has(error_message<ArgumentError>([] { LPNormPool(2, {2, 0}); }), "LPNormPool: window sizes must be positive"));
+  const std::string small = error_message<DimensionMismatch>([] { (void)LPNormPool(2, {5, 5})(rand(3, 3, 1, 1)); });
+  EXPECT_TRUE(has(small, "LPNormPool(2, (5, 5))")) << small;
+}

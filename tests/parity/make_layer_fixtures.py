@@ -1,6 +1,8 @@
 """Writes layer_fixtures.safetensors: PyTorch's GroupNorm, InstanceNorm2d,
-Upsample (nearest; bilinear with align_corners=True), PixelShuffle and
-ConvTranspose2d with output_padding, in Float64, for test_layer_parity.cpp.
+Upsample (nearest; bilinear with align_corners=True), PixelShuffle,
+ConvTranspose2d with output_padding, LPPool2d and ConvTranspose1d with a
+dilation and an output_padding past the stride, in Float64, for
+test_layer_parity.cpp.
 
 For each layer "<name>": its input "<name>.x", its weights (PyTorch's
 parameters), a fixed random cotangent "<name>.c", the output "<name>.y" and
@@ -69,6 +71,19 @@ def main():
     # stride (sH, sW) = (2, 3), padding 1, output_padding (1, 2): flx's stride {3, 2}, outpad {2, 1}
     ct = nn.ConvTranspose2d(3, 4, kernel_size=3, stride=(2, 3), padding=1, output_padding=(1, 2))
     record(out, "convtranspose", ct, torch.randn(2, 3, 4, 5))
+
+    # Recorded after the others, so that their random draws stay as they were.
+    # LPPool2d: p = 2 over 2×2 windows (stride = window), and p = 1.5 over
+    # (kH, kW) = (3, 2) with stride (sH, sW) = (1, 2): flx's LPNormPool(2, {2, 2})
+    # and LPNormPool(1.5, {2, 3}, {.stride = {2, 1}}). Positive inputs (a
+    # power 1.5 of a negative number is NaN on both sides).
+    record(out, "lppool2", nn.LPPool2d(2, kernel_size=2), torch.rand(2, 3, 4, 6) + 0.1)
+    record(out, "lppool15", nn.LPPool2d(1.5, kernel_size=(3, 2), stride=(1, 2)), torch.rand(2, 3, 5, 6) + 0.1)
+    # ConvTranspose1d with an output_padding of at least the stride (below
+    # the dilation), padding 1: flx's ConvTranspose({3}, 2, 3, {.pad = 1,
+    # .dilation = 3, .outpad = 2}); the rows no input reaches hold the bias.
+    record(out, "convtranspose_dilated",
+           nn.ConvTranspose1d(2, 3, kernel_size=3, padding=1, dilation=3, output_padding=2), torch.randn(2, 2, 5))
 
     save_file(out, path, metadata={"generator": "tests/parity/make_layer_fixtures.py", "torch": torch.__version__})
     print(f"wrote {path}: {len(out)} arrays, {sum(v.nbytes for v in out.values())} bytes of data")

@@ -1,6 +1,6 @@
 // Convolution and pooling layers (Flux's conv.jl): Conv, CrossCor,
 // ConvTranspose, DepthwiseConv, MaxPool, MeanPool, GlobalMaxPool, GlobalMeanPool,
-// AdaptiveMaxPool, AdaptiveMeanPool and Flatten. Inputs are WHCN
+// AdaptiveMaxPool, AdaptiveMeanPool, Flatten and LPNormPool. Inputs are WHCN
 // (flx/dnn.hpp); each layer prints as Flux prints it:
 //   Conv((3, 3), 1 => 16, relu, pad=1)
 #pragma once
@@ -161,5 +161,19 @@ FLX_API Shape outputsize(const GlobalMeanPool& l, const Shape& x);
 FLX_API Shape outputsize(const AdaptiveMaxPool& l, const Shape& x);
 FLX_API Shape outputsize(const AdaptiveMeanPool& l, const Shape& x);
 FLX_API Shape outputsize(const Flatten& l, const Shape& x);  // (prod of all dims but the last, the last)
+
+// (Σ x^p)^(1/p) over each window (NNlib's lpnormpool, PyTorch's LPPool),
+// 0 < p < Inf; stride the window by default:
+//   LPNormPool(2, {2, 2}), LPNormPool(1.5, {3, 3}, {.stride = 1, .pad = 1})
+struct FLX_API LPNormPool {
+  double p;
+  std::vector<int64_t> window;
+  PoolOptions options;
+  LPNormPool(double p, std::vector<int64_t> window, PoolOptions o = {});
+  Tensor operator()(const Tensor& x) const;
+};
+FLX_LEAF(LPNormPool)
+FLX_API void show_compact(std::ostream& os, const LPNormPool& l);  // LPNormPool(2, (2, 2))
+FLX_API Shape outputsize(const LPNormPool& l, const Shape& x);
 
 }  // namespace flx
