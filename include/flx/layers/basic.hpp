@@ -76,6 +76,7 @@ struct Chain {
     return (*this)(std::make_tuple(x, y, ys...));
   }
   static constexpr size_t size() { return sizeof...(Layers); }
+  FLX_LAYER_TEMPLATE(Chain, layers)
 };
 template <class... Layers>
 Chain(Layers...) -> Chain<Layers...>;
@@ -109,25 +110,9 @@ struct Chain<std::vector<L, A>> {
   size_t size() const { return layers.size(); }
   auto begin() const { return layers.begin(); }
   auto end() const { return layers.end(); }
+  // Shows its list as Flux does: Chain([Dense(2 => 3), Dense(3 => 4)]).
+  FLX_LAYER_TEMPLATE(Chain, layers)
 };
-
-template <class... Layers>
-auto flx_functor_fields(detail::tag<Chain<Layers...>>) {
-  using C = Chain<Layers...>;
-  return std::make_tuple(detail::Field<C, decltype(C::layers)>{"layers", &C::layers});
-}
-// Printing (show.hpp): Chain(Dense(2 => 3), relu); a run-time Chain shows its
-// list as Flux does, Chain([Dense(2 => 3), Dense(3 => 4)]).
-template <class... Layers>
-const char* flx_show_name(const Chain<Layers...>&) {
-  return "Chain";
-}
-template <class... Layers, class F>
-void flx_for_each_child(const Chain<Layers...>& c, F&& f) {
-  if constexpr (detail::is_std_vector<std::decay_t<decltype(c.layers)>>::value)
-    f(c.layers);  // the list itself: Flux flattens tuples, not vectors
-  else std::apply([&](const auto&... l) { (f(l), ...); }, c.layers);
-}
 
 namespace detail {
 template <size_t I, class Tuple, class S>

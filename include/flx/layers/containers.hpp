@@ -239,21 +239,8 @@ struct SkipConnection {
   static auto eval(const E& e, const SkipConnection& s, const X& x) {
     return e.connect(s, s.connection, e.apply(s.layers, x), x);
   }
+  FLX_LAYER_TEMPLATE(SkipConnection, layers, connection)
 };
-template <class L, class C>
-auto flx_functor_fields(detail::tag<SkipConnection<L, C>>) {
-  using S = SkipConnection<L, C>;
-  return std::make_tuple(detail::Field<S, L>{"layers", &S::layers}, detail::Field<S, C>{"connection", &S::connection});
-}
-template <class L, class C>
-const char* flx_show_name(const SkipConnection<L, C>&) {
-  return "SkipConnection";
-}
-template <class L, class C, class F>
-void flx_for_each_child(const SkipConnection<L, C>& s, F&& f) {
-  f(s.layers);
-  f(s.connection);
-}
 template <class L, class C, class X>
 auto outputsize(const SkipConnection<L, C>& s, const X& x) {
   return SkipConnection<L, C>::eval(detail::Shapes{}, s, x);
@@ -280,22 +267,8 @@ struct Parallel {
     return detail::parallel_many(detail::Forward{}, *this, x, xs...);
   }
   static constexpr size_t size() { return sizeof...(Layers); }
+  FLX_LAYER_TEMPLATE(Parallel, connection, layers)
 };
-template <class C, class... Layers>
-auto flx_functor_fields(detail::tag<Parallel<C, Layers...>>) {
-  using P = Parallel<C, Layers...>;
-  return std::make_tuple(detail::Field<P, C>{"connection", &P::connection},
-                         detail::Field<P, std::tuple<Layers...>>{"layers", &P::layers});
-}
-template <class C, class... Layers>
-const char* flx_show_name(const Parallel<C, Layers...>&) {
-  return "Parallel";
-}
-template <class C, class... Layers, class F>
-void flx_for_each_child(const Parallel<C, Layers...>& p, F&& f) {
-  f(p.connection);
-  std::apply([&](const auto&... l) { (f(l), ...); }, p.layers);
-}
 template <class C, class... Layers, class X, class... Xs>
 auto outputsize(const Parallel<C, Layers...>& p, const X& x, const Xs&... xs) {
   return detail::parallel_many(detail::Shapes{}, p, x, xs...);
@@ -323,22 +296,8 @@ struct PairwiseFusion {
     return detail::pairwise_many(detail::Forward{}, *this, x, xs...);
   }
   static constexpr size_t size() { return sizeof...(Layers); }
+  FLX_LAYER_TEMPLATE(PairwiseFusion, connection, layers)
 };
-template <class C, class... Layers>
-auto flx_functor_fields(detail::tag<PairwiseFusion<C, Layers...>>) {
-  using P = PairwiseFusion<C, Layers...>;
-  return std::make_tuple(detail::Field<P, C>{"connection", &P::connection},
-                         detail::Field<P, std::tuple<Layers...>>{"layers", &P::layers});
-}
-template <class C, class... Layers>
-const char* flx_show_name(const PairwiseFusion<C, Layers...>&) {
-  return "PairwiseFusion";
-}
-template <class C, class... Layers, class F>
-void flx_for_each_child(const PairwiseFusion<C, Layers...>& p, F&& f) {
-  f(p.connection);
-  std::apply([&](const auto&... l) { (f(l), ...); }, p.layers);
-}
 template <class C, class... Layers, class X, class... Xs>
 auto outputsize(const PairwiseFusion<C, Layers...>& p, const X& x, const Xs&... xs) {
   return detail::pairwise_many(detail::Shapes{}, p, x, xs...);
@@ -357,6 +316,7 @@ struct Maxout {
 
   explicit Maxout(Layers... ls) : layers(std::move(ls)...) {}
   Tensor operator()(const Tensor& x) const { return detail::maxout_eval(detail::Forward{}, *this, x); }
+  FLX_LAYER_TEMPLATE(Maxout, layers)
 };
 template <class L, class A>
 struct Maxout<std::vector<L, A>> {
@@ -371,6 +331,16 @@ struct Maxout<std::vector<L, A>> {
     detail::check_maxout_size(layers.size());
   }
   Tensor operator()(const Tensor& x) const { return detail::maxout_eval(detail::Forward{}, *this, x); }
+  // As FLX_LAYER_TEMPLATE's, but the list's layers are the children, one by
+  // one, as Flux's Maxout(f, n) shows them.
+  friend auto flx_functor_fields(detail::tag<Maxout>) {
+    return std::make_tuple(detail::Field<Maxout, std::vector<L, A>>{"layers", &Maxout::layers});
+  }
+  friend const char* flx_show_name(const Maxout&) { return "Maxout"; }
+  template <class F>
+  friend void flx_for_each_child(const Maxout& m, F&& f) {
+    for (const auto& l : m.layers) f(l);
+  }
 };
 template <class... Layers>
 Maxout(Layers...) -> Maxout<Layers...>;
@@ -378,22 +348,6 @@ template <class F, class N>
   requires(std::is_invocable_v<F&> && std::is_integral_v<N>)
 Maxout(F, N) -> Maxout<std::vector<std::decay_t<std::invoke_result_t<F&>>>>;
 
-template <class... Layers>
-auto flx_functor_fields(detail::tag<Maxout<Layers...>>) {
-  using M = Maxout<Layers...>;
-  return std::make_tuple(detail::Field<M, decltype(M::layers)>{"layers", &M::layers});
-}
-template <class... Layers>
-const char* flx_show_name(const Maxout<Layers...>&) {
-  return "Maxout";
-}
-// A run-time Maxout shows as Flux's Maxout(f, n) does: its layers flattened.
-template <class... Layers, class F>
-void flx_for_each_child(const Maxout<Layers...>& m, F&& f) {
-  if constexpr (detail::is_std_vector<std::decay_t<decltype(m.layers)>>::value)
-    for (const auto& l : m.layers) f(l);
-  else std::apply([&](const auto&... l) { (f(l), ...); }, m.layers);
-}
 template <class... Layers, class X>
 auto outputsize(const Maxout<Layers...>& m, const X& x) {
   return detail::maxout_eval(detail::Shapes{}, m, x);

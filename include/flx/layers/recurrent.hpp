@@ -369,23 +369,14 @@ struct Recurrence {
   RecurrentOutput<State> with_state_(const Tensor& x, const State& state, bool want) const {
     return detail::run_sequence(detail::layer_string(*this), cell, x, state, want);
   }
+
+ public:
+  // Shows as Flux's, Recurrence(RNNCell(2 => 3, tanh)).
+  FLX_LAYER_TEMPLATE(Recurrence, cell)
 };
-template <class Cell>
-auto flx_functor_fields(detail::tag<Recurrence<Cell>>) {
-  using R = Recurrence<Cell>;
-  return std::make_tuple(detail::Field<R, Cell>{"cell", &R::cell});
-}
 template <class Cell>
 auto initialstates(const Recurrence<Cell>& r) {
   return initialstates(r.cell);
-}
-// Recurrence(RNNCell(2 => 3, tanh)), as Flux's (in one line while the cell
-// is the only layer with arrays).
-template <class Cell>
-void show_compact(std::ostream& os, const Recurrence<Cell>& r) {
-  os << "Recurrence(";
-  detail::show_layer(os, r.cell);
-  os << ")";
 }
 // (out, time[, batch]) for x (in, time[, batch]), out from the cell's own
 // shape rule for one step, (in, batch) -> (out, batch).

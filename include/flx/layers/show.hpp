@@ -291,3 +291,28 @@ std::ostream& operator<<(std::ostream& os, const L& l) {
     ::flx::detail::show_model(os, x);                                                         \
     return os;                                                                                \
   }
+
+// FLX_LAYER_TEMPLATE(Name, fields...): FLX_LAYER for a class template,
+// written inside its body, since its specialisations cannot be named after
+// it (inside the body, Name names the specialisation). The same fields,
+// name and display, as hidden friends that argument lookup finds:
+//
+//   template <class L, class C>
+//   struct SkipConnection {
+//     L layers;
+//     C connection;
+//     FLX_LAYER_TEMPLATE(SkipConnection, layers, connection)
+//   };
+#define FLX_LAYER_TEMPLATE(T, ...)                                                             \
+  friend auto flx_functor_fields(::flx::detail::tag<T>) {                                      \
+    return std::make_tuple(FLX_DETAIL_FOR_EACH(FLX_DETAIL_FIELD, T, __VA_ARGS__));             \
+  }                                                                                            \
+  friend const char* flx_show_name(const T&) { return ::flx::detail::unqualified(#T); }        \
+  template <class F>                                                                           \
+  friend void flx_for_each_child(const T& x, F&& f) {                                          \
+    ::flx::detail::for_each_layer_child(x, f);                                                 \
+  }                                                                                            \
+  friend std::ostream& operator<<(std::ostream& os, const T& x) {                              \
+    ::flx::detail::show_model(os, x);                                                          \
+    return os;                                                                                 \
+  }
