@@ -94,8 +94,7 @@ Shape outputsize(const LayerNorm& l, const Shape& x) {
 }
 
 // Flux's normalise: each set of the normalised dims brought to mean 0 and
-// biased variance 1 (fused, or composed of differentiable ops where a
-// second derivative may be asked for), then scale, bias and the activation.
+// biased variance 1, then scale, bias and the activation.
 Tensor LayerNorm::operator()(const Tensor& x) const {
   std::ostringstream name;
   show_compact(name, *this);
@@ -107,29 +106,19 @@ Tensor LayerNorm::operator()(const Tensor& x) const {
     FLX_CHECK(!p->defined() || p->device() == x.device(), DeviceMismatch, layer, ": the ",
               p == &scale ? "scale (γ)" : "bias (β)", " is on ", p->device(), " but the input is on ", x.device(),
               "; move both to one device (model | device)");
-  Dims dims(static_cast<size_t>(size.ndims()));
-  for (int k = 0; k < size.ndims(); ++k) dims[size_t(k)] = k;
   // Float16 and BFloat16 inputs are normalised in Float32 (statistics,
   // scale and bias) and the result rounded once, as PyTorch's layer_norm
   // does: in the halves, x - μ alone would lose the digits that a large
   // mean leaves to the spread.
   const bool half = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16;
   const Tensor xw = half ? x.to(DType::Float32) : x;
-  Tensor y;
-  if (autograd::recording_depth() < 2 && xw.numel() > 0 && ops::has_fused_group_norm(xw)) {
-    // Each set of size.numel() values standardised by the backend's fused
-    // group normalisation (one group, no affine: ops::group_norm; the CPU's),
-    // two passes each way where the composed form takes about ten: the
-    // char-transformer's step 13 % faster. Its rule is first-order only, so
-    // nested gradient calls (a second derivative) take the composed form
-    // below, as do backends without the fused kernel.
-    const int64_t rows = size.numel(), sets = xw.numel() / rows;
-    y = reshape(ops::group_norm(reshape(xw, Shape{rows, 1, sets}), Tensor(), Tensor(), 1, options.epsilon, layer),
-                xw.shape());
-  } else {
-    const Tensor centred = xw - mean(xw, dims);
-    y = centred / sqrt(mean(square(centred), dims) + options.epsilon);
-  }
+  // Each set of size.numel() values standardised: group normalisation with
+  // one group, the backend's fused kernel or a composition as ops::group_norm
+  // chooses (two passes each way where the composed form takes about ten:
+  // the char-transformer's step 13 % faster on the CPU's kernel).
+  const int64_t rows = size.numel(), sets = rows ? xw.numel() / rows : 0;
+  Tensor y = reshape(ops::group_norm(reshape(xw, Shape{rows, 1, sets}), Tensor(), Tensor(), 1, options.epsilon, layer),
+                     xw.shape());
   if (scale.defined()) y = y * (half ? scale.to(DType::Float32) : scale);
   if (bias.defined()) y = y + (half ? bias.to(DType::Float32) : bias);
   y = act(y);

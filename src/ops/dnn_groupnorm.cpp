@@ -17,9 +17,13 @@ constexpr double least_batchnorm_epsilon = 1e-5;
 // biased variance. That is batch normalisation in training mode of x seen as
 // (rows, sets, 1), one "channel" per set: a fused kernel of two passes each
 // way on every backend, where mean, -, square, sqrt and / take eight passes
-// forward. Epsilons below the least every backend's batchnorm takes use those.
+// forward. Epsilons below the least every backend's batchnorm takes use
+// those, and so does a nested gradient call (recording_depth() >= 2, where
+// a second derivative may be asked for): the fused kernel differentiates
+// once, the maps to any order.
 Tensor standardise_sets(const Tensor& x, int64_t rows, int64_t sets, double epsilon, const std::string& layer) {
-  if (epsilon >= least_batchnorm_epsilon)
+  if (x.numel() == 0) return x;  // nothing to standardise
+  if (epsilon >= least_batchnorm_epsilon && autograd::recording_depth() < 2)
     return reshape(batchnorm(reshape(x, Shape{rows, sets, 1}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1,
                              epsilon, layer.c_str()),
                    x.shape());
@@ -75,14 +79,14 @@ Tensor fused(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t g
 
 }  // namespace
 
-bool has_fused_group_norm(const Tensor& x) { return detail::be(x).has_groupnorm(); }
-
+// The one place that chooses: the backend's fused kernel where it has one
+// and the call is first-order, else the composition.
 Tensor group_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t groups, double epsilon,
                   const std::string& layer) {
   const int nd = x.ndims();
   const int64_t channels = x.shape()[nd - 2], batch = x.shape()[nd - 1];
   const int64_t spatial = x.numel() / std::max<int64_t>(channels * batch, 1);
-  if (x.numel() > 0 && detail::be(x).has_groupnorm()) {
+  if (x.numel() > 0 && autograd::recording_depth() < 2 && detail::be(x).has_groupnorm()) {
     if (Tensor y = fused(x, scale, bias, groups, epsilon); y.defined()) return y;
   }
   // (spatial · channels / groups, groups · batch): statistics over each column.

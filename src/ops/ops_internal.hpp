@@ -73,13 +73,13 @@ Tensor dense(const Tensor& w, const Tensor& x, const Tensor& b, const Activation
 // x (spatial..., channels, batch), Float32 or Float64, with each (group,
 // sample) set of spatial * channels / groups values normalised by its own
 // mean and biased variance, then times scale and plus bias (per channel, of
-// x's dtype; undefined: none), recorded (dnn_groupnorm.cpp). GroupNorm's
-// and InstanceNorm's (groups = channels) forward pass.
+// x's dtype; undefined: none), recorded (dnn_groupnorm.cpp). GroupNorm's,
+// InstanceNorm's (groups = channels) and LayerNorm's (one group) forward
+// pass. It chooses the backend's fused kernel or the composition itself
+// (the kernel where the backend has it and the call is first-order), and
+// differentiates to any order.
 Tensor group_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t groups, double epsilon,
                   const std::string& layer);
-// Whether x's backend runs group_norm in its own fused kernel (the dnn
-// table's groupnorm_*), not composed from batchnorm and maps.
-bool has_fused_group_norm(const Tensor& x);
 
 // xs (each of one shape, dtype and device) stacked along a new last dim:
 // (dims..., n), each a contiguous slot (Julia's stack(xs)). Differentiable.

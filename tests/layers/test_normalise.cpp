@@ -173,6 +173,29 @@ TEST(LayerNorm, SecondDerivativesThroughANestedGradientMatchFiniteDifferences) {
                   "LayerNorm's second derivative");
 }
 
+// GroupNorm and InstanceNorm choose their kernel in ops::group_norm, as
+// LayerNorm does: the fused one differentiates once, so a nested gradient
+// call takes the composition (issue 40; before, GroupNorm refused the
+// second derivative on the CPU, whose fused kernel it always took).
+TEST(GroupNorm, SecondDerivativesThroughANestedGradientMatchFiniteDifferences) {
+  set_seed(13);
+  const Tensor w = rand64({3, 4, 2});
+  GroupNorm gn(4, 2, flx::tanh);
+  gn.scale = rand64({4}) + 1.5;
+  gn.bias = rand64({4});
+  InstanceNorm in(4, {.affine = true});
+  in.scale = rand64({4}) + 1.5;
+  in.bias = rand64({4});
+  for (const auto& [layer, name] : std::vector<std::pair<std::function<Tensor(const Tensor&)>, std::string>>{
+           {gn, "GroupNorm"}, {in, "InstanceNorm"}}) {
+    auto inner = [&](const Tensor& u) {  // d/du of sum(N(u)^3 .* w)
+      return std::get<0>(gradient([&](const Tensor& y) { return sum(layer(y) * layer(y) * layer(y) * w); }, u));
+    };
+    check_gradients([&](const V& v) { return sum(inner(v[0]) * w); }, {rand64({3, 4, 2})}, 1e-6, 1e-6,
+                    name + "'s second derivative");
+  }
+}
+
 TEST(LayerNorm, WrongInputsNameTheLayerAndWhatItNeeds) {
   std::string m = error_message<DimensionMismatch>([] { LayerNorm(5)(rand(Float32, {4, 3})); });
   EXPECT_TRUE(has(m, "LayerNorm(5): expected an input whose first dim is 5 (the normalised size), then any others; "
