@@ -1,21 +1,51 @@
-// The copy half of `loader | device` (see Stager in flx/data.hpp): host
-// batch tensors go to the device through a ring of pinned staging buffers on
-// a copy stream of their own, so the copy overlaps the consumer's compute
-// instead of queueing behind its kernels; an event per ring entry orders
-// the consumer's stream after the copy and tells the producer when a
-// staging buffer is free again.
+// `loader | device`'s batches (DeviceBatches, DeviceStaging in
+// flx/data.hpp): made on a background thread (PrefetchQueue) and copied by a
+// Stager: host batch tensors go to the device through a ring of pinned
+// staging buffers on a copy stream of their own, so the copy overlaps the
+// consumer's compute instead of queueing behind its kernels; an event per
+// ring entry orders the consumer's stream after the copy and tells the
+// producer when a staging buffer is free again.
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "../tensor_impl.hpp"
 #include "backend/streams.hpp"
+#include "data/loader_threads.hpp"
 #include "flx/data.hpp"
 #include "flx/threads.hpp"
 
 namespace flx::detail {
+
+// Copies host tensors to a device through pinned staging memory on a copy
+// stream of its own (a plain copy where the backend has no pinned memory),
+// for the DataLoader's prefetch thread, while the consumer computes:
+//   producer: start(k); move(t, k, 0), move(u, k, 1), ...; finish(k)
+//   consumer: ready(k, tensors of batch k) before using batch k
+// Batch k's staging buffers are ring entry k % ring (allocated once, reused
+// when that entry's earlier copies are done); finish records an event on the
+// copy stream that ready makes the consumer's stream wait for, so the copy
+// overlaps the compute of earlier batches. `ring` must exceed how many
+// batches the producer can run ahead of the consumer's ready() calls.
+class Stager {
+ public:
+  Stager(Device target, bool gpu_eltype, size_t ring);
+  ~Stager();
+  Stager(const Stager&) = delete;
+  Stager& operator=(const Stager&) = delete;
+  void start(int64_t k);
+  // t on the target device; `slot` numbers the tensors of one batch.
+  Tensor move(const Tensor& t, int64_t k, size_t slot);
+  void finish(int64_t k);
+  void ready(int64_t k, const std::vector<Tensor>& batch);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 namespace {
 // memcpy into the staging buffer, in up to 8 pieces of at least 4 MiB on
@@ -162,6 +192,70 @@ void Stager::ready(int64_t k, const std::vector<Tensor>& batch) {
   for (const Tensor& t : batch)
     if (t.defined() && t.device() == m.target && impl(t).storage->stream == m.stream)
       impl(t).storage->stream = consumer;
+}
+
+// ---- DeviceStaging and DeviceBatches ----------------------------------------------
+
+namespace {
+// Batches the prefetch thread may produce ahead of the consumer, and the
+// staging ring that covers them (see Stager).
+constexpr size_t kPrefetchDepth = 2;
+constexpr size_t kRing = kPrefetchDepth + 2;
+}  // namespace
+
+// The stager kept from one epoch to the next: take() gives it when no
+// running epoch holds it, else a new one (then kept).
+struct DeviceStaging::Impl {
+  Device target;
+  bool gpu_eltype = false;
+  std::mutex mu;
+  std::shared_ptr<Stager> kept;
+};
+
+DeviceStaging::DeviceStaging(Device target, bool gpu_eltype) : impl_(std::make_unique<Impl>()) {
+  impl_->target = target;
+  impl_->gpu_eltype = gpu_eltype;
+}
+DeviceStaging::~DeviceStaging() = default;
+
+struct DeviceBatches::Impl {
+  std::shared_ptr<Stager> stager;  // declared first: destroyed after the queue's thread has stopped
+  Move move;
+  Leaves leaves;
+  int64_t ready = 0;  // the batches handed to the consumer
+  std::unique_ptr<PrefetchQueue> queue;
+};
+
+DeviceBatches::DeviceBatches(DeviceStaging& staging, int64_t nbatches, MakeBatch host, Move move, Leaves leaves,
+                             bool async)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  {
+    DeviceStaging::Impl& s = *staging.impl_;
+    std::lock_guard lock(s.mu);
+    if (!s.kept || s.kept.use_count() > 1) s.kept = std::make_shared<Stager>(s.target, s.gpu_eltype, kRing);
+    m.stager = s.kept;
+  }
+  m.move = std::move(move);
+  m.leaves = std::move(leaves);
+  auto produce = [&m, host = std::move(host)](int64_t k) {
+    std::shared_ptr<void> on_host = host(k);
+    m.stager->start(k);
+    size_t slot = 0;
+    std::shared_ptr<void> moved = m.move(on_host, [&](const Tensor& t) { return m.stager->move(t, k, slot++); });
+    m.stager->finish(k);
+    return moved;
+  };
+  m.queue = std::make_unique<PrefetchQueue>(nbatches, std::move(produce), async, kPrefetchDepth);
+}
+
+DeviceBatches::~DeviceBatches() = default;
+
+std::shared_ptr<void> DeviceBatches::next() {
+  Impl& m = *impl_;
+  std::shared_ptr<void> b = m.queue->next();
+  if (b) m.stager->ready(m.ready++, m.leaves(b));  // this thread's stream waits for the batch's copy
+  return b;
 }
 
 }  // namespace flx::detail

@@ -21,12 +21,159 @@
    (distributed/...): no private header of libflx.
 6. libflx's include path (src/ and backends/) has no folder name twice, so
    an include such as "common/x.hpp" names one place.
+7. No public header (include/flx/) is over 400 lines.
+8. Each header of the backend ABI (include/flx/backend*.h) defines at most
+   one table (the core table flx_backend, or one op table).
+9. No file of src/layers/ asks which kernels a backend has (a fused kernel
+   or a composition is src/ops/'s choice): no backend table, no has_*
+   query, no recording depth there.
+10. The CPU backend (backends/cpu/) includes nothing of libflx's sources:
+   only its own headers, the public ones (flx/...) and the shared backend
+   helpers (backend_common/...), as a plugin; it is built as a target of its
+   own without src/ on its include path. And libflx (src/) includes of the
+   CPU backend only its entry, cpu/cpu_backend.hpp.
 
-Usage: check_layers.py REPO_ROOT
+Rules 7 to 10 are checked on planted violations too: `check_layers.py
+--self-test` builds a small tree for each, once clean and once with the
+violation, and fails unless the rule passes the one and reports the other.
+
+Usage: check_layers.py REPO_ROOT | check_layers.py --self-test
 """
 import re
 import sys
+import tempfile
 from pathlib import Path
+
+
+def sources(root, top, suffixes=(".cpp", ".hpp", ".h", ".c")):
+    base = root / top
+    return [p for p in base.rglob("*") if p.suffix in suffixes] if base.exists() else []
+
+
+def quoted_includes(path):
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        m = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
+        if m:
+            yield n, m.group(1), line.strip()
+
+
+MAX_PUBLIC_HEADER_LINES = 400
+
+
+def rule_public_header_length(root):
+    out = []
+    for p in sources(root, "include/flx", (".hpp", ".h")):
+        n = len(p.read_text(errors="replace").splitlines())
+        if n > MAX_PUBLIC_HEADER_LINES:
+            out.append(f"{p.relative_to(root).as_posix()}: {n} lines, more than a public header's "
+                       f"{MAX_PUBLIC_HEADER_LINES}: split it")
+    return out
+
+
+TABLE_END = re.compile(r"^\}\s*(flx_\w+_table|flx_backend)\s*;", re.M)
+
+
+def rule_one_table_per_abi_header(root):
+    out = []
+    for p in sorted((root / "include" / "flx").glob("backend*.h")):
+        tables = TABLE_END.findall(p.read_text(errors="replace"))
+        if len(tables) > 1:
+            out.append(f"{p.relative_to(root).as_posix()}: defines {len(tables)} tables ({', '.join(tables)}); "
+                       "the ABI keeps one table a header")
+    return out
+
+
+KERNEL_QUERY = re.compile(r"\b(has_\w+|recording_depth|FLX_HAS_FN|get_table)\s*\(|\bdetail::be\s*\(|"
+                          r"\bflx_\w+_table\b|\bbackend\.h\b")
+
+
+def rule_layers_ask_no_kernels(root):
+    out = []
+    for p in sources(root, "src/layers"):
+        rel = p.relative_to(root).as_posix()
+        for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            code = line.split("//")[0]
+            if KERNEL_QUERY.search(code):
+                out.append(f"{rel}:{n}: a layer asks which kernels a backend has (src/ops/ chooses): {line.strip()}")
+    return out
+
+
+CPU_ALLOWED = re.compile(r"(cpu_[\w.]+|flx/[\w./]+|backend_common/[\w./]+)$")
+
+
+def rule_cpu_backend_walls(root):
+    out = []
+    for p in sources(root, "backends/cpu"):
+        rel = p.relative_to(root).as_posix()
+        for n, inc, line in quoted_includes(p):
+            if not CPU_ALLOWED.fullmatch(inc):
+                out.append(f"{rel}:{n}: the CPU backend includes what is not its own, public or backend_common/: "
+                           f"{line}")
+    for p in sources(root, "src"):
+        rel = p.relative_to(root).as_posix()
+        for n, inc, line in quoted_includes(p):
+            if inc.startswith("cpu/") and inc != "cpu/cpu_backend.hpp":
+                out.append(f"{rel}:{n}: libflx includes the CPU backend's internals (only its entry, "
+                           f"cpu/cpu_backend.hpp): {line}")
+    return out
+
+
+NEW_RULES = [rule_public_header_length, rule_one_table_per_abi_header, rule_layers_ask_no_kernels,
+             rule_cpu_backend_walls]
+
+
+def self_test():
+    """Each new rule passes a clean tree and reports its planted violation."""
+    clean = {
+        "include/flx/small.hpp": "#pragma once\n" + "// line\n" * 10,
+        "include/flx/backend.h": "typedef struct flx_backend {\n  int x;\n} flx_backend;\n",
+        "include/flx/backend_dnn.h": "typedef struct flx_dnn_table {\n  int y;\n} flx_dnn_table;\n",
+        "src/layers/norm.cpp": '#include "ops/ops_internal.hpp"\nTensor f(const Tensor& x) { return ops::group_norm(x); }\n',
+        "src/devices/registry.cpp": '#include "cpu/cpu_backend.hpp"\n',
+        "backends/cpu/cpu_map.cpp": '#include "cpu_common.hpp"\n#include "flx/dtype.hpp"\n'
+                                    '#include "backend_common/saturating_cast.hpp"\n#include <vector>\n',
+    }
+    plants = {
+        rule_public_header_length: ("include/flx/long.hpp", "#pragma once\n" + "// line\n" * 401),
+        rule_one_table_per_abi_header: ("include/flx/backend_dnn.h",
+                                        "typedef struct flx_dnn_table {\n} flx_dnn_table;\n"
+                                        "typedef struct flx_comm_table {\n} flx_comm_table;\n"),
+        rule_layers_ask_no_kernels: ("src/layers/norm.cpp",
+                                     "if (autograd::recording_depth() < 2 && ops::has_fused_group_norm(x)) {}\n"),
+        rule_cpu_backend_walls: ("backends/cpu/cpu_map.cpp", '#include "ops/ops_internal.hpp"\n'),
+    }
+    failures = []
+    for rule, (path, text) in plants.items():
+        for planted in (False, True):
+            with tempfile.TemporaryDirectory() as d:
+                tree = Path(d)
+                files = dict(clean)
+                if planted:
+                    files[path] = text
+                for rel, body in files.items():
+                    (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (tree / rel).write_text(body)
+                found = rule(tree)
+                if planted and not found:
+                    failures.append(f"{rule.__name__} missed its planted violation in {path}")
+                if not planted and found:
+                    failures.append(f"{rule.__name__} reported a clean tree: {found}")
+    # libflx including a CPU internal, the other direction of rule 10
+    with tempfile.TemporaryDirectory() as d:
+        tree = Path(d)
+        (tree / "src/ops").mkdir(parents=True)
+        (tree / "src/ops/x.cpp").write_text('#include "cpu/cpu_pool.hpp"\n')
+        if not rule_cpu_backend_walls(tree):
+            failures.append("rule_cpu_backend_walls missed src/ including cpu/cpu_pool.hpp")
+    if failures:
+        print("\n".join(failures))
+        sys.exit(1)
+    print(f"ok: {len(plants)} rules pass their clean trees and report their planted violations")
+
+
+if len(sys.argv) > 1 and sys.argv[1] == "--self-test":
+    self_test()
+    sys.exit(0)
 
 root = Path(sys.argv[1])
 problems = []
@@ -91,6 +238,9 @@ for top in ("src", "backends"):
 for name, where in sorted(folders.items()):
     if len(where) > 1:
         problems.append(f"{' and '.join(where)}: two folders named {name}/ on libflx's include path")
+
+for rule in NEW_RULES:
+    problems += rule(root)
 
 if problems:
     print("\n".join(problems))
