@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "flx/autodiff.hpp"
-#include "internal/distributed_interface.hpp"
+#include "internal/gradient_observer.hpp"
 #include "tensor_impl.hpp"
 
 namespace flx::autograd {
@@ -103,8 +103,8 @@ void record(const char* op, Order order, const Tensor& out, const std::vector<Te
 // rule's node, so a Higher rule that uses it differentiates through it.
 Tensor saved_output(const Tensor& y);
 
-// Watches backward passes: declared in the internal interface of
-// flx::distributed (internal/distributed_interface.hpp), which uses it.
+// Watches backward passes (internal/gradient_observer.hpp; flx::distributed
+// registers one).
 using internal::GradientObserver;
 void add_gradient_observer(const std::shared_ptr<GradientObserver>& o);
 

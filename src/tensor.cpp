@@ -5,7 +5,6 @@
 
 #include "autograd.hpp"
 #include "devices/registry.hpp"
-#include "flx/data.hpp"  // draw_seed
 #include "flx/ops.hpp"
 #include "util/host_vector.hpp"
 #include "backend_common/philox.hpp"

@@ -261,14 +261,3 @@ bool pool_load_measured() { return pool().load_measured(); }
 void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn, void* ctx) { pool().run(n, grain, fn, ctx); }
 
 }  // namespace flx::cpu_backend
-
-namespace flx {
-
-int num_threads() { return cpu_backend::pool_max_threads(); }
-int num_threads_in_use() { return cpu_backend::pool_threads_now(); }
-void set_num_threads(int n) {
-  FLX_CHECK(n >= 1, ArgumentError, "set_num_threads: expected a thread count of at least 1; got ", n);
-  cpu_backend::set_pool_max_threads(n);
-}
-
-}  // namespace flx

@@ -33,7 +33,6 @@ FLX_API [[noreturn]] void throw_collate(const std::string& what);
 }  // namespace detail
 
 namespace detail {
-FLX_API uint64_t draw_seed();
 // numobs(d) for any data, found by argument-dependent lookup too (data
 // types of other namespaces, e.g. distributed::DistributedDataContainer).
 template <class D>

@@ -101,6 +101,11 @@ FLX_API Tensor from_host(const void* data, DType t, const Shape& s);
 
 // Seed the global counter-based generator (rand, randn, layer init).
 FLX_API void set_seed(uint64_t seed);
+namespace detail {
+// A seed drawn from that generator (a DataLoader's or shuffleobs's, when
+// none is given).
+FLX_API uint64_t draw_seed();
+}  // namespace detail
 
 template <class... D>
 concept DimArgs = (std::integral<D> && ...);

@@ -1,5 +1,5 @@
 // `loader | device`'s batches (DeviceBatches, DeviceStaging in
-// flx/data.hpp): made on a background thread (PrefetchQueue) and copied by a
+// flx/data_device.hpp): made on a background thread (PrefetchQueue) and copied by a
 // Stager: host batch tensors go to the device through a ring of pinned
 // staging buffers on a copy stream of their own, so the copy overlaps the
 // consumer's compute instead of queueing behind its kernels; an event per

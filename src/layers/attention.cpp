@@ -224,27 +224,22 @@ Shape outputsize(const MultiHeadAttention& m, const Shape& q, const Shape& k, co
 
 std::pair<Tensor, Tensor> MultiHeadAttention::operator()(const Tensor& q, const Tensor& k, const Tensor& v,
                                                          const AttentionOptions& o) const {
-  std::ostringstream name;
-  show_compact(name, *this);
+  const std::string name = detail::layer_string(*this);
   const auto check_input = [&](const Tensor& x, const Dense& proj, const char* what) {
-    check_attention_input(name.str(), x.defined() ? x.shape() : Shape{}, shape_of(x), proj, what);
+    check_attention_input(name, x.defined() ? x.shape() : Shape{}, shape_of(x), proj, what);
   };
   check_input(q, q_proj, "the queries");
   check_input(k, k_proj, "the keys");
   check_input(v, v_proj, "the values");
-  auto [x, alpha] = detail::dot_product_attention_as(name.str(), q_proj(q), k_proj(k), v_proj(v), nheads, o,
+  auto [x, alpha] = detail::dot_product_attention_as(name, q_proj(q), k_proj(k), v_proj(v), nheads, o,
                                                      attn_drop.p > 0 ? &attn_drop : nullptr);
   return {out_proj(x), alpha};
 }
 
 std::pair<Tensor, Tensor> MultiHeadAttention::operator()(const Tensor& q, const Tensor& k, const Tensor& v,
                                                          const Tensor& bias, const AttentionOptions& o) const {
-  if (o.bias.defined()) {
-    std::ostringstream name;
-    show_compact(name, *this);
-    FLX_CHECK(false, ArgumentError, name.str(),
-              ": the bias is given twice, as the fourth argument and as the option .bias; give it once");
-  }
+  FLX_CHECK(!o.bias.defined(), ArgumentError, detail::layer_string(*this),
+            ": the bias is given twice, as the fourth argument and as the option .bias; give it once");
   AttentionOptions with = o;
   with.bias = bias;
   return (*this)(q, k, v, with);

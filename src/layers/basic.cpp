@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "layers/layer_input.hpp"
 #include "ops/ops_internal.hpp"
 
 namespace flx {
@@ -59,8 +60,7 @@ Shape outputsize(const Dense& d, const Shape& x) {
 }
 
 Tensor Dense::operator()(const Tensor& x) const {
-  FLX_CHECK(x.defined(), DimensionMismatch, "Dense(", weight.shape()[1], " => ", weight.shape()[0],
-            ") expects input with ", weight.shape()[1], " features in dim 0; got shape undefined");
+  detail::check_layer_input(*this, x, {.arrays = {{"the weight", &weight}, {"the bias", &bias}}});
   (void)outputsize(*this, x.shape());
   return ops::dense(weight, x, bias, act);  // fused where the backend can (src/ops/dense.cpp)
 }
@@ -112,7 +112,7 @@ Shape outputsize(const Scale& l, const Shape& x) {
 }
 
 Tensor Scale::operator()(const Tensor& x) const {
-  FLX_CHECK(x.defined(), ArgumentError, detail::layer_string(*this), ": the input is an undefined tensor");
+  detail::check_layer_input(*this, x, {.arrays = {{"the scale", &scale}, {"the bias", &bias}}});
   (void)outputsize(*this, x.shape());
   Tensor y = scale * x;
   if (bias.defined()) y = y + bias;

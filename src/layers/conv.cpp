@@ -123,13 +123,6 @@ void show_conv(std::ostream& os, const char* name, const Tensor& w, int64_t in, 
   os << ")";
 }
 
-template <class L>
-std::string label(const L& l) {
-  std::ostringstream os;
-  show_compact(os, l);
-  return os.str();
-}
-
 }  // namespace
 
 ConvOptions ConvGeometry::options() const {
@@ -167,7 +160,7 @@ Conv::Conv(Tensor w, Tensor b, Activation a, const ConvOptions& o)
   geometry = resolve(spatial_shape(weight), o, "Conv");
 }
 Tensor Conv::operator()(const Tensor& x) const {
-  return act(conv(x, weight, bias, geometry.options(), label(*this).c_str()));
+  return act(conv(x, weight, bias, geometry.options(), detail::layer_string(*this).c_str()));
 }
 
 CrossCor::CrossCor(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a, const ConvOptions& o)
@@ -180,7 +173,7 @@ CrossCor::CrossCor(Tensor w, Tensor b, Activation a, const ConvOptions& o)
   geometry = resolve(spatial_shape(weight), o, "CrossCor");
 }
 Tensor CrossCor::operator()(const Tensor& x) const {
-  return act(crosscor(x, weight, bias, geometry.options(), label(*this).c_str()));
+  return act(crosscor(x, weight, bias, geometry.options(), detail::layer_string(*this).c_str()));
 }
 
 ConvTranspose::ConvTranspose(std::vector<int64_t> kernel, int64_t in, int64_t out, Activation a,
@@ -194,7 +187,7 @@ ConvTranspose::ConvTranspose(Tensor w, Tensor b, Activation a, const ConvOptions
   geometry = resolve(spatial_shape(weight), o, "ConvTranspose", true);
 }
 Tensor ConvTranspose::operator()(const Tensor& x) const {
-  return act(conv_transpose(x, weight, bias, geometry.options(), geometry.outpad, label(*this).c_str()));
+  return act(conv_transpose(x, weight, bias, geometry.options(), geometry.outpad, detail::layer_string(*this).c_str()));
 }
 
 // ---- DepthwiseConv (a Conv with groups = in) --------------------------------------
@@ -242,8 +235,8 @@ MaxPool::MaxPool(std::vector<int64_t> w, PoolOptions o) : window(std::move(w)), 
 MeanPool::MeanPool(std::vector<int64_t> w, PoolOptions o) : window(std::move(w)), options(std::move(o)) {
   check_pool_sizes(window, "MeanPool", "window");
 }
-Tensor MaxPool::operator()(const Tensor& x) const { return maxpool(x, window, options, label(*this).c_str()); }
-Tensor MeanPool::operator()(const Tensor& x) const { return meanpool(x, window, options, label(*this).c_str()); }
+Tensor MaxPool::operator()(const Tensor& x) const { return maxpool(x, window, options, detail::layer_string(*this).c_str()); }
+Tensor MeanPool::operator()(const Tensor& x) const { return meanpool(x, window, options, detail::layer_string(*this).c_str()); }
 
 namespace {
 // The spatial dims of x (all but the last two), checked to exist.
@@ -288,13 +281,13 @@ AdaptiveMeanPool::AdaptiveMeanPool(std::vector<int64_t> o) : out(std::move(o)) {
   check_pool_sizes(out, "AdaptiveMeanPool", "output");
 }
 Tensor AdaptiveMaxPool::operator()(const Tensor& x) const {
-  const std::string name = label(*this);
+  const std::string name = detail::layer_string(*this);
   (void)image_size(x, name.c_str());  // defined, and an image
   auto [window, opts] = adaptive(x.shape(), out, name.c_str());
   return maxpool(x, window, opts, name.c_str());
 }
 Tensor AdaptiveMeanPool::operator()(const Tensor& x) const {
-  const std::string name = label(*this);
+  const std::string name = detail::layer_string(*this);
   (void)image_size(x, name.c_str());  // defined, and an image
   auto [window, opts] = adaptive(x.shape(), out, name.c_str());
   return meanpool(x, window, opts, name.c_str());
@@ -303,16 +296,16 @@ Tensor AdaptiveMeanPool::operator()(const Tensor& x) const {
 // ---- shape rules (outputsize) ---------------------------------------------------------
 
 Shape outputsize(const Conv& l, const Shape& x) {
-  return ops::crosscor_shape(x, l.weight.shape(), l.geometry.options(), label(l).c_str());
+  return ops::crosscor_shape(x, l.weight.shape(), l.geometry.options(), detail::layer_string(l).c_str());
 }
 Shape outputsize(const CrossCor& l, const Shape& x) {
-  return ops::crosscor_shape(x, l.weight.shape(), l.geometry.options(), label(l).c_str());
+  return ops::crosscor_shape(x, l.weight.shape(), l.geometry.options(), detail::layer_string(l).c_str());
 }
 Shape outputsize(const ConvTranspose& l, const Shape& x) {
-  return ops::conv_transpose_shape(x, l.weight.shape(), l.geometry.options(), l.geometry.outpad, label(l).c_str());
+  return ops::conv_transpose_shape(x, l.weight.shape(), l.geometry.options(), l.geometry.outpad, detail::layer_string(l).c_str());
 }
-Shape outputsize(const MaxPool& l, const Shape& x) { return ops::pool_shape(x, l.window, l.options, label(l).c_str()); }
-Shape outputsize(const MeanPool& l, const Shape& x) { return ops::pool_shape(x, l.window, l.options, label(l).c_str()); }
+Shape outputsize(const MaxPool& l, const Shape& x) { return ops::pool_shape(x, l.window, l.options, detail::layer_string(l).c_str()); }
+Shape outputsize(const MeanPool& l, const Shape& x) { return ops::pool_shape(x, l.window, l.options, detail::layer_string(l).c_str()); }
 Shape outputsize(const GlobalMaxPool&, const Shape& x) {
   return ops::pool_shape(x, image_size(x, "GlobalMaxPool()"), {}, "GlobalMaxPool()");
 }
@@ -320,12 +313,12 @@ Shape outputsize(const GlobalMeanPool&, const Shape& x) {
   return ops::pool_shape(x, image_size(x, "GlobalMeanPool()"), {}, "GlobalMeanPool()");
 }
 Shape outputsize(const AdaptiveMaxPool& l, const Shape& x) {
-  const std::string name = label(l);
+  const std::string name = detail::layer_string(l);
   auto [window, opts] = adaptive(x, l.out, name.c_str());
   return ops::pool_shape(x, window, opts, name.c_str());
 }
 Shape outputsize(const AdaptiveMeanPool& l, const Shape& x) {
-  const std::string name = label(l);
+  const std::string name = detail::layer_string(l);
   auto [window, opts] = adaptive(x, l.out, name.c_str());
   return ops::pool_shape(x, window, opts, name.c_str());
 }
@@ -386,10 +379,10 @@ LPNormPool::LPNormPool(double pw, std::vector<int64_t> w, PoolOptions o)
   check_pool_sizes(window, "LPNormPool", "window");
 }
 Tensor LPNormPool::operator()(const Tensor& x) const {
-  return lpnormpool(x, p, window, options, label(*this).c_str());
+  return lpnormpool(x, p, window, options, detail::layer_string(*this).c_str());
 }
 Shape outputsize(const LPNormPool& l, const Shape& x) {
-  return ops::pool_shape(x, l.window, l.options, label(l).c_str());
+  return ops::pool_shape(x, l.window, l.options, detail::layer_string(l).c_str());
 }
 void show_compact(std::ostream& os, const LPNormPool& l) {
   std::ostringstream head;

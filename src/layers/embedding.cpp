@@ -15,6 +15,7 @@
 
 #include "flx/arrays.hpp"
 #include "flx/layers/basic.hpp"
+#include "layers/layer_input.hpp"
 #include "ops/ops_internal.hpp"
 
 namespace flx {
@@ -36,11 +37,8 @@ Embedding::Embedding(Tensor w) : weight(std::move(w)) {
 }
 
 Tensor Embedding::operator()(const Tensor& x) const {
-  std::ostringstream name;
-  show_compact(name, *this);
-  const std::string layer = name.str();
+  const std::string layer = detail::check_layer_input(*this, x);
   const int64_t d = weight.shape()[0], n = weight.shape()[1];
-  FLX_CHECK(x.defined(), ArgumentError, layer, ": the input is an undefined tensor");
   FLX_CHECK(x.device() == weight.device(), DeviceMismatch, layer, ": the indices are on ", x.device(),
             " but the weight is on ", weight.device(), "; move them with `x | device` (or the model to theirs)");
   if (x.dtype() == DType::Bool) {
@@ -82,12 +80,6 @@ Shape outputsize(const Embedding& l, const Shape& x) {
 
 namespace {
 
-std::string bag_name(const EmbeddingBag& l) {
-  std::ostringstream os;
-  show_compact(os, l);
-  return os.str();
-}
-
 void check_bag_indices(const std::string& layer, const Tensor& idx, int64_t n) {
   if (auto bad = ops::index_outside(idx, n))
     FLX_CHECK(false, ArgumentError, layer, ": index ", *bad, " is out of range; indices must lie in 0:", n - 1,
@@ -125,9 +117,8 @@ EmbeddingBag::EmbeddingBag(Tensor w, BagReduction r) : weight(std::move(w)), red
 }
 
 Tensor EmbeddingBag::operator()(const Tensor& x) const {
-  const std::string layer = bag_name(*this);
+  const std::string layer = detail::check_layer_input(*this, x);
   const int64_t n = weight.shape()[1];
-  FLX_CHECK(x.defined(), ArgumentError, layer, ": the input is an undefined tensor");
   FLX_CHECK(x.device() == weight.device(), DeviceMismatch, layer, ": the indices are on ", x.device(),
             " but the weight is on ", weight.device(), "; move them with `x | device` (or the model to theirs)");
   if (x.dtype() == DType::Bool) {
@@ -150,7 +141,7 @@ Tensor EmbeddingBag::operator()(const Tensor& x) const {
 }
 
 Tensor EmbeddingBag::operator()(const Tensor& data, const Tensor& offsets) const {
-  const std::string layer = bag_name(*this);
+  const std::string layer = detail::layer_string(*this);
   const int64_t d = weight.shape()[0], n = weight.shape()[1];
   FLX_CHECK(data.defined() && offsets.defined(), ArgumentError, layer,
             ": the data or the offsets is an undefined tensor");

@@ -9,6 +9,7 @@
 #include "flx/layers/basic.hpp"
 #include "flx/ops.hpp"
 #include "autograd.hpp"
+#include "layers/layer_input.hpp"
 #include "ops/ops_internal.hpp"
 
 namespace flx {
@@ -38,11 +39,9 @@ Shape outputsize(const BatchNorm& l, const Shape& x) {
 }
 
 Tensor BatchNorm::operator()(const Tensor& x) const {
-  std::ostringstream name;
-  show_compact(name, *this);
-  const std::string layer = name.str();
-  FLX_CHECK(x.defined(), DimensionMismatch, layer, ": expected ", channels,
-            " channels in the second last dim of the input; got shape undefined");
+  const std::string layer = detail::check_layer_input(
+      *this, x, {.arrays = {{"the scale (γ)", &scale}, {"the bias (β)", &bias}, {"the running mean", &running_mean},
+                           {"the running variance", &running_var}}});
   (void)outputsize(*this, x.shape());
   // Without running statistics the batch's serve in inference too (Flux).
   const bool training = detail::training_now(active) || !options.track_stats;
@@ -96,16 +95,9 @@ Shape outputsize(const LayerNorm& l, const Shape& x) {
 // Flux's normalise: each set of the normalised dims brought to mean 0 and
 // biased variance 1, then scale, bias and the activation.
 Tensor LayerNorm::operator()(const Tensor& x) const {
-  std::ostringstream name;
-  show_compact(name, *this);
-  const std::string layer = name.str();
-  FLX_CHECK(x.defined(), ArgumentError, layer, ": the input is an undefined tensor");
-  FLX_CHECK(is_floating(x.dtype()), TypeError, layer, ": expected a floating input; got ", x.dtype());
+  const std::string layer = detail::check_layer_input(
+      *this, x, {.floating = true, .arrays = {{"the scale (γ)", &scale}, {"the bias (β)", &bias}}});
   (void)outputsize(*this, x.shape());
-  for (const Tensor* p : {&scale, &bias})
-    FLX_CHECK(!p->defined() || p->device() == x.device(), DeviceMismatch, layer, ": the ",
-              p == &scale ? "scale (γ)" : "bias (β)", " is on ", p->device(), " but the input is on ", x.device(),
-              "; move both to one device (model | device)");
   // Float16 and BFloat16 inputs are normalised in Float32 (statistics,
   // scale and bias) and the result rounded once, as PyTorch's layer_norm
   // does: in the halves, x - μ alone would lose the digits that a large
@@ -129,12 +121,6 @@ Tensor LayerNorm::operator()(const Tensor& x) const {
 
 namespace {
 
-std::string name_of(const auto& l) {
-  std::ostringstream os;
-  show_compact(os, l);
-  return os.str();
-}
-
 // x normalised over `dims` with its own mean and biased variance (Flux's
 // _norm_layer_forward), or with given statistics (broadcast to x).
 Tensor normalised(const Tensor& x, const Tensor& mu, const Tensor& var, double eps) {
@@ -147,14 +133,6 @@ Tensor per_channel(const Tensor& p, const Tensor& x) {
   Shape s;
   for (int k = 0; k < x.ndims(); ++k) s.push_back(k == x.ndims() - 2 ? x.shape()[k] : 1);
   return reshape(p.dtype() == x.dtype() ? p : p.to(x.dtype()), s);
-}
-
-void check_input(const Tensor& x, const std::string& layer, const std::vector<const Tensor*>& params) {
-  FLX_CHECK(x.defined(), ArgumentError, layer, ": the input is an undefined tensor");
-  FLX_CHECK(is_floating(x.dtype()), TypeError, layer, ": expected a floating input; got ", x.dtype());
-  for (const Tensor* p : params)
-    FLX_CHECK(!p->defined() || p->device() == x.device(), DeviceMismatch, layer, ": the layer's arrays are on ",
-              p->device(), " but the input is on ", x.device(), "; move both to one device (model | device)");
 }
 
 bool half_type(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
@@ -179,15 +157,15 @@ GroupNorm::GroupNorm(int64_t c, int64_t g, Activation a, const GroupNormOptions&
 }
 
 Shape outputsize(const GroupNorm& l, const Shape& x) {
-  FLX_CHECK(x.ndims() >= 2 && x[x.ndims() - 2] == l.channels, DimensionMismatch, name_of(l), ": expected ",
+  FLX_CHECK(x.ndims() >= 2 && x[x.ndims() - 2] == l.channels, DimensionMismatch, detail::layer_string(l), ": expected ",
             l.channels, " channels in the second last dim of the input ((spatial..., channels, batch) or (channels, "
             "batch)); got shape ", x.str());
   return x;
 }
 
 Tensor GroupNorm::operator()(const Tensor& x) const {
-  const std::string layer = name_of(*this);
-  check_input(x, layer, {&scale, &bias});
+  const std::string layer = detail::check_layer_input(
+      *this, x, {.floating = true, .arrays = {{"the scale (γ)", &scale}, {"the bias (β)", &bias}}});
   (void)outputsize(*this, x.shape());
   const bool half = half_type(x.dtype());
   const Tensor xw = half ? x.to(DType::Float32) : x;
@@ -212,15 +190,18 @@ InstanceNorm::InstanceNorm(int64_t c, Activation a, const InstanceNormOptions& o
 }
 
 Shape outputsize(const InstanceNorm& l, const Shape& x) {
-  FLX_CHECK(x.ndims() >= 3 && x[x.ndims() - 2] == l.channels, DimensionMismatch, name_of(l),
+  FLX_CHECK(x.ndims() >= 3 && x[x.ndims() - 2] == l.channels, DimensionMismatch, detail::layer_string(l),
             ": expected an input (spatial..., channels, batch) with at least one spatial dim and ", l.channels,
             " channels in the second last dim; got shape ", x.str());
   return x;
 }
 
 Tensor InstanceNorm::operator()(const Tensor& x) const {
-  const std::string layer = name_of(*this);
-  check_input(x, layer, {&scale, &bias, &running_mean, &running_var});
+  const std::string layer = detail::check_layer_input(
+      *this, x,
+      {.floating = true,
+       .arrays = {{"the scale (γ)", &scale}, {"the bias (β)", &bias}, {"the running mean", &running_mean},
+                  {"the running variance", &running_var}}});
   (void)outputsize(*this, x.shape());
   const int nd = x.ndims();
   const bool half = half_type(x.dtype());

@@ -7,18 +7,13 @@
 #include <sstream>
 
 #include "flx/error.hpp"
+#include "layers/layer_input.hpp"
 #include "ops/ops_internal.hpp"
 #include "util/checked_size.hpp"
 
 namespace flx {
 
 namespace {
-
-std::string name_of(const auto& l) {
-  std::ostringstream os;
-  show_compact(os, l);
-  return os.str();
-}
 
 const std::string& mode_of(const UpsampleOptions& o) {
   static const std::string nearest = "nearest";
@@ -75,7 +70,7 @@ Upsample::Upsample(UpsampleOptions o) : options(std::move(o)) {
 Upsample::Upsample(double scale, std::string mode) : Upsample(UpsampleOptions{.mode = std::move(mode), .scale = {scale}}) {}
 
 Shape outputsize(const Upsample& l, const Shape& x) {
-  const std::string name = name_of(l);
+  const std::string name = detail::layer_string(l);
   const std::string& mode = mode_of(l.options);
   const int nd = x.ndims();
   FLX_CHECK(nd >= 3, DimensionMismatch, name, ": expected an input (spatial..., channels, batch), at least 3 dims; ",
@@ -109,7 +104,7 @@ Shape outputsize(const Upsample& l, const Shape& x) {
 }
 
 Tensor Upsample::operator()(const Tensor& x) const {
-  FLX_CHECK(x.defined(), ArgumentError, name_of(*this), ": the input is an undefined tensor");
+  detail::check_layer_input(*this, x);
   (void)outputsize(*this, x.shape());
   const UpsampleOptions o = expanded(options, x.ndims());
   return mode_of(options) == "nearest" ? upsample_nearest(x, o) : upsample_bilinear(x, o);
@@ -120,7 +115,7 @@ PixelShuffle::PixelShuffle(int64_t factor) : r(factor) {
 }
 
 Shape outputsize(const PixelShuffle& l, const Shape& x) {
-  const std::string name = name_of(l);
+  const std::string name = detail::layer_string(l);
   const int nd = x.ndims(), d = nd - 2;
   FLX_CHECK(d >= 1 && d <= 3, DimensionMismatch, name, ": expected an input (spatial..., channels, batch) with 1 to ",
             "3 spatial dims; got shape ", x.str());
@@ -135,7 +130,7 @@ Shape outputsize(const PixelShuffle& l, const Shape& x) {
 }
 
 Tensor PixelShuffle::operator()(const Tensor& x) const {
-  FLX_CHECK(x.defined(), ArgumentError, name_of(*this), ": the input is an undefined tensor");
+  detail::check_layer_input(*this, x);
   (void)outputsize(*this, x.shape());
   return pixel_shuffle(x, r);
 }

@@ -18,12 +18,13 @@ constexpr double least_batchnorm_epsilon = 1e-5;
 // (rows, sets, 1), one "channel" per set: a fused kernel of two passes each
 // way on every backend, where mean, -, square, sqrt and / take eight passes
 // forward. Epsilons below the least every backend's batchnorm takes use
-// those, and so does a nested gradient call (recording_depth() >= 2, where
-// a second derivative may be asked for): the fused kernel differentiates
-// once, the maps to any order.
+// those, and so do a backend without the dnn table (CUDA without cuDNN) and
+// a nested gradient call (recording_depth() >= 2, where a second derivative
+// may be asked for): the fused kernel differentiates once, the maps to any
+// order.
 Tensor standardise_sets(const Tensor& x, int64_t rows, int64_t sets, double epsilon, const std::string& layer) {
   if (x.numel() == 0) return x;  // nothing to standardise
-  if (epsilon >= least_batchnorm_epsilon && autograd::recording_depth() < 2)
+  if (epsilon >= least_batchnorm_epsilon && autograd::recording_depth() < 2 && detail::be(x).has_dnn())
     return reshape(batchnorm(reshape(x, Shape{rows, sets, 1}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1,
                              epsilon, layer.c_str()),
                    x.shape());

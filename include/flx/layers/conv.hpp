@@ -3,6 +3,11 @@
 // AdaptiveMaxPool, AdaptiveMeanPool, Flatten and LPNormPool. Inputs are WHCN
 // (flx/dnn.hpp); each layer prints as Flux prints it:
 //   Conv((3, 3), 1 => 16, relu, pad=1)
+//
+// Each layer's declarations follow its struct: FLX_FUNCTOR (its tensors) or
+// FLX_LEAF (none), show_compact (its one-line form, as Flux prints it;
+// `os << layer` adds the counts: show.hpp) and outputsize (its shape rule:
+// the forward pass's checks and sizes without computing: outputsize.hpp).
 #pragma once
 
 #include "flx/export.hpp"
@@ -48,6 +53,8 @@ struct FLX_API Conv {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(Conv, weight, bias)
+FLX_API void show_compact(std::ostream& os, const Conv& l);
+FLX_API Shape outputsize(const Conv& l, const Shape& x);
 
 // The same with a cross-correlation (the kernel as it is): PyTorch's Conv2d,
 // whose weights load into it unchanged.
@@ -64,6 +71,8 @@ struct FLX_API CrossCor {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(CrossCor, weight, bias)
+FLX_API void show_compact(std::ostream& os, const CrossCor& l);
+FLX_API Shape outputsize(const CrossCor& l, const Shape& x);
 
 // The transpose of Conv (its input's gradient), as Flux's ConvTranspose:
 // weight (kernel..., out / groups, in). `.outpad` adds to the output's size
@@ -85,6 +94,8 @@ struct FLX_API ConvTranspose {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(ConvTranspose, weight, bias)
+FLX_API void show_compact(std::ostream& os, const ConvTranspose& l);
+FLX_API Shape outputsize(const ConvTranspose& l, const Shape& x);
 
 // Flux's DepthwiseConv: a Conv with one group per input channel (groups =
 // in), so each output channel sees one input channel; out must be a
@@ -107,19 +118,29 @@ struct FLX_API MaxPool {
   explicit MaxPool(std::vector<int64_t> window, PoolOptions o = {});
   Tensor operator()(const Tensor& x) const;
 };
+FLX_LEAF(MaxPool)
+FLX_API void show_compact(std::ostream& os, const MaxPool& l);
+FLX_API Shape outputsize(const MaxPool& l, const Shape& x);
 struct FLX_API MeanPool {
   std::vector<int64_t> window;
   PoolOptions options;
   explicit MeanPool(std::vector<int64_t> window, PoolOptions o = {});
   Tensor operator()(const Tensor& x) const;
 };
+FLX_LEAF(MeanPool)
+FLX_API void show_compact(std::ostream& os, const MeanPool& l);
+FLX_API Shape outputsize(const MeanPool& l, const Shape& x);
 // Over each channel's whole image: (spatial..., C, N) -> (1..., C, N).
 struct FLX_API GlobalMaxPool {
   Tensor operator()(const Tensor& x) const;
 };
+FLX_API void show_compact(std::ostream& os, const GlobalMaxPool& l);
+FLX_API Shape outputsize(const GlobalMaxPool& l, const Shape& x);
 struct FLX_API GlobalMeanPool {
   Tensor operator()(const Tensor& x) const;
 };
+FLX_API void show_compact(std::ostream& os, const GlobalMeanPool& l);
+FLX_API Shape outputsize(const GlobalMeanPool& l, const Shape& x);
 // To a given output size, with Flux's windows: stride in ÷ out, window
 // in - (out - 1) × stride.
 struct FLX_API AdaptiveMaxPool {
@@ -127,39 +148,18 @@ struct FLX_API AdaptiveMaxPool {
   explicit AdaptiveMaxPool(std::vector<int64_t> out);
   Tensor operator()(const Tensor& x) const;
 };
+FLX_LEAF(AdaptiveMaxPool)
+FLX_API void show_compact(std::ostream& os, const AdaptiveMaxPool& l);
+FLX_API Shape outputsize(const AdaptiveMaxPool& l, const Shape& x);
 struct FLX_API AdaptiveMeanPool {
   std::vector<int64_t> out;
   explicit AdaptiveMeanPool(std::vector<int64_t> out);
   Tensor operator()(const Tensor& x) const;
 };
-FLX_LEAF(MaxPool)
-FLX_LEAF(MeanPool)
-FLX_LEAF(AdaptiveMaxPool)
 FLX_LEAF(AdaptiveMeanPool)
-
-
-// The one-line forms, as Flux prints them: Conv((3, 3), 1 => 16, relu, pad=1)
-// (`os << layer` adds the parameter count: show.hpp).
-FLX_API void show_compact(std::ostream& os, const Conv& l);
-FLX_API void show_compact(std::ostream& os, const CrossCor& l);
-FLX_API void show_compact(std::ostream& os, const ConvTranspose& l);
-FLX_API void show_compact(std::ostream& os, const MaxPool& l);
-FLX_API void show_compact(std::ostream& os, const MeanPool& l);
-FLX_API void show_compact(std::ostream& os, const GlobalMaxPool& l);
-FLX_API void show_compact(std::ostream& os, const GlobalMeanPool& l);
-FLX_API void show_compact(std::ostream& os, const AdaptiveMaxPool& l);
 FLX_API void show_compact(std::ostream& os, const AdaptiveMeanPool& l);
-
-// Shape rules (outputsize.hpp): the ops' own checks and sizes, without the ops.
-FLX_API Shape outputsize(const Conv& l, const Shape& x);
-FLX_API Shape outputsize(const CrossCor& l, const Shape& x);
-FLX_API Shape outputsize(const ConvTranspose& l, const Shape& x);
-FLX_API Shape outputsize(const MaxPool& l, const Shape& x);
-FLX_API Shape outputsize(const MeanPool& l, const Shape& x);
-FLX_API Shape outputsize(const GlobalMaxPool& l, const Shape& x);
-FLX_API Shape outputsize(const GlobalMeanPool& l, const Shape& x);
-FLX_API Shape outputsize(const AdaptiveMaxPool& l, const Shape& x);
 FLX_API Shape outputsize(const AdaptiveMeanPool& l, const Shape& x);
+
 FLX_API Shape outputsize(const Flatten& l, const Shape& x);  // (prod of all dims but the last, the last)
 
 // (Σ x^p)^(1/p) over each window (NNlib's lpnormpool, PyTorch's LPPool),

@@ -2,6 +2,11 @@
 // n vectors of d features, trained like any weight. Embedding's input is
 // 0-based integer indices of any shape, or their one-hot encoding;
 // EmbeddingBag's is bags of indices, whose vectors it reduces to one a bag.
+//
+// Each layer's declarations follow its struct: FLX_FUNCTOR (its tensors) or
+// FLX_LEAF (none), show_compact (its one-line form, as Flux prints it;
+// `os << layer` adds the counts: show.hpp) and outputsize (its shape rule:
+// the forward pass's checks and sizes without computing: outputsize.hpp).
 #pragma once
 
 #include "flx/export.hpp"
@@ -40,12 +45,12 @@ struct FLX_API Embedding {
   Tensor operator()(int64_t index) const;  // the d-vector weight[:, index]
 };
 FLX_FUNCTOR(Embedding, weight)
-
 FLX_API void show_compact(std::ostream& os, const Embedding& l);  // Embedding(n => d)
+FLX_API Shape outputsize(const Embedding& l, const Shape& x);
+
 // The shape rule (outputsize.hpp) for indices of shape x: (d, x...). (The
 // shape does not say whether x is one-hot; for a one-hot (n, rest...) input,
 // ask for the indices' shape (rest...).)
-FLX_API Shape outputsize(const Embedding& l, const Shape& x);
 
 // How EmbeddingBag reduces a bag's vectors: Flux's reduction function (mean,
 // sum, maximum), PyTorch's mode ("mean", "sum", "max").
@@ -75,13 +80,10 @@ struct FLX_API EmbeddingBag {
   Tensor operator()(const Tensor& data, const Tensor& offsets) const;
 };
 FLX_FUNCTOR(EmbeddingBag, weight)
-
-// EmbeddingBag(n => d), as Flux; a reduction other than the mean follows:
-// EmbeddingBag(26 => 3, sum), EmbeddingBag(26 => 3, maximum).
+// EmbeddingBag(26 => 3), and a reduction other than the mean after the
+// sizes: EmbeddingBag(26 => 3, sum), as Flux.
 FLX_API void show_compact(std::ostream& os, const EmbeddingBag& l);
-// The shape rules (outputsize.hpp): indices (L, rest...) give (d, rest...);
-// data and offsets of shapes (N) and (k) give (d, k).
-FLX_API Shape outputsize(const EmbeddingBag& l, const Shape& x);
-FLX_API Shape outputsize(const EmbeddingBag& l, const Shape& data, const Shape& offsets);
+FLX_API Shape outputsize(const EmbeddingBag& l, const Shape& x);  // indices (L, rest...) -> (d, rest...)
+FLX_API Shape outputsize(const EmbeddingBag& l, const Shape& data, const Shape& offsets);  // (N), (k) -> (d, k)
 
 }  // namespace flx

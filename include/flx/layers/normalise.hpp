@@ -3,6 +3,11 @@
 // trains inside gradient/withgradient and infers outside; trainmode(model)
 // and testmode(model) fix the mode for a whole model (Flux's trainmode! and
 // testmode!), automode(model) gives the choice back.
+//
+// Each layer's declarations follow its struct: FLX_FUNCTOR (its tensors) or
+// FLX_LEAF (none), show_compact (its one-line form, as Flux prints it;
+// `os << layer` adds the counts: show.hpp) and outputsize (its shape rule:
+// the forward pass's checks and sizes without computing: outputsize.hpp).
 #pragma once
 
 #include "flx/export.hpp"
@@ -51,6 +56,8 @@ struct FLX_API BatchNorm {
 };
 FLX_FUNCTOR(BatchNorm, bias, scale, running_mean, running_var)
 FLX_TRAINABLE(BatchNorm, bias, scale)
+FLX_API void show_compact(std::ostream& os, const BatchNorm& l);
+FLX_API Shape outputsize(const BatchNorm& l, const Shape& x);  // channels in the second last dim
 
 struct FLX_API LayerNormOptions {
   bool affine = true;  // learn scale (γ) and bias (β), of the normalised shape
@@ -83,6 +90,8 @@ struct FLX_API LayerNorm {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(LayerNorm, scale, bias)
+FLX_API void show_compact(std::ostream& os, const LayerNorm& l);
+FLX_API Shape outputsize(const LayerNorm& l, const Shape& x);  // the normalised size first
 
 struct FLX_API GroupNormOptions {
   bool affine = true;  // learn scale (γ) and bias (β), one per channel
@@ -113,6 +122,8 @@ struct FLX_API GroupNorm {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_FUNCTOR(GroupNorm, bias, scale)
+FLX_API void show_compact(std::ostream& os, const GroupNorm& l);     // GroupNorm(32, 4, relu)
+FLX_API Shape outputsize(const GroupNorm& l, const Shape& x);     // channels in the second last dim
 
 struct FLX_API InstanceNormOptions {
   bool affine = false;       // Flux's default: no scale (γ) or bias (β)
@@ -148,6 +159,8 @@ struct FLX_API InstanceNorm {
 };
 FLX_FUNCTOR(InstanceNorm, bias, scale, running_mean, running_var)
 FLX_TRAINABLE(InstanceNorm, bias, scale)
+FLX_API void show_compact(std::ostream& os, const InstanceNorm& l);  // InstanceNorm(3, affine=false)
+FLX_API Shape outputsize(const InstanceNorm& l, const Shape& x);  // (spatial..., channels, batch)
 
 // Zeroes each element (or slice: Flux's dims) with probability p while
 // training and scales the rest by 1 / (1 - p); the identity in inference.
@@ -160,6 +173,8 @@ struct FLX_API Dropout {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_LEAF(Dropout)
+FLX_API void show_compact(std::ostream& os, const Dropout& l);
+inline Shape outputsize(const Dropout&, const Shape& x) { return x; }
 
 // Dropout for selu networks (Flux's AlphaDropout; see alphadropout): keeps
 // the mean and variance of its input while training; the identity in
@@ -172,21 +187,7 @@ struct FLX_API AlphaDropout {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_LEAF(AlphaDropout)
-
-// One line each, as Flux prints them (`os << layer` adds the counts: show.hpp).
-FLX_API void show_compact(std::ostream& os, const BatchNorm& l);
-FLX_API void show_compact(std::ostream& os, const LayerNorm& l);
-FLX_API void show_compact(std::ostream& os, const GroupNorm& l);     // GroupNorm(32, 4, relu)
-FLX_API void show_compact(std::ostream& os, const InstanceNorm& l);  // InstanceNorm(3, affine=false)
-FLX_API void show_compact(std::ostream& os, const Dropout& l);
 FLX_API void show_compact(std::ostream& os, const AlphaDropout& l);
-
-// Shape rules (outputsize.hpp): each keeps the input's shape, once checked.
-FLX_API Shape outputsize(const BatchNorm& l, const Shape& x);  // channels in the second last dim
-FLX_API Shape outputsize(const LayerNorm& l, const Shape& x);  // the normalised size first
-FLX_API Shape outputsize(const GroupNorm& l, const Shape& x);     // channels in the second last dim
-FLX_API Shape outputsize(const InstanceNorm& l, const Shape& x);  // (spatial..., channels, batch)
-inline Shape outputsize(const Dropout&, const Shape& x) { return x; }
 inline Shape outputsize(const AlphaDropout&, const Shape& x) { return x; }
 
 namespace detail {

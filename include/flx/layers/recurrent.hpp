@@ -10,6 +10,11 @@
 //   std::tie(h, state) = cell(rand(3, 4), state);
 //   auto r = Recurrence(GRUv3Cell(3, 5));   // any cell over a sequence: r(x), r.with_state(x, h)
 //
+// Each prints as Flux shows it, LSTM(3 => 5)  # 180 parameters, options that
+// are not the defaults after the sizes: GRU(3 => 5; recurrent_bias=true).
+// A cell's shape rule gives (out) or (out, batch) for (in) or (in, batch), a
+// layer's (out, time[, batch]).
+//
 // Parameters as Flux keeps them: Wi (k·out, in), Wh (k·out, out) and a bias
 // (k·out), the k gates stacked in Flux's order (LSTM: input, forget, cell,
 // output; GRU: reset, update, candidate), Glorot-uniform kernels and a zero
@@ -23,6 +28,11 @@
 // whole sequence forward and backward as one recorded op, on the CPU, OpenCL
 // and CUDA alike (src/ops/recurrent_scan.cpp), for any other cell (GRUv3Cell,
 // a cell of your own, halves) the cell step by step.
+//
+// Each layer's declarations follow its struct: FLX_FUNCTOR (its tensors) or
+// FLX_LEAF (none), show_compact (its one-line form, as Flux prints it;
+// `os << layer` adds the counts: show.hpp) and outputsize (its shape rule:
+// the forward pass's checks and sizes without computing: outputsize.hpp).
 #pragma once
 
 #include "flx/export.hpp"
@@ -100,6 +110,8 @@ struct FLX_API RNNCell {
   RecurrentOutput<Tensor> operator()(const Tensor& x, const Tensor& h) const;
 };
 FLX_FUNCTOR(RNNCell, Wi, Wh, bias)
+FLX_API void show_compact(std::ostream& os, const RNNCell& l);
+FLX_API Shape outputsize(const RNNCell& l, const Shape& x);
 
 // i, f, g, o = the four gates of Wi x .+ Wh h .+ bias;
 // c' = σ(f) ⊙ c + σ(i) ⊙ tanh(g), h' = σ(o) ⊙ tanh(c'); the output is h'.
@@ -114,6 +126,8 @@ struct FLX_API LSTMCell {
   RecurrentOutput<LSTMState> operator()(const Tensor& x, const LSTMState& state) const;
 };
 FLX_FUNCTOR(LSTMCell, Wi, Wh, bias)
+FLX_API void show_compact(std::ostream& os, const LSTMCell& l);
+FLX_API Shape outputsize(const LSTMCell& l, const Shape& x);
 
 // Flux's GRUCell (GRU v1 of Cho et al.): with gx = Wi x, gh = Wh h split in
 // three, r = σ(gx_r + gh_r + b_r), z = σ(gx_z + gh_z + b_z),
@@ -132,6 +146,8 @@ struct FLX_API GRUCell {
   RecurrentOutput<Tensor> operator()(const Tensor& x, const Tensor& h) const;
 };
 FLX_FUNCTOR(GRUCell, Wi, Wh, b, bh)
+FLX_API void show_compact(std::ostream& os, const GRUCell& l);
+FLX_API Shape outputsize(const GRUCell& l, const Shape& x);
 
 // Flux's GRUv3Cell (GRU v3 of Cho et al.): the reset gate applied before the
 // candidate's own recurrent product. With gx = Wi x + b, gh = Wh h split in
@@ -151,6 +167,8 @@ struct FLX_API GRUv3Cell {
   RecurrentOutput<Tensor> operator()(const Tensor& x) const;
   RecurrentOutput<Tensor> operator()(const Tensor& x, const Tensor& h) const;
 };
+FLX_API void show_compact(std::ostream& os, const GRUv3Cell& l);
+FLX_API Shape outputsize(const GRUv3Cell& l, const Shape& x);
 inline auto flx_functor_fields(detail::tag<GRUv3Cell>) {
   using C = GRUv3Cell;
   return std::make_tuple(detail::Field<C, Tensor>{"Wi", &C::Wi}, detail::Field<C, Tensor>{"Wh", &C::Wh},
@@ -173,6 +191,8 @@ struct FLX_API RNN {
   RecurrentOutput<Tensor> with_state(const Tensor& x, const Tensor& h) const;
 };
 FLX_FUNCTOR(RNN, cell, state0)
+FLX_API void show_compact(std::ostream& os, const RNN& l);
+FLX_API Shape outputsize(const RNN& l, const Shape& x);
 
 struct FLX_API LSTM {
   LSTMCell cell;
@@ -186,6 +206,8 @@ struct FLX_API LSTM {
   RecurrentOutput<LSTMState> with_state(const Tensor& x, const LSTMState& state) const;
 };
 FLX_FUNCTOR(LSTM, cell, state0)
+FLX_API void show_compact(std::ostream& os, const LSTM& l);
+FLX_API Shape outputsize(const LSTM& l, const Shape& x);
 
 struct FLX_API GRU {
   GRUCell cell;
@@ -199,6 +221,8 @@ struct FLX_API GRU {
   RecurrentOutput<Tensor> with_state(const Tensor& x, const Tensor& h) const;
 };
 FLX_FUNCTOR(GRU, cell, state0)
+FLX_API void show_compact(std::ostream& os, const GRU& l);
+FLX_API Shape outputsize(const GRU& l, const Shape& x);
 
 // Flux's GRUv3: GRUv3Cell over a sequence (step by step: no backend has it).
 struct FLX_API GRUv3 {
@@ -213,6 +237,8 @@ struct FLX_API GRUv3 {
   RecurrentOutput<Tensor> with_state(const Tensor& x, const Tensor& h) const;
 };
 FLX_FUNCTOR(GRUv3, cell, state0)
+FLX_API void show_compact(std::ostream& os, const GRUv3& l);
+FLX_API Shape outputsize(const GRUv3& l, const Shape& x);
 
 // Flux.initialstates: the state a sequence starts from when none is given:
 // zeros of (out) in the weights' element type on their device, or a layer's
@@ -225,28 +251,6 @@ FLX_API Tensor initialstates(const RNN& l);
 FLX_API LSTMState initialstates(const LSTM& l);
 FLX_API Tensor initialstates(const GRU& l);
 FLX_API Tensor initialstates(const GRUv3& l);
-
-// One line each, as Flux shows them: LSTM(3 => 5)  # 180 parameters. Options
-// that are not the defaults follow the sizes: GRU(3 => 5; recurrent_bias=true).
-FLX_API void show_compact(std::ostream& os, const RNNCell& l);
-FLX_API void show_compact(std::ostream& os, const LSTMCell& l);
-FLX_API void show_compact(std::ostream& os, const GRUCell& l);
-FLX_API void show_compact(std::ostream& os, const GRUv3Cell& l);
-FLX_API void show_compact(std::ostream& os, const RNN& l);
-FLX_API void show_compact(std::ostream& os, const LSTM& l);
-FLX_API void show_compact(std::ostream& os, const GRU& l);
-FLX_API void show_compact(std::ostream& os, const GRUv3& l);
-
-// Shape rules (outputsize.hpp): a cell's output (out) or (out, batch) for an
-// input (in) or (in, batch); a layer's (out, time[, batch]).
-FLX_API Shape outputsize(const RNNCell& l, const Shape& x);
-FLX_API Shape outputsize(const LSTMCell& l, const Shape& x);
-FLX_API Shape outputsize(const GRUCell& l, const Shape& x);
-FLX_API Shape outputsize(const GRUv3Cell& l, const Shape& x);
-FLX_API Shape outputsize(const RNN& l, const Shape& x);
-FLX_API Shape outputsize(const LSTM& l, const Shape& x);
-FLX_API Shape outputsize(const GRU& l, const Shape& x);
-FLX_API Shape outputsize(const GRUv3& l, const Shape& x);
 
 // ---- the sequence runner (Flux's scan) -----------------------------------------
 

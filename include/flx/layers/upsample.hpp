@@ -1,6 +1,11 @@
 // Upsampling layers (Flux's upsample.jl): Upsample and PixelShuffle, on
 // NNlib's upsample_nearest, upsample_bilinear and pixel_shuffle
 // (flx/arrays.hpp). Inputs are (spatial..., channels, batch).
+//
+// Each layer's declarations follow its struct: FLX_FUNCTOR (its tensors) or
+// FLX_LEAF (none), show_compact (its one-line form, as Flux prints it;
+// `os << layer` adds the counts: show.hpp) and outputsize (its shape rule:
+// the forward pass's checks and sizes without computing: outputsize.hpp).
 #pragma once
 
 #include "flx/export.hpp"
@@ -34,6 +39,8 @@ struct FLX_API Upsample {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_LEAF(Upsample)
+FLX_API void show_compact(std::ostream& os, const Upsample& l);      // Upsample(:nearest, scale = (2, 3))
+FLX_API Shape outputsize(const Upsample& l, const Shape& x);
 
 // Flux's PixelShuffle(r): (W, H, r²C, N) to (rW, rH, C, N), for 1 to 3
 // spatial dims (NNlib's pixel_shuffle).
@@ -43,12 +50,7 @@ struct FLX_API PixelShuffle {
   Tensor operator()(const Tensor& x) const;
 };
 FLX_LEAF(PixelShuffle)
-
-FLX_API void show_compact(std::ostream& os, const Upsample& l);      // Upsample(:nearest, scale = (2, 3))
 FLX_API void show_compact(std::ostream& os, const PixelShuffle& l);  // PixelShuffle(2)
-
-// Shape rules (outputsize.hpp), the checks of the forward passes.
-FLX_API Shape outputsize(const Upsample& l, const Shape& x);
 FLX_API Shape outputsize(const PixelShuffle& l, const Shape& x);
 
 }  // namespace flx

@@ -1,0 +1,40 @@
+// What a layer's forward pass checks before anything else, written once for
+// every layer of src/layers: errors name the layer as it prints
+// (detail::layer_string, include/flx/layers/show.hpp), "Dense(3 => 4): the
+// input is an undefined tensor".
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "flx/error.hpp"
+#include "flx/layers/show.hpp"
+#include "flx/tensor.hpp"
+
+namespace flx::detail {
+
+// One of the layer's arrays, with the words that name it in an error
+// ("the scale (γ)").
+using NamedArray = std::pair<const char*, const Tensor*>;
+
+struct LayerInput {
+  bool floating = false;                   // the input must be of a floating type
+  std::initializer_list<NamedArray> arrays = {};  // each, where defined, on the input's device
+};
+
+// Checks x as the layer's input: defined (ArgumentError), floating where
+// asked (TypeError), on the device of each of the layer's arrays
+// (DeviceMismatch). Returns the layer's name, for the checks that follow.
+template <class L>
+std::string check_layer_input(const L& layer, const Tensor& x, LayerInput in = {}) {
+  std::string name = layer_string(layer);
+  FLX_CHECK(x.defined(), ArgumentError, name, ": the input is an undefined tensor");
+  FLX_CHECK(!in.floating || is_floating(x.dtype()), TypeError, name, ": expected a floating input; got ", x.dtype());
+  for (const auto& [what, p] : in.arrays)
+    FLX_CHECK(!p->defined() || p->device() == x.device(), DeviceMismatch, name, ": ", what, " is on ", p->device(),
+              " but the input is on ", x.device(), "; move both to one device (model | device)");
+  return name;
+}
+
+}  // namespace flx::detail
