@@ -37,7 +37,8 @@ Embedding::Embedding(Tensor w) : weight(std::move(w)) {
 }
 
 Tensor Embedding::operator()(const Tensor& x) const {
-  const std::string layer = detail::check_layer_input(*this, x);
+  const std::string layer = detail::layer_string(*this);
+  detail::check_layer_input(*this, x);
   const int64_t d = weight.shape()[0], n = weight.shape()[1];
   FLX_CHECK(x.device() == weight.device(), DeviceMismatch, layer, ": the indices are on ", x.device(),
             " but the weight is on ", weight.device(), "; move them with `x | device` (or the model to theirs)");
@@ -117,7 +118,8 @@ EmbeddingBag::EmbeddingBag(Tensor w, BagReduction r) : weight(std::move(w)), red
 }
 
 Tensor EmbeddingBag::operator()(const Tensor& x) const {
-  const std::string layer = detail::check_layer_input(*this, x);
+  const std::string layer = detail::layer_string(*this);
+  detail::check_layer_input(*this, x);
   const int64_t n = weight.shape()[1];
   FLX_CHECK(x.device() == weight.device(), DeviceMismatch, layer, ": the indices are on ", x.device(),
             " but the weight is on ", weight.device(), "; move them with `x | device` (or the model to theirs)");

@@ -25,16 +25,16 @@ struct LayerInput {
 
 // Checks x as the layer's input: defined (ArgumentError), floating where
 // asked (TypeError), on the device of each of the layer's arrays
-// (DeviceMismatch). Returns the layer's name, for the checks that follow.
+// (DeviceMismatch). The layer's name is formatted only for an error (a
+// Dense called a million times pays for no string).
 template <class L>
-std::string check_layer_input(const L& layer, const Tensor& x, LayerInput in = {}) {
-  std::string name = layer_string(layer);
-  FLX_CHECK(x.defined(), ArgumentError, name, ": the input is an undefined tensor");
-  FLX_CHECK(!in.floating || is_floating(x.dtype()), TypeError, name, ": expected a floating input; got ", x.dtype());
+void check_layer_input(const L& layer, const Tensor& x, LayerInput in = {}) {
+  FLX_CHECK(x.defined(), ArgumentError, layer_string(layer), ": the input is an undefined tensor");
+  FLX_CHECK(!in.floating || is_floating(x.dtype()), TypeError, layer_string(layer), ": expected a floating input; got ",
+            x.dtype());
   for (const auto& [what, p] : in.arrays)
-    FLX_CHECK(!p->defined() || p->device() == x.device(), DeviceMismatch, name, ": ", what, " is on ", p->device(),
-              " but the input is on ", x.device(), "; move both to one device (model | device)");
-  return name;
+    FLX_CHECK(!p->defined() || p->device() == x.device(), DeviceMismatch, layer_string(layer), ": ", what, " is on ",
+              p->device(), " but the input is on ", x.device(), "; move both to one device (model | device)");
 }
 
 }  // namespace flx::detail

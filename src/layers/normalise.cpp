@@ -39,7 +39,8 @@ Shape outputsize(const BatchNorm& l, const Shape& x) {
 }
 
 Tensor BatchNorm::operator()(const Tensor& x) const {
-  const std::string layer = detail::check_layer_input(
+  const std::string layer = detail::layer_string(*this);
+  detail::check_layer_input(
       *this, x, {.arrays = {{"the scale (γ)", &scale}, {"the bias (β)", &bias}, {"the running mean", &running_mean},
                            {"the running variance", &running_var}}});
   (void)outputsize(*this, x.shape());
@@ -95,7 +96,8 @@ Shape outputsize(const LayerNorm& l, const Shape& x) {
 // Flux's normalise: each set of the normalised dims brought to mean 0 and
 // biased variance 1, then scale, bias and the activation.
 Tensor LayerNorm::operator()(const Tensor& x) const {
-  const std::string layer = detail::check_layer_input(
+  const std::string layer = detail::layer_string(*this);
+  detail::check_layer_input(
       *this, x, {.floating = true, .arrays = {{"the scale (γ)", &scale}, {"the bias (β)", &bias}}});
   (void)outputsize(*this, x.shape());
   // Float16 and BFloat16 inputs are normalised in Float32 (statistics,
@@ -164,7 +166,8 @@ Shape outputsize(const GroupNorm& l, const Shape& x) {
 }
 
 Tensor GroupNorm::operator()(const Tensor& x) const {
-  const std::string layer = detail::check_layer_input(
+  const std::string layer = detail::layer_string(*this);
+  detail::check_layer_input(
       *this, x, {.floating = true, .arrays = {{"the scale (γ)", &scale}, {"the bias (β)", &bias}}});
   (void)outputsize(*this, x.shape());
   const bool half = half_type(x.dtype());
@@ -197,7 +200,8 @@ Shape outputsize(const InstanceNorm& l, const Shape& x) {
 }
 
 Tensor InstanceNorm::operator()(const Tensor& x) const {
-  const std::string layer = detail::check_layer_input(
+  const std::string layer = detail::layer_string(*this);
+  detail::check_layer_input(
       *this, x,
       {.floating = true,
        .arrays = {{"the scale (γ)", &scale}, {"the bias (β)", &bias}, {"the running mean", &running_mean},
