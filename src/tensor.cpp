@@ -5,6 +5,7 @@
 
 #include "autograd.hpp"
 #include "devices/registry.hpp"
+#include "flx/arrays.hpp"
 #include "flx/ops.hpp"
 #include "util/host_vector.hpp"
 #include "backend_common/philox.hpp"
@@ -102,8 +103,15 @@ Tensor Tensor::slice_last(int64_t start, int64_t stop) const {
     Shape full = shape();
     DType t = dtype();
     Device d = device();
-    autograd::record("slice_last", autograd::Order::FirstOnly, out, {*this},
-                     [full, t, d, start, obs](const Tensor& g, const bool*, Tensor* gi) {
+    autograd::record("slice_last", autograd::Order::Higher, out, {*this},
+                     [full, t, d, start, stop, obs](const Tensor& g, const bool*, Tensor* gi) {
+      if (detail::is_recording()) {  // an enclosing gradient call records this one: differentiable ops
+        std::vector<int64_t> pads(2 * size_t(full.size()), 0);
+        pads[pads.size() - 2] = start;
+        pads[pads.size() - 1] = full[full.size() - 1] - stop;
+        gi[0] = pad_zeros(g, pads);
+        return;
+      }
       Tensor z = empty(t, full, d);
       const auto& b = detail::be(z);
       b.fill(detail::dev(z), detail::mem(z), t, size_t(z.numel()), 0.0);

@@ -96,7 +96,12 @@
 #else
 #define FLX_SINCE_13(...)
 #endif
-static_assert(FLX_BACKEND_ABI_MINOR == 13, "a new ABI minor version: add its FLX_SINCE_ definition above");
+#if FLX_BACKEND_TARGET_MINOR >= 14
+#define FLX_SINCE_14(...) __VA_ARGS__
+#else
+#define FLX_SINCE_14(...)
+#endif
+static_assert(FLX_BACKEND_ABI_MINOR == 14, "a new ABI minor version: add its FLX_SINCE_ definition above");
 
 // ---- the declarations ----------------------------------------------------------
 // clang-format off
@@ -145,12 +150,17 @@ static_assert(FLX_BACKEND_ABI_MINOR == 13, "a new ABI minor version: add its FLX
   X(groupnorm_forward, 10, optional, __VA_ARGS__) X(groupnorm_backward, 10, optional, __VA_ARGS__) \
   X(conv_backward, 13, optional, __VA_ARGS__)
 
+#define FLX_FUSED_CALLS(X, ...) \
+  X(supports, 14, required, __VA_ARGS__) X(scratch_bytes, 14, required, __VA_ARGS__) \
+  X(run, 14, required, __VA_ARGS__)
+
 // The op tables libflx uses: T(id, struct, ...), each declared below with
 // FLX_DECLARE_TABLE. The dispatch layer keeps one slot per entry (id_).
 #define FLX_OP_TABLES(T, ...) \
   T(compute, flx_compute_table, __VA_ARGS__) \
   T(comm, flx_comm_table, __VA_ARGS__) \
-  T(dnn, flx_dnn_table, __VA_ARGS__)
+  T(dnn, flx_dnn_table, __VA_ARGS__) \
+  T(fused, flx_fused_table, __VA_ARGS__)
 // clang-format on
 
 // ---- what the declarations become ------------------------------------------------
@@ -214,6 +224,7 @@ FLX_TABLE_DECL_(flx_backend, nullptr, 0, 0, FLX_CORE_CALLS)
 FLX_DECLARE_TABLE(flx_compute_table, FLX_TABLE_COMPUTE, FLX_TABLE_COMPUTE_VERSION, 0, FLX_COMPUTE_CALLS)
 FLX_DECLARE_TABLE(flx_comm_table, FLX_TABLE_COMM, FLX_TABLE_COMM_VERSION, 4, FLX_COMM_CALLS)
 FLX_DECLARE_TABLE(flx_dnn_table, FLX_TABLE_DNN, FLX_TABLE_DNN_VERSION, 5, FLX_DNN_CALLS)
+FLX_DECLARE_TABLE(flx_fused_table, FLX_TABLE_FUSED, FLX_TABLE_FUSED_VERSION, 14, FLX_FUSED_CALLS)
 
 // ---- for backends ------------------------------------------------------------------
 #define FLX_IF_required(...) __VA_ARGS__

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend_common/fused_calls.hpp"
 #include "backend_common/host_memory.hpp"
 #include "backend_common/philox.hpp"
 #include "backend_common/uniform_bound.hpp"
@@ -313,9 +314,11 @@ const flx_dnn_table dnn_table = [] {
   t.conv_backward = conv_backward;  // minor 13, optional: both gradients, each piece's dy reordered once
   return t;
 }();
+// Every fused op by its code (minor 14): the calls above.
+const flx_fused_table fused_table = FLX_FUSED_TABLE_OF(&dnn_table, &compute_table);
 }  // namespace
 
-FLX_SERVE_TABLES(compute_table, dnn_table)
+FLX_SERVE_TABLES(compute_table, dnn_table, fused_table)
 
 const flx_backend* core() {
   static const flx_backend b = [] {

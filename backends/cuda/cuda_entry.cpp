@@ -5,8 +5,10 @@
 // "comm" table version 1 on NCCL (cuda_comm.cpp) when the build found
 // nccl.h (FLX_CUDA_HAVE_NCCL), and the "dnn" table version 1 on cuDNN
 // (cuda_dnn_conv.cpp, cuda_dnn_pool_bn.cpp) when it found cudnn.h
-// (FLX_CUDA_HAVE_CUDNN), with LSTMs on cuDNN's RNN (cuda_dnn_rnn.cpp) and
-// attention on flx's own kernels (cuda_attention.cu).
+// (FLX_CUDA_HAVE_CUDNN), with LSTMs, GRUs and tanh and relu RNNs on cuDNN's
+// RNN (cuda_dnn_rnn.cpp) and attention on flx's own kernels
+// (cuda_attention.cu); and the "fused" table (minor 14) made of those.
+#include "backend_common/fused_calls.hpp"
 #include "cuda_common.hpp"
 #include "cuda_device.hpp"
 
@@ -19,7 +21,9 @@ const flx_compute_table compute_table = [] {
   t.reduce_workspace = reduce_workspace;  // long reductions split over blocks
 #if FLX_BACKEND_TARGET_MINOR >= 2
   t.gemm_epilogue = gemm_epilogue;  // cuBLASLt epilogues (cuda_gemm_lt.cpp)
-  t.rule_step = rule_step;          // every optimiser rule (cuda_optim.cu)
+#endif
+#if FLX_BACKEND_TARGET_MINOR >= 12
+  t.rule_step = rule_step;  // every optimiser rule (cuda_optim.cu)
 #endif
   return t;
 }();
@@ -50,8 +54,18 @@ const flx_dnn_table dnn_table = [] {
   return t;
 }();
 #define FLX_CUDA_DNN_TABLE , dnn_table
+#define FLX_CUDA_DNN_PTR &dnn_table
 #else
 #define FLX_CUDA_DNN_TABLE
+#define FLX_CUDA_DNN_PTR nullptr
+#endif
+
+#if FLX_BACKEND_TARGET_MINOR >= 14
+// Every fused op by its code (minor 14): the calls above.
+const flx_fused_table fused_table = FLX_FUSED_TABLE_OF(FLX_CUDA_DNN_PTR, &compute_table);
+#define FLX_CUDA_FUSED_TABLE , fused_table
+#else
+#define FLX_CUDA_FUSED_TABLE
 #endif
 
 const flx_backend core_table = [] {
@@ -76,9 +90,9 @@ const flx_backend core_table = [] {
 }  // namespace
 
 #if FLX_CUDA_HAVE_NCCL
-FLX_SERVE_TABLES(compute_table, comm_table FLX_CUDA_DNN_TABLE)
+FLX_SERVE_TABLES(compute_table, comm_table FLX_CUDA_DNN_TABLE FLX_CUDA_FUSED_TABLE)
 #else
-FLX_SERVE_TABLES(compute_table FLX_CUDA_DNN_TABLE)
+FLX_SERVE_TABLES(compute_table FLX_CUDA_DNN_TABLE FLX_CUDA_FUSED_TABLE)
 #endif
 
 }  // namespace flx_cuda

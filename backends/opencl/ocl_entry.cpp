@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "backend_common/fused_calls.hpp"
 #include "ocl_common.hpp"
 #include "ocl_dnn.hpp"
 
@@ -72,6 +73,9 @@ const flx_dnn_table dnn_table = [] {
   return t;
 }();
 
+// Every fused op by its code (minor 14): the calls above.
+const flx_fused_table fused_table = FLX_FUSED_TABLE_OF(&dnn_table, &compute_table);
+
 const flx_backend core_table = [] {
   flx_backend f = flx::abi::core_table_header("OpenCL");
   FLX_SET_CORE_CALLS(f, flx_ocl)
@@ -85,7 +89,7 @@ const flx_backend core_table = [] {
 
 }  // namespace
 
-FLX_SERVE_TABLES(compute_table, dnn_table)
+FLX_SERVE_TABLES(compute_table, dnn_table, fused_table)
 
 }  // namespace flx_ocl
 

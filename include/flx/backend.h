@@ -18,7 +18,9 @@
  * and their derivative products; minor 12 the compute table's rule_step,
  * every stateful optimiser rule's element update (backend_rules.h); minor 13
  * the dnn table's conv_backward, both backward passes of a convolution in
- * one call.
+ * one call; minor 14 the "fused" table (backend_fused.h): every fused op by
+ * its code through three calls (supports, scratch_bytes, run), so that a
+ * new fused op needs no new table field and no new minor.
  *
  * Conventions
  *  - Every call takes the backend's own context pointer first.
@@ -84,6 +86,7 @@
 #include "flx/backend_compute.h"
 #include "flx/backend_comm.h"
 #include "flx/backend_dnn.h"
+#include "flx/backend_fused.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -29,7 +29,7 @@
  *
  * Adding an op: one line here (a new code, never a reused one); one line in
  * FLX_MAP_OPS_ADDED with the ABI minor version that brings it, which is a
- * new one (raise FLX_BACKEND_ABI_MINOR in backend.h, unless the change that
+ * new one (raise FLX_BACKEND_ABI_MINOR in backend_types.h, unless the change that
  * brings the op raised it already: plugins built at a minor that is on main
  * exist, and must not be sent a code they do not know); its autodiff rule in
  * src/ops (none for an activation with a GRAD partner: the generic rule uses

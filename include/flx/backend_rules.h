@@ -27,7 +27,7 @@
  *
  * Adding a rule: a line in FLX_RULES with a new code and a body below; a
  * line in FLX_RULES_ADDED with the ABI minor version that brings it (raise
- * FLX_BACKEND_ABI_MINOR in backend.h if no change on main has yet); the rule
+ * FLX_BACKEND_ABI_MINOR in backend_types.h if no change on main has yet); the rule
  * in include/flx/optimiser_rules.hpp and its host scalars in
  * src/optimisers/; a case in the conformance suite and a closed form. See
  * docs/optimisers.md.

@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 #define FLX_BACKEND_ABI_MAJOR 2u
-#define FLX_BACKEND_ABI_MINOR 13u
+#define FLX_BACKEND_ABI_MINOR 14u
 #ifndef FLX_BACKEND_TARGET_MINOR
 #define FLX_BACKEND_TARGET_MINOR FLX_BACKEND_ABI_MINOR
 #endif
@@ -25,10 +25,11 @@ extern "C" {
 /* Op table names and the versions this header describes. */
 #define FLX_TABLE_COMPUTE "compute"
 #define FLX_TABLE_COMPUTE_VERSION 1u
-#define FLX_TABLE_DNN "dnn" /* convolution, pooling, normalisation (minor 5); recurrent layers (minor 6); attention (minor 7); group normalisation (minor 10) */
+#define FLX_TABLE_DNN "dnn" /* convolution, pooling, normalisation (minor 5); recurrent layers (minor 6); attention (minor 7); group normalisation (minor 10); conv_backward (minor 13) */
 #define FLX_TABLE_DNN_VERSION 1u
 #define FLX_TABLE_COMM "comm" /* collectives (minor 4) */
 #define FLX_TABLE_COMM_VERSION 1u
+/* FLX_TABLE_FUSED "fused" (minor 14): backend_fused.h */
 
 /* True when `table` (a pointer to a table whose first field is struct_size)
  * is long enough to hold `field` and the backend set it. */

@@ -20,6 +20,7 @@
 #include "backend/scratch.hpp"
 #include "backend/streams.hpp"
 #include "backend_common/backend_tables.hpp"
+#include "backend_common/fused_calls.hpp"
 #include "flx/backend.h"
 #include "flx/device.hpp"
 #include "flx/dtype.hpp"
@@ -177,6 +178,33 @@ class Backend {
   // dst_dev and src_dev are devices of this backend; on src_dev's stream.
   void copy_peer(int dst_dev, flx_mem dst, int src_dev, flx_mem src, size_t bytes) const;
 
+  // ---- fused ops (backend_fused.h), by code: through the backend's fused
+  // table (minor 14), else the older call FLX_FUSED_OPS names
+  // (backend_common/fused_calls.hpp), so that a plugin built for an older
+  // minor runs them as before. Each answers as the backend does: FLX_OK, or
+  // FLX_ERR_UNSUPPORTED where it has no kernel for the case (d may be null
+  // for supports: any case at all).
+  int fused_supports(int dev, int32_t op, const void* d) const;
+  int fused_scratch_bytes(int dev, int32_t op, const void* d, int32_t kind, uint64_t* bytes) const;
+  int fused_run(int dev, int32_t op, const void* d) const;  // on the current stream
+  // The op's kernel runs for d, else NotImplemented naming Field, the
+  // older call that FLX_FUSED_OPS names for it, as a backend lacking that
+  // call is named.
+  template <auto Field>
+  void require_fused(int dev, int32_t op, const void* d, OpRef ref) const {
+    if (fused_supports(dev, op, d) == FLX_OK) [[likely]]
+      return;
+    using T = tables_detail::table_of<Field>;
+    lacks(abi::Decl<T>::info, call_offset<Field>(), table<T>().served, ref);
+  }
+  // The op on d, which the backend must run: require_fused, then a typed
+  // error for any answer but FLX_OK.
+  template <auto Field>
+  void run_fused(int dev, int32_t op, const void* d, OpRef ref) const {
+    require_fused<Field>(dev, op, d, ref);
+    check(fused_run(dev, op, d), ref);
+  }
+
   // ---- compute (the "compute" table), on the current stream
   void fill(int dev, flx_mem dst, DType t, size_t n, double value) const;
   void random(int dev, flx_mem dst, DType t, size_t n, int32_t dist, uint64_t seed, uint64_t offset, double a,
@@ -192,7 +220,6 @@ class Backend {
   // backend ran it; false when it lacks gemm_epilogue or answered anything
   // but FLX_OK (the caller runs the unfused ops on the same device; a
   // failure other than FLX_ERR_UNSUPPORTED is logged once per backend).
-  bool has_gemm_epilogue() const { return has<&flx_compute_table::gemm_epilogue>(); }
   bool gemm_epilogue(int dev, const flx_gemm_epilogue_desc& d) const;
   void gather(int dev, const flx_index_desc& d) const;
   void scatter_add(int dev, const flx_index_desc& d) const;
@@ -203,7 +230,7 @@ class Backend {
   // One optimiser rule's step (backend_rules.h; minor 12, optional). A
   // backend without rule_step, or older than the rule, raises
   // NotImplemented naming `what` ("NAdam's step").
-  bool has_rule_step() const { return has<&flx_compute_table::rule_step>(); }
+  bool has_rule_step() const { return fused_supports(0, FLX_FUSED_RULE_STEP, nullptr) == FLX_OK; }
   void rule_step(int dev, const flx_rule_desc& d, const char* what) const;
 
   // ---- collectives (the "comm" table, ABI minor 4; backend.h has the
@@ -231,7 +258,7 @@ class Backend {
   // pass FLX_CONV_BACKWARD (both gradients in one call, minor 13) only
   // where has_conv_backward().
   void conv(int dev, flx_conv_desc d, flx_conv_pass pass) const;
-  bool has_conv_backward() const { return has<&flx_dnn_table::conv_backward>(); }
+  bool has_conv_backward() const { return fused_supports(0, FLX_FUSED_CONV_BACKWARD, nullptr) == FLX_OK; }
   // The reserve a training pool_forward of d fills for pool_backward (none
   // when the backend asks for none); the op keeps it with its record.
   Scratch pool_reserve(int dev, const flx_pool_desc& d) const;
@@ -239,37 +266,27 @@ class Backend {
   void pool_backward(int dev, flx_pool_desc d) const;
   void batchnorm_forward(int dev, flx_batchnorm_desc d) const;
   void batchnorm_backward(int dev, flx_batchnorm_desc d) const;
-  // Recurrent layers over a sequence (ABI minor 6, optional): whether the
-  // backend has them at all; the reserve a training rnn_forward of d fills,
+  // Recurrent layers over a sequence (ABI minor 6, optional; whether the
+  // backend has them: ops::use_kernel): the reserve a training rnn_forward of d fills,
   // in *reserve, and the forward itself: false, with nothing queued, when
   // the backend answered FLX_ERR_UNSUPPORTED (the caller runs the layer
   // with the compute table), a typed error for other failures. The backward
   // must run where the forward did.
-  bool has_rnn() const {
-    return has<&flx_dnn_table::rnn_reserve_size>() && has<&flx_dnn_table::rnn_forward>() &&
-           has<&flx_dnn_table::rnn_backward>();
-  }
   bool rnn_reserve(int dev, const flx_rnn_desc& d, Scratch* reserve) const;
   bool rnn_forward(int dev, flx_rnn_desc d) const;
   void rnn_backward(int dev, flx_rnn_desc d) const;
-  // Attention without its scores (ABI minor 7, optional): whether the
-  // backend has the calls; the forward and backward with their workspace
+  // Attention without its scores (ABI minor 7, optional; whether the
+  // backend has the calls: ops::use_kernel): the forward and backward with their workspace
   // allocated here: false, with nothing queued, when the backend answered
   // FLX_ERR_UNSUPPORTED (the caller runs attention in tiles through the
   // compute table), a typed error for other failures. A backward is asked
   // of the backend whose forward ran.
-  bool has_attention() const {
-    return has<&flx_dnn_table::attention_forward>() && has<&flx_dnn_table::attention_backward>();
-  }
   bool attention_forward(int dev, flx_attention_desc d) const;
   bool attention_backward(int dev, flx_attention_desc d) const;
   // Group normalisation (ABI minor 10, optional): the forward answers false,
   // with nothing queued, when the backend lacks the calls or declines the
   // case (the caller composes the layer from batchnorm and maps); the
   // backward is asked of the backend whose forward ran.
-  bool has_groupnorm() const {
-    return has<&flx_dnn_table::groupnorm_forward>() && has<&flx_dnn_table::groupnorm_backward>();
-  }
   bool groupnorm_forward(int dev, flx_groupnorm_desc d) const;
   void groupnorm_backward(int dev, flx_groupnorm_desc d) const;
 
@@ -288,6 +305,11 @@ class Backend {
  private:
   bool attention(int dev, flx_attention_desc d, int32_t pass) const;
   bool rnn_knows(const flx_rnn_desc& d) const;
+  // The older tables, as FLX_FUSED_OPS reads them for a backend without a
+  // fused table.
+  abi::FusedTables older_tables() const {
+    return {dnn_.served ? &dnn_.calls : nullptr, compute_.served ? &compute_.calls : nullptr};
+  }
   void check(int status, OpRef op) const {
     if (status != FLX_OK) [[unlikely]]
       fail(status, op);

@@ -171,9 +171,9 @@ void Backend::reduce(int dev, flx_reduce_desc& d) const {
 }
 void Backend::gemm(int dev, const flx_gemm_desc& d) const { run<&compute::gemm>(compute_, {"matmul", d.dtype}, dev, &d); }
 bool Backend::gemm_epilogue(int dev, const flx_gemm_epilogue_desc& d) const {
-  const auto fn = compute_.calls.gemm_epilogue;
-  if (!fn) return false;  // an older plugin, or one that fuses nothing
-  const int st = fn(core_->ctx, dev, &d, current_stream(id_, dev));
+  // an older plugin, or one that fuses nothing
+  if (fused_supports(dev, FLX_FUSED_GEMM_EPILOGUE, &d) != FLX_OK) return false;
+  const int st = fused_run(dev, FLX_FUSED_GEMM_EPILOGUE, &d);
   if (st == FLX_OK) return true;
   // Any other answer: the caller runs the unfused ops on the same device,
   // which raise the error in turn if the device itself is at fault. A
@@ -216,7 +216,8 @@ void Backend::rule_step(int dev, const flx_rule_desc& d, const char* what) const
                     "predates rule code " + std::to_string(d.rule) + ", which came with ABI " +
                         std::to_string(FLX_BACKEND_ABI_MAJOR) + "." + std::to_string(since),
                     "Update the plugin, or move the tensors to a device whose backend has it");
-  run<&compute::rule_step>(compute_, {what, d.dtype}, dev, &d);
+  const OpRef op{what, d.dtype};
+  run_fused<&compute::rule_step>(dev, FLX_FUSED_RULE_STEP, &d, op);
 }
 
 }  // namespace flx::detail

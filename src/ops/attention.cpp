@@ -153,7 +153,9 @@ Tensor attention_linear(const AttentionArgs& a) {
   bool on_backend = false;
   // The backend's own kernel; sizes of 0 (a head of no query/key feature)
   // stay here, as the ABI asks.
-  if (attention_library_enabled() && be.has_attention() && d.dq > 0) {
+  if (attention_library_enabled() && d.dq > 0 &&
+      // (the composition below differentiates once as well)
+      use_kernel(a.q, {FLX_FUSED_ATTENTION_FORWARD, FLX_FUSED_ATTENTION_BACKWARD}, autograd::Order::Higher)) {
     o = empty(a.q.dtype(), Shape{d.dv * d.nheads, d.q_len, d.batch}, dev);
     if (training) lse = empty(a.q.dtype() == Float64 ? Float64 : Float32, Shape{d.q_len, d.nheads, d.batch}, dev);
     on_backend = be.attention_forward(detail::dev(a.q), describe(a, d, o, lse));

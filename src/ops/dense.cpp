@@ -67,8 +67,11 @@ Tensor dense_fused(const Tensor& w, const Tensor& x, const Tensor& b, DenseAct a
   if (x.device() != w.device() || b.device() != w.device()) return {};
   const int64_t m = w.shape()[0], k = w.shape()[1], n = x.shape()[1];
   if (x.shape()[0] != k || b.shape()[0] != m || m == 0 || n == 0 || k == 0) return {};
+  // Gelu's derivative is the kernel's own (FirstOnly); identity's and relu's
+  // rules are built of recorded ops.
+  const auto order = act == DenseAct::Gelu ? autograd::Order::FirstOnly : autograd::Order::Higher;
+  if (!use_kernel(w, {FLX_FUSED_GEMM_EPILOGUE}, order)) return {};
   const auto& be = detail::be(w);
-  if (!be.has_gemm_epilogue()) return {};
 
   const bool track =
       detail::is_recording() && (autograd::tracked(w) || autograd::tracked(x) || autograd::tracked(b));

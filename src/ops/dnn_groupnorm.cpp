@@ -24,7 +24,8 @@ constexpr double least_batchnorm_epsilon = 1e-5;
 // order.
 Tensor standardise_sets(const Tensor& x, int64_t rows, int64_t sets, double epsilon, const std::string& layer) {
   if (x.numel() == 0) return x;  // nothing to standardise
-  if (epsilon >= least_batchnorm_epsilon && autograd::recording_depth() < 2 && detail::be(x).has_dnn())
+  if (epsilon >= least_batchnorm_epsilon &&
+      use_kernel(x, {FLX_FUSED_BATCHNORM_FORWARD, FLX_FUSED_BATCHNORM_BACKWARD}, autograd::Order::FirstOnly))
     return reshape(batchnorm(reshape(x, Shape{rows, sets, 1}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1,
                              epsilon, layer.c_str()),
                    x.shape());
@@ -80,14 +81,14 @@ Tensor fused(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t g
 
 }  // namespace
 
-// The one place that chooses: the backend's fused kernel where it has one
-// and the call is first-order, else the composition.
+// The backend's fused kernel where use_kernel says so, else the composition.
 Tensor group_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t groups, double epsilon,
                   const std::string& layer) {
   const int nd = x.ndims();
   const int64_t channels = x.shape()[nd - 2], batch = x.shape()[nd - 1];
   const int64_t spatial = x.numel() / std::max<int64_t>(channels * batch, 1);
-  if (x.numel() > 0 && autograd::recording_depth() < 2 && detail::be(x).has_groupnorm()) {
+  if (x.numel() > 0 &&
+      use_kernel(x, {FLX_FUSED_GROUPNORM_FORWARD, FLX_FUSED_GROUPNORM_BACKWARD}, autograd::Order::FirstOnly)) {
     if (Tensor y = fused(x, scale, bias, groups, epsilon); y.defined()) return y;
   }
   // (spatial · channels / groups, groups · batch): statistics over each column.

@@ -54,6 +54,17 @@ Tensor gather_checked(const Tensor& x, const Tensor& idx);
 Tensor raw_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb);
 Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb);
 
+// The one place that chooses between a backend's fused kernel and the
+// composition of differentiable ops that means the same (kernel_choice.cpp):
+// true where x's backend supports every op of fused_ops (flx_fused_op codes,
+// include/flx/backend_fused.h: a forward op and its backward op together)
+// and, for a kernel whose record differentiates once (Order::FirstOnly), the
+// call is not inside a nested gradient call, where a second derivative may be
+// asked for and only the composition gives it. An empty fused_ops: a kernel
+// of src/ops' own (the recurrent scan), where only the order counts. Every op of src/ops with a
+// fused kernel asks here; no layer asks which kernels a backend has.
+bool use_kernel(const Tensor& x, std::initializer_list<int32_t> fused_ops, autograd::Order order);
+
 // The activations a Dense layer can fuse into its GEMM.
 enum class DenseAct { Identity, Relu, Gelu };
 // act(w * x .+ b) as one GEMM with a fused epilogue (dense.cpp), recorded,

@@ -495,8 +495,10 @@ Tensor backend_rnn(const Dims& d, RecurrentAct act, bool with_state, const Tenso
                    const Tensor& wh, const Tensor& b, const Tensor& bh, const Tensor& h0, const Tensor& c0) {
   const bool lstm = c0.defined();
   const int32_t cell = rnn_cell(d, act, lstm);
+  if (!library_enabled() ||
+      !use_kernel(x, {FLX_FUSED_RNN_FORWARD, FLX_FUSED_RNN_BACKWARD}, autograd::Order::FirstOnly))
+    return {};
   const auto& be = detail::be(x);
-  if (!be.has_rnn() || !library_enabled()) return {};
   const int dev = detail::dev(x);
   const bool training = detail::is_recording() && (autograd::tracked(x) || autograd::tracked(wi) ||
                                                    autograd::tracked(wh) || autograd::tracked(b) ||
@@ -550,7 +552,9 @@ Tensor backend_rnn(const Dims& d, RecurrentAct act, bool with_state, const Tenso
 
 // Whether the op applies to these operands (see the header).
 bool applies(const Tensor& x, std::initializer_list<const Tensor*> others) {
-  if (!fused_enabled() || !x.defined()) return false;
+  // The scan's record differentiates once: a nested gradient call steps the
+  // cells, whose ops differentiate to any order.
+  if (!fused_enabled() || !x.defined() || !use_kernel(x, {}, autograd::Order::FirstOnly)) return false;
   const DType t = x.dtype();
   if (t != Float32 && t != Float64) return false;
   for (const Tensor* o : others)

@@ -38,6 +38,7 @@ PAGE = "docs/architecture.md"
 TYPES_H = "include/flx/backend_types.h"
 DNN_H = "include/flx/backend_dnn.h"
 COMPUTE_H = "include/flx/backend_compute.h"
+FUSED_H = "include/flx/backend_fused.h"
 LAYERS_DIR = "include/flx/layers"
 COMPUTE_FUSED = ("gemm_epilogue", "rule_step")
 COLUMNS = ["op", "backends with a kernel", "fallback"]
@@ -64,6 +65,16 @@ def table_calls(root, header, struct):
 
 def family(call):
     return call.split("_")[0]
+
+
+def fused_ops_of_their_own(root):
+    """The ops of FLX_FUSED_OPS (backend_fused.h) that no older call runs
+    (table `none`), by their lower-case names: each needs its own row."""
+    path = root / FUSED_H
+    if not path.is_file():
+        return []
+    text = path.read_text(errors="replace")
+    return [m.group(1).lower() for m in re.finditer(r"X\(\s*(\w+)\s*,\s*\d+\s*,\s*\w+\s*,\s*none\s*,", text)]
 
 
 def code_abi(root):
@@ -152,6 +163,7 @@ def check(root):
         if compute and op not in compute:
             problems.append(("fused", f"{COMPUTE_H}: flx_compute_table has no {op}; "
                                       "update COMPUTE_FUSED in tests/docs/check_architecture.py"))
+    own = fused_ops_of_their_own(root)
     table = fused_table(lines)
     names = set()
     if table is None:
@@ -170,7 +182,7 @@ def check(root):
                 continue
             name = m.group(1)
             names.add(name)
-            known = name in dnn or name in compute or (name.endswith("_*") and name[:-2] in families)
+            known = name in dnn or name in compute or name in own or (name.endswith("_*") and name[:-2] in families)
             if not known:
                 problems.append(("table", f"{PAGE}:{n}: `{name}` is no call of flx_dnn_table or flx_compute_table, "
                                           "nor a family `<prefix>_*` of the dnn table"))
@@ -182,10 +194,13 @@ def check(root):
     for op in COMPUTE_FUSED:
         if op in compute and op not in names:
             problems.append(("fused", f'{PAGE}: "Fused ops" has no row for the compute table\'s {op}'))
+    for op in own:
+        if op not in names:
+            problems.append(("fused", f'{PAGE}: "Fused ops" has no row for `{op}` (FLX_FUSED_OPS in {FUSED_H})'))
 
     summary = (f"{PAGE} states ABI {version[0]}.{version[1]}, " if version else f"{PAGE} ") + \
         f"names {len(headers)} layer headers and {len(folders)} folders of src/, and has a row for each of " \
-        f"{len(families) + len([o for o in COMPUTE_FUSED if o in compute])} fused ops"
+        f"{len(families) + len([o for o in COMPUTE_FUSED if o in compute]) + len(own)} fused ops"
     return problems, summary
 
 
@@ -258,6 +273,9 @@ PLANTS = [
      planted(FAKE, DNN_H, "} flx_dnn_table;", "  int (*attention_forward)(void* ctx, int dev, flx_stream s);\n"
                                               "} flx_dnn_table;"), "fused"),
     ("a missing fused-op row (rule_step)", planted(FAKE, PAGE, "| `rule_step` | CPU | NotImplemented |\n", ""),
+     "fused"),
+    ("a missing fused-op row (an op of the fused table's own)",
+     dict(FAKE, **{FUSED_H: "#define FLX_FUSED_OPS(X) \\\n  X(LPNORM_POOL, 17, flx_pool_desc, none, none)\n"}),
      "fused"),
     ("a row naming no call", planted(FAKE, PAGE, "`pool_*`", "`pooling_*`"), "table"),
     ("no Fused ops heading", planted(FAKE, PAGE, "### Fused ops", "### Kernels"), "table"),

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -388,6 +389,26 @@ TEST(RecurrentGradients, GRUMatchesFiniteDifferences) {
         return sum(r.output * w) + sum(r.state * r.state);
       },
       {rand64({6, 3}), rand64({6, 2}), rand64({6}), rand64({2}), rand64({3, 4, 3}), rand64({2, 3})}, 1e-7, 1e-6, "GRU");
+}
+
+// The layers' fused kernels (the backend's rnn_* and src/ops' scan)
+// differentiate once; a nested gradient call steps the cells, whose ops
+// differentiate to any order (ops::use_kernel; issue 40: before, a second
+// derivative of a recurrent layer was refused).
+TEST(RecurrentGradients, SecondDerivativesThroughANestedGradientMatchFiniteDifferences) {
+  set_seed(11);
+  const Tensor w = rand64({2, 4, 3});
+  const RNN rnn = f64(RNN(3, 2));
+  const LSTM lstm = f64(LSTM(3, 2));
+  const GRU gru = f64(GRU(3, 2));
+  for (const auto& [layer, name] : std::vector<std::pair<std::function<Tensor(const Tensor&)>, std::string>>{
+           {rnn, "RNN"}, {lstm, "LSTM"}, {gru, "GRU"}}) {
+    auto inner = [&](const Tensor& u) {  // d/du of sum(y^2 .* w)
+      return std::get<0>(gradient([&](const Tensor& x) { return sum(layer(x) * layer(x) * w); }, u));
+    };
+    check_gradients([&](const V& v) { return sum(inner(v[0]) * inner(v[0])); }, {rand64({3, 4, 3})}, 1e-6, 1e-6,
+                    name + "'s second derivative");
+  }
 }
 
 TEST(RecurrentGradients, CellsOverSeveralStepsMatchFiniteDifferences) {
