@@ -61,8 +61,9 @@ Tensor gemm(const Tensor& a, bool ta, const Tensor& b, bool tb);
 // and, for a kernel whose record differentiates once (Order::FirstOnly), the
 // call is not inside a nested gradient call, where a second derivative may be
 // asked for and only the composition gives it. An empty fused_ops: a kernel
-// of src/ops' own (the recurrent scan), where only the order counts. Every op of src/ops with a
-// fused kernel asks here; no layer asks which kernels a backend has.
+// of src/ops' own (the recurrent scan), where only the order counts. Every
+// op of src/ops with a fused kernel asks here; no layer asks which kernels
+// a backend has.
 bool use_kernel(const Tensor& x, std::initializer_list<int32_t> fused_ops, autograd::Order order);
 
 // The activations a Dense layer can fuse into its GEMM.
